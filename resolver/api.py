@@ -1,0 +1,211 @@
+"""``resolve()`` and ``load_rules()``: the resolver's public entry points."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from resolver.compiler import CompiledTable, compile_table
+from resolver.config import Provenance, ResolvedConfig
+from resolver.engine import Evaluation, Evaluator
+from resolver.environment import Environment
+from resolver.errors import ResolutionError
+from resolver.reporter import Reporter
+from resolver.table import RuleSource, load_sources, read_sources
+
+__all__ = ["FLAG_DEFAULTS", "builtin_rules_dir", "load_rules", "removed_flag_error", "resolve", "run_rules"]
+
+RulesArg = CompiledTable | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
+
+#: The flags of ``resolve()`` and their defaults ("not given").
+FLAG_DEFAULTS: Mapping[str, Any] = {
+    "accelerator": "auto",
+    "devices": "auto",
+    "strategy": "auto",
+    "precision": None,
+    "num_nodes": 1,
+    "cluster_environment": "auto",
+    "plugins": (),
+}
+_CONFIG_FIELDS = tuple(a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes"))
+
+
+def builtin_rules_dir() -> Path:
+    """The shipped rule table: inside the wheel (``resolver/_rules``) or the source tree's ``rules/``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_rules", here.parent / "rules"):
+        if candidate.is_dir():
+            return candidate
+    raise ResolutionError(f"the built-in rule table is missing (looked in {here / '_rules'} and {here.parent / 'rules'})")
+
+
+def load_rules(extra: Iterable[str | os.PathLike[str]] = (), *, builtin: bool = True) -> CompiledTable:
+    """Load and compile the rule table: the built-in files plus ``extra`` files or folders."""
+    paths: list[str | os.PathLike[str]] = [builtin_rules_dir()] if builtin else []
+    paths.extend(extra)
+    return compile_table(load_sources(read_sources(paths)))
+
+
+def compile_sources(sources: Sequence[RuleSource]) -> CompiledTable:
+    """Compile rule texts held in memory (used by tests and tools)."""
+    return compile_table(load_sources(sources))
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_evaluator() -> Evaluator:
+    return Evaluator(load_rules())
+
+
+@functools.lru_cache(maxsize=16)
+def _evaluator_for(files: tuple[tuple[str, int, int], ...]) -> Evaluator:
+    return Evaluator(load_rules([f for f, _, _ in files]))
+
+
+def _evaluator(rules: RulesArg) -> Evaluator:
+    if rules is None:
+        return _builtin_evaluator()
+    if isinstance(rules, CompiledTable):
+        return _table_evaluator(rules)
+    items = [rules] if isinstance(rules, (str, os.PathLike)) else list(rules)
+    if not items:
+        return _builtin_evaluator()
+    key = []
+    for item in items:
+        path = Path(item).resolve()
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise ResolutionError(f"cannot read rule file {path}: {exc.strerror}") from exc
+        key.append((str(path), st.st_mtime_ns, st.st_size))
+    return _evaluator_for(tuple(key))
+
+
+_TABLE_EVALUATORS: dict[int, tuple[CompiledTable, Evaluator]] = {}
+
+
+def _table_evaluator(table: CompiledTable) -> Evaluator:
+    cached = _TABLE_EVALUATORS.get(id(table))
+    if cached is None or cached[0] is not table:
+        cached = (table, Evaluator(table))
+        _TABLE_EVALUATORS[id(table)] = cached
+    return cached[1]
+
+
+def removed_flag_error(table: CompiledTable, flag: str, value: Any, *, cli: bool = False) -> ResolutionError | None:
+    """The error for a removed flag (``gpus=2``), spelling out the replacement; None if not removed."""
+    entry = table.removed.get(flag)
+    if entry is None:
+        return None
+    key = "cli" if cli else "python"
+    shown = f"--{flag.replace('_', '-')} {value}" if cli else f"{flag}={value!r}"
+    replacement = str(entry.get(key, "")).replace("{value}", str(value)).replace("{value!r}", repr(value))
+    return ResolutionError(
+        f"{shown} was removed: {entry.get('why', 'it overlapped with other flags')}",
+        hint=f"use {replacement}" if replacement else None,
+        rule=f"removed.{flag}",
+    )
+
+
+def _normalize_flag(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.strip().lower()
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _input_values(
+    table: CompiledTable, flags: Mapping[str, Any], environment: Environment
+) -> tuple[dict[str, Any], dict[str, Provenance]]:
+    values: dict[str, Any] = {}
+    provenance: dict[str, Provenance] = {}
+    for name, default in FLAG_DEFAULTS.items():
+        value = flags[name]
+        values[f"arg.{name}"] = value
+        given = value != default
+        provenance[f"arg.{name}"] = Provenance("flag", f"{name}={value!r}") if given else Provenance("default")
+    for field in attrs.fields(Environment):
+        if field.name == "variables":
+            continue
+        value = getattr(environment, field.name)
+        values[f"env.{field.name}"] = value
+        provenance[f"env.{field.name}"] = Provenance("environment", f"{field.name}={value!r}")
+    variables = environment.variables
+    for slot in table.variables:
+        name = slot[4:]
+        value = variables.get(name)
+        values[slot] = value
+        provenance[slot] = Provenance("variable", f"{name}={value}" if value is not None else f"{name} (unset)")
+    return values, provenance
+
+
+def run_rules(
+    flags: Mapping[str, Any],
+    environment: Environment,
+    rules: RulesArg = None,
+    reporter: Reporter | None = None,
+) -> Evaluation:
+    """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``."""
+    evaluator = _evaluator(rules)
+    merged = {name: _normalize_flag(flags.get(name, default)) for name, default in FLAG_DEFAULTS.items()}
+    merged["plugins"] = tuple(_normalize_flag(p) for p in (merged["plugins"] or ()))
+    values, provenance = _input_values(evaluator.table, merged, environment)
+    return evaluator.run(values, provenance, reporter)
+
+
+def resolve(
+    accelerator: str = "auto",
+    devices: int | str | Sequence[int] = "auto",
+    strategy: str = "auto",
+    precision: str | int | None = None,
+    num_nodes: int = 1,
+    *,
+    cluster_environment: str = "auto",
+    plugins: Sequence[str] = (),
+    environment: Environment | None = None,
+    rules: RulesArg = None,
+    reporter: Reporter | None = None,
+    **removed: Any,
+) -> ResolvedConfig:
+    """Resolve training flags against a machine snapshot.
+
+    ``environment=None`` probes the real machine (:meth:`Environment.probe`). ``rules`` adds rule
+    files (paths) to the built-in table, or replaces it with a compiled table. Raises
+    :class:`ResolutionError` (a ``ValueError``); :class:`ConflictError` when two sources disagree.
+    """
+    if removed:
+        evaluator = _evaluator(rules)
+        for flag, value in sorted(removed.items()):
+            error = removed_flag_error(evaluator.table, flag, value)
+            if error is not None:
+                raise error
+        raise TypeError(f"resolve() got unexpected keyword argument(s): {', '.join(sorted(removed))}")
+    env = Environment.probe() if environment is None else environment
+    flags = {
+        "accelerator": accelerator,
+        "devices": devices,
+        "strategy": strategy,
+        "precision": precision,
+        "num_nodes": num_nodes,
+        "cluster_environment": cluster_environment,
+        "plugins": plugins,
+    }
+    evaluation = run_rules(flags, env, rules, reporter)
+    return config_from(evaluation)
+
+
+def config_from(evaluation: Evaluation) -> ResolvedConfig:
+    values, provenance = evaluation.values, evaluation.provenance
+    try:
+        return ResolvedConfig(
+            **{name: values[name] for name in _CONFIG_FIELDS},
+            provenance={name: provenance[name] for name in _CONFIG_FIELDS},
+            notes=evaluation.notes,
+        )
+    except KeyError as exc:
+        raise ResolutionError(f"the rule table has no slot {exc.args[0]!r}, a field of ResolvedConfig") from None

@@ -1,0 +1,329 @@
+"""Compiling loaded rule files into an evaluation plan, and every check that can run before use.
+
+Slots and rules form a networkx DiGraph (slot -> rule that reads it -> slot it sets). The plan is
+the graph's deterministic topological order, cut into stages. Errors found here name the file,
+the rule and the line: unknown slots, stages, functions and values, rules reading a slot a later
+stage decides, rules setting another stage's slot, cycles, and ambiguous rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import networkx as nx
+
+from resolver.conditions import CONDITION_OPS, TYPE_NAMES, Call, Condition, Const, Ref, ValueExpr
+from resolver.errors import RuleTableError
+from resolver.functions import FUNCTIONS
+from resolver.table import VARIABLE_PREFIX, RawRule, Slot, TableData
+
+__all__ = ["CompiledRule", "CompiledTable", "StagePlan", "compile_table"]
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.:-]+)\}")
+
+
+@attrs.frozen
+class CompiledRule:
+    id: str
+    stage: str
+    file: str
+    line: int | None
+    priority: int
+    when: tuple[Condition, ...]
+    sets: tuple[tuple[str, ValueExpr], ...]
+    why: str
+    conflict: str | None
+    hint: str | None
+    note: str | None
+    between: tuple[str, ...]
+    reads: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        return "conflict" if self.conflict is not None else ("set" if self.sets else "note")
+
+    def fires(self, values: Mapping[str, Any]) -> bool:
+        for condition in self.when:
+            if not condition.predicate(values):
+                return False
+        return True
+
+
+@attrs.frozen
+class StagePlan:
+    """What one stage does, in order: decide these slots, then run these checks."""
+
+    name: str
+    slots: tuple[str, ...]
+    setters: Mapping[str, tuple[CompiledRule, ...]]
+    checks: tuple[CompiledRule, ...]
+
+
+@attrs.frozen
+class CompiledTable:
+    """A rule table ready to evaluate. Build with :func:`resolver.load_rules`."""
+
+    stages: tuple[StagePlan, ...]
+    slots: Mapping[str, Slot]
+    domains: Mapping[str, frozenset[str]]
+    rules: Mapping[str, CompiledRule]
+    removed: Mapping[str, Mapping[str, Any]]
+    variables: tuple[str, ...]
+    graph: nx.DiGraph = attrs.field(eq=False, repr=False)
+    files: tuple[str, ...] = ()
+
+    def stage_of(self, slot: str) -> str:
+        return self.slots[slot].stage
+
+
+def compile_table(data: TableData) -> CompiledTable:
+    domains = {name: data.expand_domain(name) for name in sorted(data.domains)}
+    stage_index = {name: i for i, name in enumerate(data.stages)}
+    for slot in data.slots.values():
+        if slot.stage not in stage_index:
+            raise RuleTableError(f"slot {slot.name!r} names unknown stage {slot.stage!r}")
+        if slot.domain is not None and slot.domain not in domains:
+            raise RuleTableError(f"slot {slot.name!r} names unknown domain {slot.domain!r}")
+    compiler = _RuleCompiler(data, domains, stage_index)
+    rules = [compiler.compile(raw) for raw in data.rules]
+    slots = dict(data.slots)
+    for rule in rules:
+        for name in rule.reads:
+            if name.startswith(VARIABLE_PREFIX) and name not in slots:
+                slot = data.slot(name)
+                assert slot is not None
+                slots[name] = slot
+
+    graph = nx.DiGraph()
+    for name, slot in slots.items():
+        graph.add_node(f"slot:{name}", stage=stage_index[slot.stage])
+    by_id = {rule.id: rule for rule in rules}
+    for rule in rules:
+        node = f"rule:{rule.id}"
+        graph.add_node(node, stage=stage_index[rule.stage])
+        for name in rule.reads:
+            graph.add_edge(f"slot:{name}", node)
+        for name, _ in rule.sets:
+            graph.add_edge(node, f"slot:{name}")
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle:
+        path = [a for a, _ in cycle] + [cycle[0][0]]
+        first_rule = next(by_id[n[5:]] for n in path if n.startswith("rule:"))
+        raise RuleTableError(
+            "rules form a cycle: " + " -> ".join(path), file=first_rule.file, rule=first_rule.id, line=first_rule.line
+        )
+
+    order = list(nx.lexicographical_topological_sort(graph, key=lambda n: f"{graph.nodes[n]['stage']:03d}{n}"))
+    setters: dict[str, list[CompiledRule]] = {}
+    for rule in rules:
+        for name, _ in rule.sets:
+            setters.setdefault(name, []).append(rule)
+    for name, group in setters.items():
+        group.sort(key=lambda r: (-r.priority, r.id))
+        _check_ambiguity(name, group)
+
+    plans = []
+    for stage in data.stages:
+        stage_slots = tuple(n[5:] for n in order if n.startswith("slot:") and slots[n[5:]].stage == stage)
+        checks = sorted(
+            (r for r in rules if r.stage == stage and not r.sets), key=lambda r: (-r.priority, r.id)
+        )
+        plans.append(
+            StagePlan(
+                name=stage,
+                slots=stage_slots,
+                setters={n: tuple(setters.get(n, ())) for n in stage_slots},
+                checks=tuple(checks),
+            )
+        )
+    return CompiledTable(
+        stages=tuple(plans),
+        slots=slots,
+        domains=domains,
+        rules={r.id: r for r in sorted(rules, key=lambda r: r.id)},
+        removed=data.removed,
+        variables=tuple(sorted(n for n in slots if n.startswith(VARIABLE_PREFIX))),
+        graph=graph,
+        files=tuple(data.files),
+    )
+
+
+def _check_ambiguity(slot: str, group: list[CompiledRule]) -> None:
+    for i, a in enumerate(group):
+        for b in group[i + 1 :]:
+            if a.priority != b.priority:
+                break
+            if not _exclusive(a, b):
+                raise RuleTableError(
+                    f"ambiguous: rules {a.id!r} and {b.id!r} both set {slot!r} at priority {a.priority} and "
+                    "their conditions can both hold; give one a higher `priority` or make them exclusive",
+                    file=b.file,
+                    rule=b.id,
+                    line=b.line,
+                )
+
+
+def _exclusive(a: CompiledRule, b: CompiledRule) -> bool:
+    shapes_b = {c.slot: c.shape for c in b.when}
+    return any(c.slot in shapes_b and c.shape.disjoint(shapes_b[c.slot]) for c in a.when)
+
+
+class _RuleCompiler:
+    def __init__(self, data: TableData, domains: Mapping[str, frozenset[str]], stage_index: Mapping[str, int]):
+        self.data = data
+        self.domains = domains
+        self.stage_index = stage_index
+
+    def compile(self, raw: RawRule) -> CompiledRule:
+        d = raw.data
+        stage = d.get("stage")
+        if stage not in self.stage_index:
+            raise raw.error(f"unknown stage {stage!r}; stages are {', '.join(self.data.stages)}")
+        if stage == self.data.stages[0]:
+            raise raw.error(f"stage {stage!r} holds the inputs; rules belong to a later stage")
+        has_set, has_conflict = "set" in d, "conflict" in d
+        if has_set == has_conflict and not ("note" in d and not has_set and not has_conflict):
+            raise raw.error("a rule has exactly one outcome: `set = {...}`, `conflict = \"...\"`, or only `note`")
+        if has_conflict and "hint" not in d:
+            raise raw.error("a conflict needs a `hint` that tells the user the fix")
+        if not isinstance(d.get("when", {}), dict):
+            raise raw.error("`when` must be a table of slot = condition")
+        priority = d.get("priority", 0)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise raw.error("`priority` must be an integer")
+
+        reads: list[str] = []
+        when = tuple(self._condition(raw, name, spec, reads) for name, spec in sorted(d.get("when", {}).items()))
+        sets = tuple(self._set(raw, name, expr, reads) for name, expr in sorted(d.get("set", {}).items()))
+        texts = [d.get(k) for k in ("why", "conflict", "hint", "note") if d.get(k) is not None]
+        for text in texts:
+            if not isinstance(text, str):
+                raise raw.error("`why`, `conflict`, `hint` and `note` must be strings")
+            for name in PLACEHOLDER.findall(text):
+                if name.startswith("domain:"):
+                    if name[7:] not in self.domains:
+                        raise raw.error(f"template names unknown domain {name[7:]!r}")
+                else:
+                    self._read(raw, name, reads)
+        between = tuple(d.get("between", ()))
+        if has_conflict:
+            if not between:
+                between = tuple(c.slot for c in when[:2])
+            for name in between:
+                self._read(raw, name, reads)
+        for name in reads:
+            slot = self.data.slot(name)
+            assert slot is not None
+            if self.stage_index[slot.stage] > self.stage_index[stage]:
+                raise raw.error(
+                    f"reads slot {name!r}, which stage {slot.stage!r} decides after this rule's stage {stage!r}"
+                )
+        for name, _ in sets:
+            slot = self.data.slots[name]
+            if slot.stage != stage:
+                raise raw.error(f"sets slot {name!r}, which belongs to stage {slot.stage!r}, not {stage!r}")
+        return CompiledRule(
+            id=raw.id,
+            stage=stage,
+            file=raw.file,
+            line=raw.line,
+            priority=priority,
+            when=when,
+            sets=sets,
+            why=d.get("why", ""),
+            conflict=d.get("conflict"),
+            hint=d.get("hint"),
+            note=d.get("note"),
+            between=between,
+            reads=tuple(dict.fromkeys(reads)),
+        )
+
+    def _read(self, raw: RawRule, name: str, reads: list[str]) -> Slot:
+        slot = self.data.slot(name)
+        if slot is None:
+            close = [s for s in self.data.slots if s.split(".")[-1] == name.split(".")[-1]]
+            extra = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise raw.error(f"unknown slot {name!r}{extra}")
+        reads.append(name)
+        return slot
+
+    def _check_value(self, raw: RawRule, slot: Slot, value: Any) -> Any:
+        if isinstance(value, list):
+            return tuple(self._check_value(raw, slot, v) if slot.type != "tuple" else v for v in value)
+        if value == "none" and slot.nullable:
+            return None
+        if slot.domain is not None and isinstance(value, str):
+            members = self.domains[slot.domain]
+            if value not in members:
+                raise raw.error(
+                    f"unknown value {value!r} for slot {slot.name!r}; domain {slot.domain!r} has "
+                    + ", ".join(sorted(members))
+                )
+        return value
+
+    def _condition(self, raw: RawRule, name: str, spec: Any, reads: list[str]) -> Condition:
+        slot = self._read(raw, name, reads)
+        ops: list[tuple[str, Any]] = []
+        items = spec.items() if isinstance(spec, dict) and "ref" not in spec else [("eq", spec)]
+        for op, operand in items:
+            if op not in CONDITION_OPS:
+                raise raw.error(f"unknown condition operator {op!r} on {name!r}; use one of {', '.join(CONDITION_OPS)}")
+            if isinstance(operand, dict):
+                if set(operand) != {"ref"}:
+                    raise raw.error(f"operand of {op!r} on {name!r} must be a value or {{ ref = \"slot\" }}")
+                self._read(raw, operand["ref"], reads)
+                ops.append((op, Ref(operand["ref"])))
+                continue
+            if op in ("in", "not_in") and not isinstance(operand, list):
+                raise raw.error(f"{op!r} on {name!r} needs a list")
+            if op in ("in_domain", "not_in_domain") and operand not in self.domains:
+                raise raw.error(f"{op!r} on {name!r} names unknown domain {operand!r}")
+            if op == "is" and operand not in TYPE_NAMES:
+                raise raw.error(f"'is' on {name!r} takes one of {', '.join(TYPE_NAMES)}")
+            if op in ("gt", "ge", "lt", "le") and (isinstance(operand, bool) or not isinstance(operand, (int, float))):
+                raise raw.error(f"{op!r} on {name!r} needs a number")
+            if op in ("eq", "ne", "in", "not_in"):
+                operand = self._check_value(raw, slot, operand)
+                if op in ("in", "not_in"):
+                    operand = tuple(operand)
+            ops.append((op, operand))
+        return Condition.build(name, tuple(ops), self.domains)
+
+    def _set(self, raw: RawRule, name: str, expr: Any, reads: list[str]) -> tuple[str, ValueExpr]:
+        slot = self.data.slots.get(name)
+        if slot is None:
+            if self.data.slot(name) is not None:
+                raise raw.error(f"sets {name!r}, an input variable; rules cannot change inputs")
+            self._read(raw, name, [])  # raises "unknown slot"
+            raise AssertionError
+        if isinstance(expr, dict):
+            if set(expr) == {"ref"}:
+                self._read(raw, expr["ref"], reads)
+                return name, Ref(expr["ref"])
+            if set(expr) == {"const"}:
+                return name, Const(expr["const"])
+            if "fn" in expr and set(expr) <= {"fn", "args"}:
+                if expr["fn"] not in FUNCTIONS:
+                    raise raw.error(f"unknown function {expr['fn']!r}; registered: {', '.join(sorted(FUNCTIONS))}")
+                args: list[Ref | Const] = []
+                for arg in expr.get("args", []):
+                    if isinstance(arg, dict) and set(arg) == {"const"}:
+                        args.append(Const(arg["const"]))
+                    elif isinstance(arg, dict) and set(arg) == {"domain"}:
+                        if arg["domain"] not in self.domains:
+                            raise raw.error(f"function argument names unknown domain {arg['domain']!r}")
+                        args.append(Const(tuple(sorted(self.domains[arg["domain"]]))))
+                    elif isinstance(arg, str):
+                        self._read(raw, arg, reads)
+                        args.append(Ref(arg))
+                    else:
+                        raise raw.error("function arguments are slot names, { const = value } or { domain = name }")
+                return name, Call(expr["fn"], tuple(args))
+            raise raw.error(f"set value of {name!r} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}")
+        return name, Const(self._check_value(raw, slot, expr))

@@ -1,0 +1,186 @@
+"""The frozen result of resolution, and where each of its values came from."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+import cattrs
+
+__all__ = ["FrozenMapping", "Provenance", "ResolvedConfig", "converter"]
+
+
+class FrozenMapping(Mapping[str, Any]):
+    """An immutable, hashable mapping (used for ``strategy_options``)."""
+
+    __slots__ = ("_data", "_hash")
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data: dict[str, Any] = dict(sorted((data or {}).items()))
+        self._hash: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(tuple(self._data.items()))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return dict(self._data) == dict(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"FrozenMapping({self._data!r})"
+
+
+def _to_frozen_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
+    return value if isinstance(value, FrozenMapping) else FrozenMapping(value)
+
+
+@attrs.frozen
+class Provenance:
+    """Where a resolved value came from.
+
+    ``kind`` is one of ``flag`` (an argument of ``resolve()`` / a CLI flag), ``variable`` (an
+    override environment variable), ``environment`` (a fact of the machine or cluster),
+    ``rule`` (a rule of the table decided it) or ``default``. ``source`` names the flag, variable
+    or fact; ``rule`` and ``why`` name the rule that decided it, and ``inputs`` lists the
+    ``(slot, value)`` facts that rule read.
+    """
+
+    kind: str
+    source: str | None = None
+    rule: str | None = None
+    why: str | None = None
+    inputs: tuple[tuple[str, Any], ...] = ()
+
+    def describe(self) -> str:
+        """One human line: ``flag devices=2``, ``rule accelerator.auto.cpu: ...``."""
+        if self.kind in ("flag", "variable", "environment") and self.source:
+            text = f"{self.kind} {self.source}"
+            if self.rule and self.why:
+                text += f" (rule {self.rule}: {self.why})"
+            return text
+        if self.rule:
+            return f"rule {self.rule}: {self.why}" if self.why else f"rule {self.rule}"
+        return self.kind if not self.source else f"{self.kind} {self.source}"
+
+
+@attrs.frozen
+class ResolvedConfig:
+    """Everything the runtime needs to build a strategy, decided and frozen.
+
+    Field names and values are the public vocabulary (see ``docs/vocabulary.md``).
+    ``provenance`` maps each field to the :class:`Provenance` of its value; ``notes`` holds the
+    explained choices made on the user's behalf (e.g. one GPU in a notebook).
+    """
+
+    accelerator: str
+    num_devices: int
+    device_ids: tuple[int, ...] = attrs.field(converter=tuple)
+    num_nodes: int
+    strategy: str
+    launcher: str | None
+    collective: str
+    process_group_backend: str | None
+    cluster_environment: str
+    precision: str
+    world_size: int
+    global_rank: int
+    local_rank: int
+    node_rank: int
+    strategy_options: FrozenMapping = attrs.field(factory=FrozenMapping, converter=_to_frozen_mapping)
+    provenance: Mapping[str, Provenance] = attrs.field(
+        factory=FrozenMapping, converter=_to_frozen_mapping, eq=False, repr=False
+    )
+    notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    def to_dict(self, *, with_provenance: bool = True) -> dict[str, Any]:
+        """Plain data (JSON/TOML-ready)."""
+        data: dict[str, Any] = converter.unstructure(self)
+        if not with_provenance:
+            data.pop("provenance", None)
+        return data
+
+    def to_json(self, *, with_provenance: bool = True) -> str:
+        return json.dumps(self.to_dict(with_provenance=with_provenance), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ResolvedConfig:
+        return converter.structure(dict(data), cls)
+
+    @classmethod
+    def from_json(cls, text: str) -> ResolvedConfig:
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.world_size > 1
+
+    def summary(self) -> str:
+        """The one-line form ``resolver run`` prints."""
+        parts = [
+            f"accelerator={self.accelerator}",
+            f"devices={list(self.device_ids)}",
+            f"num_nodes={self.num_nodes}",
+            f"strategy={self.strategy}",
+            f"launcher={self.launcher}",
+            f"precision={self.precision}",
+            f"cluster={self.cluster_environment}",
+            f"world_size={self.world_size}",
+        ]
+        return " ".join(parts)
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter()
+    conv.register_unstructure_hook(FrozenMapping, lambda m: {k: conv.unstructure(v) for k, v in m.items()})
+    conv.register_structure_hook(FrozenMapping, lambda d, _: FrozenMapping(d))
+
+    def _inputs_to_data(inputs: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
+        return [[k, list(v) if isinstance(v, tuple) else v] for k, v in inputs]
+
+    conv.register_unstructure_hook(
+        Provenance,
+        lambda p: {
+            "kind": p.kind,
+            "source": p.source,
+            "rule": p.rule,
+            "why": p.why,
+            "inputs": _inputs_to_data(p.inputs),
+        },
+    )
+    conv.register_structure_hook(
+        Provenance,
+        lambda d, _: Provenance(
+            kind=d["kind"],
+            source=d.get("source"),
+            rule=d.get("rule"),
+            why=d.get("why"),
+            inputs=tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in d.get("inputs", ())),
+        ),
+    )
+
+    def _structure_provenance_map(d: Mapping[str, Any], _: Any) -> FrozenMapping:
+        return FrozenMapping({k: conv.structure(v, Provenance) for k, v in d.items()})
+
+    is_provenance_map = lambda t: t == Mapping[str, Provenance]  # noqa: E731
+    conv.register_structure_hook_func(is_provenance_map, _structure_provenance_map)
+    conv.register_unstructure_hook_func(
+        is_provenance_map, lambda m: {k: conv.unstructure(v, Provenance) for k, v in m.items()}
+    )
+    return conv
+
+
+converter = _make_converter()

@@ -1,0 +1,225 @@
+"""The evaluator: runs a compiled rule table over input values, stage by stage.
+
+The engine knows slots, rules and stages, nothing about accelerators or clusters. Each stage
+decides its slots in the graph's order (for each slot, the first rule that fires in priority
+order wins; otherwise the slot's default), then runs its checks (conflict and note rules), then
+freezes its slots into a typed stage value. Everything a person may want to watch goes through a
+:class:`~resolver.reporter.Reporter`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from resolver.compiler import PLACEHOLDER, CompiledRule, CompiledTable
+from resolver.conditions import Call, NotANumber, Ref, ValueExpr
+from resolver.config import FrozenMapping, Provenance
+from resolver.errors import ConflictError, ResolutionError, Side
+from resolver.functions import FUNCTIONS, InvalidInput
+from resolver.reporter import Reporter
+
+__all__ = ["Evaluation", "Evaluator", "display"]
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "bool": (bool,),
+    "tuple": (tuple,),
+    "mapping": (Mapping,),
+}
+_DEFAULT = Provenance("default")
+
+
+def display(value: Any) -> str:
+    """A value as shown in messages: text bare, tuples as lists, booleans lowercase."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(display(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}={display(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+@attrs.frozen
+class Evaluation:
+    """The outcome of a successful run: every slot's value and provenance, plus notes."""
+
+    values: Mapping[str, Any]
+    provenance: Mapping[str, Provenance]
+    notes: tuple[str, ...]
+    stages: tuple[Any, ...]
+
+
+class Evaluator:
+    """Evaluates one compiled table; build once per table, call :meth:`run` per resolution."""
+
+    def __init__(self, table: CompiledTable) -> None:
+        self.table = table
+        self.stage_classes = {
+            plan.name: attrs.make_class(
+                _class_name(plan.name),
+                {_field_name(s): attrs.field() for s in plan.slots},
+                frozen=True,
+                slots=True,
+            )
+            for plan in table.stages
+        }
+        self._domains = {
+            name: table.domains[slot.domain] for name, slot in table.slots.items() if slot.domain is not None
+        }
+
+    def render(self, template: str | None, values: Mapping[str, Any]) -> str | None:
+        if template is None or "{" not in template:
+            return template
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name.startswith("domain:"):
+                return ", ".join(sorted(self.table.domains[name[7:]]))
+            return display(values.get(name))
+
+        return PLACEHOLDER.sub(substitute, template)
+
+    def run(
+        self,
+        values: dict[str, Any],
+        provenance: dict[str, Provenance],
+        reporter: Reporter | None = None,
+    ) -> Evaluation:
+        """Decide every slot. ``values``/``provenance`` hold the inputs and are filled in place."""
+        notes: list[str] = []
+        stage_values = []
+        for plan in self.table.stages:
+            for slot in plan.slots:
+                if slot in values:
+                    continue
+                rule = self._winner(plan.setters[slot], values)
+                if rule is None:
+                    default = self.table.slots[slot].default
+                    values[slot] = default
+                    provenance[slot] = _DEFAULT
+                else:
+                    expr = next(e for name, e in rule.sets if name == slot)
+                    values[slot] = self._value(rule, expr, values, provenance)
+                    provenance[slot] = self._provenance(rule, expr, values, provenance)
+                    if rule.note is not None:
+                        note = self.render(rule.note, values)
+                        if note not in notes:
+                            notes.append(note)  # type: ignore[arg-type]
+                if reporter is not None:
+                    reporter.decided(slot, values[slot], provenance[slot])
+            for check in plan.checks:
+                if not self._fires(check, values):
+                    continue
+                if check.conflict is not None:
+                    error = self._conflict(check, values, provenance)
+                    if reporter is not None:
+                        reporter.failed(error)
+                    raise error
+                note = self.render(check.note, values)
+                notes.append(note)  # type: ignore[arg-type]
+                if reporter is not None:
+                    reporter.noted(check.id, note)  # type: ignore[arg-type]
+            stage_value = self._freeze(plan.name, plan.slots, values)
+            stage_values.append(stage_value)
+            if reporter is not None:
+                reporter.stage_finished(plan.name, stage_value)
+        return Evaluation(values, provenance, tuple(notes), tuple(stage_values))
+
+    # -- pieces ---------------------------------------------------------------------------------
+
+    def _fires(self, rule: CompiledRule, values: Mapping[str, Any]) -> bool:
+        try:
+            return rule.fires(values)
+        except NotANumber as exc:
+            raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id) from None
+
+    def _winner(self, setters: tuple[CompiledRule, ...], values: Mapping[str, Any]) -> CompiledRule | None:
+        for rule in setters:
+            if self._fires(rule, values):
+                return rule
+        return None
+
+    def _value(
+        self, rule: CompiledRule, expr: ValueExpr, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> Any:
+        if isinstance(expr, Ref):
+            return values.get(expr.slot)
+        if isinstance(expr, Call):
+            args = [values.get(a.slot) if isinstance(a, Ref) else a.value for a in expr.args]
+            try:
+                return FUNCTIONS[expr.fn](*args)
+            except InvalidInput as exc:
+                sides = tuple(
+                    Side(a.slot, values.get(a.slot), provenance.get(a.slot, _DEFAULT))
+                    for a in expr.args
+                    if isinstance(a, Ref)
+                )
+                raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id, sides=sides) from None
+        value = expr.value
+        return FrozenMapping(value) if isinstance(value, dict) else value
+
+    def _provenance(
+        self, rule: CompiledRule, expr: ValueExpr, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> Provenance:
+        why = self.render(rule.why, values)
+        inputs = tuple((s, values.get(s)) for s in rule.reads)
+        origin = None
+        if isinstance(expr, Ref):
+            origin = provenance.get(expr.slot)
+        elif isinstance(expr, Call):
+            refs = [a.slot for a in expr.args if isinstance(a, Ref)]
+            if len(refs) == 1:
+                origin = provenance.get(refs[0])
+        if origin is not None and origin.kind != "rule":
+            return Provenance(origin.kind, origin.source, rule.id, why, inputs)
+        return Provenance("rule", None, rule.id, why, inputs)
+
+    def _conflict(
+        self, rule: CompiledRule, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> ConflictError:
+        sides = tuple(Side(s, values.get(s), provenance.get(s, _DEFAULT)) for s in rule.between)
+        return ConflictError(
+            self.render(rule.conflict, values) or "",
+            rule=rule.id,
+            sides=sides,
+            hint=self.render(rule.hint, values),
+        )
+
+    def _freeze(self, stage: str, slots: tuple[str, ...], values: Mapping[str, Any]) -> Any:
+        for name in slots:
+            value = values[name]
+            slot = self.table.slots[name]
+            if value is None:
+                if slot.required:
+                    raise ResolutionError(
+                        f"no rule decided {name!r} in stage {stage!r} for these flags and this environment",
+                        hint="this is a gap in the rule table: add a rule for this case (resolver explain "
+                        "shows what was decided so far)",
+                    )
+                continue
+            expected = _PYTHON_TYPES.get(slot.type)
+            if expected is not None and (
+                not isinstance(value, expected) or (slot.type == "int" and isinstance(value, bool))
+            ):
+                raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {slot.type}")
+            members = self._domains.get(name)
+            if members is not None and isinstance(value, str) and value not in members:
+                raise ResolutionError(
+                    f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
+                )
+        cls = self.stage_classes[stage]
+        return cls(*(values[s] for s in slots))
+
+
+def _class_name(stage: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", stage)) + "Stage"
+
+
+def _field_name(slot: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", slot)
