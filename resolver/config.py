@@ -72,6 +72,8 @@ class Provenance:
             if self.rule and self.why:
                 text += f" (rule {self.rule}: {self.why})"
             return text
+        if self.kind == "default":
+            return f"default (rule {self.rule}: {self.why})" if self.rule and self.why else "default"
         if self.rule:
             return f"rule {self.rule}: {self.why}" if self.why else f"rule {self.rule}"
         return self.kind if not self.source else f"{self.kind} {self.source}"

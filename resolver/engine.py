@@ -152,6 +152,8 @@ class Evaluator:
             return values.get(expr.slot)
         if isinstance(expr, Call):
             args = [values.get(a.slot) if isinstance(a, Ref) else a.value for a in expr.args]
+            if any(arg is None for arg in args):
+                return None  # a function of an unset value is unset; the stage's checks say why
             try:
                 return FUNCTIONS[expr.fn](*args)
             except InvalidInput as exc:

@@ -1,0 +1,216 @@
+"""The ``resolver`` command: explain a resolution, run a script under it, check golden files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from resolver.api import load_rules, removed_flag_error, resolve
+from resolver.environment import Environment
+from resolver.errors import ResolutionError, RuleTableError
+from resolver.explain import explain_json, explain_text
+from resolver.reporter import RecordingReporter
+from resolver.simulate import SIMULATE_HELP, simulate
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+_REMOVED = ("gpus", "tpu_cores", "ipus", "num_processes", "distributed_backend", "auto_select_gpus")
+
+_EPILOG = """\
+exit codes: 0 resolved, 1 resolution error (conflict or invalid input), 2 usage error.
+
+examples:
+  resolver explain --devices 2 --strategy ddp
+  resolver explain --devices 8 --simulate cuda=8,slurm
+  resolver explain --simulate my-cluster-node.toml --format json
+  resolver run --devices 2 --strategy ddp train.py --epochs 3
+  resolver golden tests/golden
+  resolver rules --output docs/rules.md
+"""
+
+
+def _devices(text: str) -> int | str:
+    stripped = text.strip()
+    return int(stripped) if stripped.lstrip("-").isdigit() and "," not in stripped else stripped
+
+
+def _add_flags(parser: argparse.ArgumentParser) -> None:
+    flags = parser.add_argument_group("flags (as for resolver.resolve)")
+    flags.add_argument("--accelerator", default="auto", help="auto, cpu, cuda, gpu, mps, xla or tpu (default: auto)")
+    flags.add_argument("--devices", default="auto", type=_devices,
+                       help="auto, N, -1 (all), '0,1' or '1,' (ids) (default: auto)")
+    flags.add_argument("--strategy", default="auto",
+                       help="auto, single_device, ddp, ddp_spawn, ddp_fork, ddp_notebook, fsdp, deepspeed, xla, "
+                       "single_xla, horovod, or a registered name (default: auto)")
+    flags.add_argument("--precision", default=None,
+                       help="32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, 64-true (legacy 16, 32, 64, bf16); "
+                       "default: 32-true")
+    flags.add_argument("--num-nodes", default=1, type=int, help="number of machines (default: 1)")
+    flags.add_argument("--cluster-environment", default="auto",
+                       help="auto, local, torchelastic, slurm, lsf, mpi, kubeflow or xla (default: auto, detected)")
+    flags.add_argument("--plugin", action="append", default=[], dest="plugins", metavar="NAME",
+                       help="a cluster environment or precision given as a plugin (repeatable)")
+    where = parser.add_argument_group("rules and machine")
+    where.add_argument("--rules", action="append", default=[], metavar="FILE",
+                       help="an extra rule file (or folder) on top of the built-in table (repeatable)")
+    where.add_argument("--simulate", metavar="SPEC",
+                       help="resolve for a machine you are not on instead of probing this one: " + SIMULATE_HELP)
+    for name in _REMOVED:
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="resolver",
+        description="Resolve distributed-training flags against a machine, and say why.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    explain = sub.add_parser("explain", help="print each resolved field, its value and why",
+                             description="Print each resolved field, its value and why; on failure, a "
+                             "diagnostic naming both sides and the fix.", epilog=_EPILOG,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_flags(explain)
+    explain.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    explain.add_argument("--verbose", "-v", action="store_true", help="also show every intermediate decision")
+
+    run = sub.add_parser("run", help="resolve, then start a script under the resolved launcher (like torchrun)",
+                         description="Resolve the flags, print a one-line summary, and start SCRIPT once per local "
+                         "device with torchrun-compatible variables.")
+    _add_flags(run)
+    run.add_argument("script", help="the Python script to run")
+    run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+
+    golden = sub.add_parser("golden", help="check golden scenario files against the rules (or --update them)")
+    golden.add_argument("paths", nargs="+", help="scenario files or folders of them")
+    golden.add_argument("--update", action="store_true", help="rewrite each [expect] from the current rules")
+    golden.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
+
+    rules = sub.add_parser("rules", help="write the rule table as Markdown (docs/rules.md)")
+    rules.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
+    rules.add_argument("--output", metavar="FILE", help="write here instead of standard output")
+    rules.add_argument("--check", action="store_true", help="exit 1 if --output differs from what would be written")
+    return parser
+
+
+def _environment(spec: str | None) -> Environment:
+    return Environment.probe() if spec is None else simulate(spec)
+
+
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "accelerator": args.accelerator,
+        "devices": args.devices,
+        "strategy": args.strategy,
+        "precision": args.precision,
+        "num_nodes": args.num_nodes,
+        "cluster_environment": args.cluster_environment,
+        "plugins": tuple(args.plugins),
+    }
+
+
+def _check_removed(args: argparse.Namespace) -> None:
+    for name in _REMOVED:
+        value = getattr(args, f"removed_{name}")
+        if value is not None:
+            error = removed_flag_error(load_rules(args.rules), name, value, cli=True)
+            if error is not None:
+                raise error
+
+
+def _explain(args: argparse.Namespace) -> int:
+    trace = RecordingReporter()
+    try:
+        _check_removed(args)
+        config = resolve(**_flags(args), environment=_environment(args.simulate), rules=args.rules or None,
+                         reporter=trace)
+    except ResolutionError as error:
+        if args.format == "json":
+            print(explain_json(None, trace, error))
+        else:
+            print(error.diagnostic(), file=sys.stderr)
+        return EXIT_ERROR
+    print(explain_json(config, trace, None) if args.format == "json" else explain_text(config, trace,
+                                                                                        verbose=args.verbose))
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        _check_removed(args)
+        config = resolve(**_flags(args), environment=_environment(args.simulate), rules=args.rules or None)
+    except ResolutionError as error:
+        print(error.diagnostic(), file=sys.stderr)
+        return EXIT_ERROR
+    if not Path(args.script).is_file():
+        print(f"error: script {args.script!r} not found", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"resolver: {config.summary()}", file=sys.stderr, flush=True)
+    try:
+        from runtime import run_script
+    except ImportError as exc:
+        print(f"error: `resolver run` needs the runtime (torch): {exc}\n  = help: pip install 'resolver[runtime]'",
+              file=sys.stderr)
+        return EXIT_ERROR
+    return run_script(config, args.script, list(args.script_args))
+
+
+def _golden(args: argparse.Namespace) -> int:
+    from resolver import golden
+
+    failures = 0
+    paths = golden.scenario_paths(args.paths)
+    for path in paths:
+        scenario = golden.load_scenario(path)
+        if args.update:
+            if golden.update(scenario, args.rules or None):
+                print(f"updated {path}")
+            continue
+        problems = golden.check(scenario, args.rules or None)
+        if problems:
+            failures += 1
+            print(f"FAIL {path}")
+            for problem in problems:
+                print(f"  {problem}")
+    if not args.update:
+        print(f"{len(paths) - failures} passed, {failures} failed")
+    return EXIT_ERROR if failures else EXIT_OK
+
+
+def _rules(args: argparse.Namespace) -> int:
+    from resolver.ruledoc import rules_markdown
+
+    text = rules_markdown(load_rules(args.rules))
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    out = Path(args.output)
+    if args.check:
+        if not out.exists() or out.read_text() != text:
+            print(f"{out} is stale: regenerate it with `resolver rules --output {out}`", file=sys.stderr)
+            return EXIT_ERROR
+        return EXIT_OK
+    out.write_text(text)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handlers = {"explain": _explain, "run": _run, "golden": _golden, "rules": _rules}
+    try:
+        return handlers[args.command](args)
+    except RuleTableError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except ResolutionError as error:
+        print(error.diagnostic(), file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

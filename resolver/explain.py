@@ -1,0 +1,64 @@
+"""Rendering a resolution for people (text) and programs (JSON): what was decided, and why."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from resolver.config import ResolvedConfig, converter
+from resolver.engine import display
+from resolver.errors import ResolutionError
+from resolver.reporter import RecordingReporter
+
+__all__ = ["error_data", "explain_json", "explain_text"]
+
+_FIELDS = tuple(a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes"))
+
+
+def explain_text(config: ResolvedConfig, trace: RecordingReporter | None = None, *, verbose: bool = False) -> str:
+    """One line per field: name, value, and where the value came from."""
+    rows = [(name, display(getattr(config, name)), config.provenance[name].describe()) for name in _FIELDS]
+    if verbose and trace is not None:
+        rows.append(("", "", ""))
+        rows.append(("-- every decision --", "", ""))
+        for slot, (value, prov) in trace.decisions.items():
+            if slot not in _FIELDS:
+                rows.append((slot, display(value), prov.describe()))
+    width = max(len(r[0]) for r in rows) + 2
+    vwidth = min(max(len(r[1]) for r in rows) + 2, 24)
+    lines = [f"{n:<{width}}{v:<{vwidth}}{w}".rstrip() for n, v, w in rows]
+    if config.notes:
+        lines.append("")
+        lines.append("notes:")
+        lines += [f"  - {note}" for note in config.notes]
+    return "\n".join(lines)
+
+
+def error_data(error: ResolutionError) -> dict[str, Any]:
+    return {
+        "kind": type(error).__name__,
+        "rule": error.rule,
+        "rule_ids": list(error.rule_ids),
+        "message": error.message,
+        "hint": error.hint,
+        "sides": [
+            {"slot": s.slot, "value": converter.unstructure(s.value), "provenance": converter.unstructure(s.provenance)}
+            for s in error.sides
+        ],
+    }
+
+
+def explain_json(config: ResolvedConfig | None, trace: RecordingReporter | None, error: ResolutionError | None) -> str:
+    data: dict[str, Any] = {"ok": error is None}
+    if config is not None:
+        data["config"] = config.to_dict()
+    if trace is not None:
+        data["decisions"] = [
+            {"slot": slot, "value": converter.unstructure(value), "provenance": converter.unstructure(prov)}
+            for slot, (value, prov) in trace.decisions.items()
+        ]
+    if error is not None:
+        data["error"] = error_data(error)
+    return json.dumps(data, indent=2, sort_keys=True, default=str)

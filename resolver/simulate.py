@@ -1,0 +1,104 @@
+"""``--simulate`` specs: a short description of a machine you are not on.
+
+A spec is a comma-separated list of tokens, applied in order over an optional environment TOML
+file: machine facts (``cuda=8``, ``mps``, ``xla=4``, ``torch_xla``, ``horovod``, ``deepspeed``,
+``interactive``, ``nofork``, ``hostname=NAME``), cluster presets that set the variables a real
+launcher sets (``slurm[=TASKS_PER_NODE]``, ``torchrun[=NPROC_PER_NODE]``, ``lsf[=PER_NODE]``,
+``mpi[=PER_NODE]``, ``kubeflow[=PODS]``, sized by ``nodes=N``, placed by ``node=R``), and raw
+variables (``NAME=VALUE`` with an upper-case name).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from resolver.environment import Environment
+from resolver.errors import ResolutionError
+
+__all__ = ["SIMULATE_HELP", "simulate"]
+
+SIMULATE_HELP = (
+    "machine facts: cuda=N, mps, xla=N (or tpu=N), torch_xla, horovod, deepspeed, interactive, nofork, "
+    "hostname=NAME; clusters: slurm[=TASKS_PER_NODE], torchrun[=NPROC], lsf[=PER_NODE], mpi[=PER_NODE], "
+    "kubeflow[=PODS] (one process per pod), with nodes=N and node=R; variables: NAME=VALUE; or a path to an environment TOML file"
+)
+_FLAGS = {"mps": "mps_available", "torch_xla": "torch_xla_available", "horovod": "horovod_available",
+          "deepspeed": "deepspeed_available", "interactive": "interactive", "notebook": "interactive"}
+_CLUSTERS = ("slurm", "torchrun", "lsf", "mpi", "kubeflow")
+
+
+def _int(token: str, value: str) -> int:
+    if not value.strip().isdigit():
+        raise ResolutionError(f"--simulate: {token!r} needs a whole number", hint=SIMULATE_HELP)
+    return int(value)
+
+
+def simulate(spec: str, base: Environment | None = None) -> Environment:
+    """The environment a spec describes, on top of ``base`` (default: an empty CPU machine)."""
+    env = base or Environment()
+    facts: dict[str, object] = {}
+    variables = dict(env.variables)
+    explicit: dict[str, str] = {}
+    cluster: tuple[str, int | None] | None = None
+    nodes, node = 1, 0
+    for raw in (t.strip() for t in spec.split(",")):
+        if not raw:
+            continue
+        name, _, value = raw.partition("=")
+        key = name.lower()
+        if not _ and Path(raw).suffix == ".toml":
+            env = Environment.from_toml(raw)
+            variables.update(env.variables)
+            continue
+        if key in ("cuda", "gpus"):
+            facts["cuda_device_count"] = _int(raw, value)
+        elif key in ("xla", "tpu"):
+            facts["xla_device_count"] = _int(raw, value)
+            facts["torch_xla_available"] = True
+        elif key in _FLAGS and not value:
+            facts[_FLAGS[key]] = True
+        elif key == "nofork" and not value:
+            facts["fork_available"] = False
+        elif key == "hostname" and value:
+            facts["hostname"] = value
+        elif key == "nodes":
+            nodes = _int(raw, value)
+        elif key == "node":
+            node = _int(raw, value)
+        elif key in _CLUSTERS:
+            cluster = (key, _int(raw, value) if value else None)
+        elif value and name.isupper():
+            explicit[name] = value
+        else:
+            raise ResolutionError(f"--simulate: unknown token {raw!r}", hint=SIMULATE_HELP)
+    env = attrs.evolve(env, **facts)  # type: ignore[arg-type]
+    if cluster is not None:
+        kind, per_node = cluster
+        if per_node is None:
+            per_node = nodes if kind == "kubeflow" else max(1, env.cuda_device_count or env.xla_device_count)
+        variables.update(_cluster_variables(kind, per_node, nodes, node, env.hostname))
+    variables.update(explicit)  # NAME=VALUE tokens win over a preset's variables
+    return attrs.evolve(env, variables=variables)
+
+
+def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname: str) -> dict[str, str]:
+    world, rank = per_node * nodes, node * per_node
+    if kind == "slurm":
+        return {"SLURM_NTASKS": str(world), "SLURM_NTASKS_PER_NODE": str(per_node), "SLURM_NNODES": str(nodes),
+                "SLURM_PROCID": str(rank), "SLURM_LOCALID": "0", "SLURM_NODEID": str(node),
+                "SLURM_JOB_NAME": "train", "SLURM_JOB_ID": "1234"}
+    if kind == "torchrun":
+        return {"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(per_node),
+                "GROUP_RANK": str(node), "TORCHELASTIC_RUN_ID": "simulated", "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29500"}
+    if kind == "lsf":
+        hosts = " ".join(f"{hostname if i == node else f'node{i}'} {per_node}" for i in range(nodes))
+        return {"LSB_JOBID": "1234", "LSB_DJOB_RANKFILE": "/tmp/lsf-rankfile", "LSB_MCPU_HOSTS": f"batch 1 {hosts}",
+                "JSM_NAMESPACE_SIZE": str(world), "JSM_NAMESPACE_RANK": str(rank), "JSM_NAMESPACE_LOCAL_RANK": "0"}
+    if kind == "mpi":
+        return {"OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_RANK": str(rank),
+                "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node)}
+    return {"KUBERNETES_PORT": "tcp://10.0.0.1:443", "MASTER_ADDR": "trainer-master-0", "MASTER_PORT": "23456",
+            "WORLD_SIZE": str(per_node), "RANK": str(node)}
