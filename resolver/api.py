@@ -119,26 +119,36 @@ def _normalize_flag(value: Any) -> Any:
     return value
 
 
-def _input_values(
-    table: CompiledTable, flags: Mapping[str, Any], environment: Environment
-) -> tuple[dict[str, Any], dict[str, Provenance]]:
+def _flag_values(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Provenance]]:
     values: dict[str, Any] = {}
     provenance: dict[str, Provenance] = {}
     for name, default in FLAG_DEFAULTS.items():
         value = flags[name]
         values[f"arg.{name}"] = value
         given = value != default
-        provenance[f"arg.{name}"] = Provenance("flag", f"{name}={value!r}") if given else Provenance("default")
+        provenance[f"arg.{name}"] = Provenance("flag", f"{name}={value!r}") if given else _NOT_GIVEN
+    return values, provenance
+
+
+_NOT_GIVEN = Provenance("default")
+
+
+@functools.lru_cache(maxsize=32)
+def _environment_values(
+    variables: tuple[str, ...], environment: Environment
+) -> tuple[Mapping[str, Any], Mapping[str, Provenance]]:
+    """The env.* and var.* inputs of a snapshot (cached: snapshots are frozen and hashable)."""
+    values: dict[str, Any] = {}
+    provenance: dict[str, Provenance] = {}
     for field in attrs.fields(Environment):
         if field.name == "variables":
             continue
         value = getattr(environment, field.name)
         values[f"env.{field.name}"] = value
         provenance[f"env.{field.name}"] = Provenance("environment", f"{field.name}={value!r}")
-    variables = environment.variables
-    for slot in table.variables:
+    for slot in variables:
         name = slot[4:]
-        value = variables.get(name)
+        value = environment.variables.get(name)
         values[slot] = value
         provenance[slot] = Provenance("variable", f"{name}={value}" if value is not None else f"{name} (unset)")
     return values, provenance
@@ -154,7 +164,10 @@ def run_rules(
     evaluator = _evaluator(rules)
     merged = {name: _normalize_flag(flags.get(name, default)) for name, default in FLAG_DEFAULTS.items()}
     merged["plugins"] = tuple(_normalize_flag(p) for p in (merged["plugins"] or ()))
-    values, provenance = _input_values(evaluator.table, merged, environment)
+    values, provenance = _flag_values(merged)
+    env_values, env_provenance = _environment_values(evaluator.table.variables, environment)
+    values.update(env_values)
+    provenance.update(env_provenance)
     return evaluator.run(values, provenance, reporter)
 
 

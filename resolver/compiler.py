@@ -41,6 +41,13 @@ class CompiledRule:
     between: tuple[str, ...]
     reads: tuple[str, ...]
 
+    def set_of(self, slot: str) -> ValueExpr:
+        """The expression this rule sets ``slot`` to."""
+        for name, expr in self.sets:
+            if name == slot:
+                return expr
+        raise KeyError(slot)
+
     @property
     def kind(self) -> str:
         return "conflict" if self.conflict is not None else ("set" if self.sets else "note")

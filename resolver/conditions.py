@@ -157,8 +157,11 @@ class Condition:
         return cls(slot, ops, predicate, _shape(ops, domains))
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _make_predicate(slot: str, op: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
-    get = _operand(operand)
     if op == "set":
         want = bool(operand)
         return lambda v: (v.get(slot) is not None) == want
@@ -170,22 +173,27 @@ def _make_predicate(slot: str, op: str, operand: Any, domains: Mapping[str, froz
         members = domains[operand]
         inside = op == "in_domain"
         return lambda v: (x := v.get(slot)) is not None and (x in members) == inside
+    if not isinstance(operand, Ref):
+        fast = _constant_predicate(slot, op, operand)
+        if fast is not None:
+            return fast
+    get = _operand(operand)
 
     def predicate(values: Values) -> bool:
         x = values.get(slot)
         if x is None:
             return False
         other = get(values)
+        if other is None:
+            return False
         if op == "eq":
-            return other is not None and _same(x, other)
+            return _same(x, other)
         if op == "ne":
-            return other is not None and not _same(x, other)
+            return not _same(x, other)
         if op == "in":
             return any(_same(x, o) for o in other)
         if op == "not_in":
             return not any(_same(x, o) for o in other)
-        if other is None:
-            return False
         left, right = as_number(x, slot), as_number(other, getattr(operand, "slot", "value"))
         if op == "gt":
             return left > right
@@ -196,6 +204,38 @@ def _make_predicate(slot: str, op: str, operand: Any, domains: Mapping[str, froz
         return left <= right
 
     return predicate
+
+
+def _constant_predicate(slot: str, op: str, operand: Any) -> Predicate | None:
+    """Fast paths for comparisons with a constant (the common case)."""
+    if op in ("eq", "ne") and not _is_int(operand):
+        # A non-integer constant equals only itself: no str/int coercion can apply.
+        if op == "eq":
+            return lambda v: v.get(slot) == operand
+        return lambda v: (x := v.get(slot)) is not None and x != operand
+    if op in ("in", "not_in") and not any(_is_int(o) for o in operand):
+        try:
+            members = frozenset(operand)
+        except TypeError:
+            return None
+        if op == "in":
+            return lambda v: v.get(slot) in members
+        return lambda v: (x := v.get(slot)) is not None and x not in members
+    if op in ("gt", "ge", "lt", "le"):
+        import operator
+
+        compare = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}[op]
+
+        def numeric(values: Values) -> bool:
+            x = values.get(slot)
+            if x is None:
+                return False
+            if type(x) is int:
+                return compare(x, operand)
+            return compare(as_number(x, slot), operand)
+
+        return numeric
+    return None
 
 
 def _shape(ops: tuple[tuple[str, Any], ...], domains: Mapping[str, frozenset[str]]) -> Shape:

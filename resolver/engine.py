@@ -10,7 +10,7 @@ freezes its slots into a typed stage value. Everything a person may want to watc
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -69,8 +69,18 @@ class Evaluator:
             )
             for plan in table.stages
         }
-        self._domains = {
-            name: table.domains[slot.domain] for name, slot in table.slots.items() if slot.domain is not None
+        self._stage_slots = {plan.name: plan.slots for plan in table.stages}
+        self._stage_checks = {
+            plan.name: tuple(
+                (
+                    name,
+                    _PYTHON_TYPES.get(table.slots[name].type),
+                    table.domains[table.slots[name].domain] if table.slots[name].domain else None,
+                    table.slots[name].required,
+                )
+                for name in plan.slots
+            )
+            for plan in table.stages
         }
 
     def render(self, template: str | None, values: Mapping[str, Any]) -> str | None:
@@ -88,10 +98,11 @@ class Evaluator:
     def run(
         self,
         values: dict[str, Any],
-        provenance: dict[str, Provenance],
+        inputs: Mapping[str, Provenance],
         reporter: Reporter | None = None,
     ) -> Evaluation:
-        """Decide every slot. ``values``/``provenance`` hold the inputs and are filled in place."""
+        """Decide every slot. ``values`` holds the inputs and is filled in place."""
+        provenance = ProvenanceMap(self, values, inputs)
         notes: list[str] = []
         stage_values = []
         for plan in self.table.stages:
@@ -100,13 +111,12 @@ class Evaluator:
                     continue
                 rule = self._winner(plan.setters[slot], values)
                 if rule is None:
-                    default = self.table.slots[slot].default
-                    values[slot] = default
-                    provenance[slot] = _DEFAULT
+                    values[slot] = self.table.slots[slot].default
+                    provenance.record(slot, _DEFAULT)
                 else:
-                    expr = next(e for name, e in rule.sets if name == slot)
+                    expr = rule.set_of(slot)
                     values[slot] = self._value(rule, expr, values, provenance)
-                    provenance[slot] = self._provenance(rule, expr, values, provenance)
+                    provenance.defer(slot, rule, expr)
                     if rule.note is not None:
                         note = self.render(rule.note, values)
                         if note not in notes:
@@ -125,7 +135,7 @@ class Evaluator:
                 notes.append(note)  # type: ignore[arg-type]
                 if reporter is not None:
                     reporter.noted(check.id, note)  # type: ignore[arg-type]
-            stage_value = self._freeze(plan.name, plan.slots, values)
+            stage_value = self._freeze(plan.name, values)
             stage_values.append(stage_value)
             if reporter is not None:
                 reporter.stage_finished(plan.name, stage_value)
@@ -133,16 +143,28 @@ class Evaluator:
 
     # -- pieces ---------------------------------------------------------------------------------
 
-    def _fires(self, rule: CompiledRule, values: Mapping[str, Any]) -> bool:
+    @staticmethod
+    def _fires(rule: CompiledRule, values: Mapping[str, Any]) -> bool:
         try:
-            return rule.fires(values)
+            for condition in rule.when:
+                if not condition.predicate(values):
+                    return False
         except NotANumber as exc:
             raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id) from None
+        return True
 
-    def _winner(self, setters: tuple[CompiledRule, ...], values: Mapping[str, Any]) -> CompiledRule | None:
-        for rule in setters:
-            if self._fires(rule, values):
-                return rule
+    @staticmethod
+    def _winner(setters: tuple[CompiledRule, ...], values: Mapping[str, Any]) -> CompiledRule | None:
+        rule = None
+        try:
+            for rule in setters:
+                for condition in rule.when:
+                    if not condition.predicate(values):
+                        break
+                else:
+                    return rule
+        except NotANumber as exc:
+            raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id if rule else None) from None
         return None
 
     def _value(
@@ -193,30 +215,55 @@ class Evaluator:
             hint=self.render(rule.hint, values),
         )
 
-    def _freeze(self, stage: str, slots: tuple[str, ...], values: Mapping[str, Any]) -> Any:
-        for name in slots:
+    def _freeze(self, stage: str, values: Mapping[str, Any]) -> Any:
+        for name, expected, members, required in self._stage_checks[stage]:
             value = values[name]
-            slot = self.table.slots[name]
             if value is None:
-                if slot.required:
+                if required:
                     raise ResolutionError(
                         f"no rule decided {name!r} in stage {stage!r} for these flags and this environment",
                         hint="this is a gap in the rule table: add a rule for this case (resolver explain "
                         "shows what was decided so far)",
                     )
                 continue
-            expected = _PYTHON_TYPES.get(slot.type)
-            if expected is not None and (
-                not isinstance(value, expected) or (slot.type == "int" and isinstance(value, bool))
-            ):
-                raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {slot.type}")
-            members = self._domains.get(name)
+            if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
+                raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
             if members is not None and isinstance(value, str) and value not in members:
                 raise ResolutionError(
                     f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
                 )
-        cls = self.stage_classes[stage]
+        cls, slots = self.stage_classes[stage], self._stage_slots[stage]
         return cls(*(values[s] for s in slots))
+
+
+class ProvenanceMap(Mapping[str, Provenance]):
+    """Provenance of every slot, built only when someone looks (most resolutions never do)."""
+
+    def __init__(self, evaluator: Evaluator, values: Mapping[str, Any], inputs: Mapping[str, Provenance]) -> None:
+        self._evaluator = evaluator
+        self._values = values
+        self._done: dict[str, Provenance] = dict(inputs)
+        self._pending: dict[str, tuple[CompiledRule, ValueExpr]] = {}
+
+    def record(self, slot: str, provenance: Provenance) -> None:
+        self._done[slot] = provenance
+
+    def defer(self, slot: str, rule: CompiledRule, expr: ValueExpr) -> None:
+        self._pending[slot] = (rule, expr)
+
+    def __getitem__(self, slot: str) -> Provenance:
+        found = self._done.get(slot)
+        if found is None:
+            rule, expr = self._pending[slot]
+            found = self._done[slot] = self._evaluator._provenance(rule, expr, self._values, self)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._done
+        yield from (s for s in self._pending if s not in self._done)
+
+    def __len__(self) -> int:
+        return len(self._done.keys() | self._pending.keys())
 
 
 def _class_name(stage: str) -> str:

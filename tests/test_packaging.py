@@ -1,0 +1,49 @@
+"""The wheel carries the rule table: `resolver explain` works from any directory after `pip install .`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        check=True, capture_output=True, timeout=300,
+    )
+    (found,) = out.glob("resolver-*.whl")
+    return found
+
+
+def test_wheel_contains_every_rule_file(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = sorted(Path(n).name for n in names if n.startswith("resolver/_rules/"))
+    assert shipped == sorted(p.name for p in (ROOT / "rules").glob("*.toml"))
+    assert any(n.startswith("runtime/") for n in names)
+
+
+def test_installed_wheel_explains_from_another_directory(wheel, tmp_path):
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    code = "import resolver; print(resolver.__file__); print(resolver.builtin_rules_dir())"
+    where = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True,
+                           timeout=60, check=True).stdout.split()
+    assert where[0].startswith(str(site)) and where[1] == str(site / "resolver" / "_rules")
+    result = subprocess.run(
+        [sys.executable, "-m", "resolver", "explain", "--devices", "2", "--strategy", "ddp", "--simulate", ""],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "launcher.script" in result.stdout

@@ -1,0 +1,249 @@
+"""Loading the rule table reports every mistake with its file, rule id and line."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from resolver import Environment, RuleTableError, resolve
+from resolver.api import builtin_rules_dir, compile_sources
+from resolver.table import RuleSource, read_sources
+
+BASE = read_sources([builtin_rules_dir()])
+
+
+def compile_with(extra: str, name: str = "extra.toml"):
+    return compile_sources([*BASE, RuleSource(name, textwrap.dedent(extra))])
+
+
+def load_error(extra: str, name: str = "extra.toml") -> RuleTableError:
+    with pytest.raises(RuleTableError) as info:
+        compile_with(extra, name)
+    return info.value
+
+
+def test_the_builtin_table_loads():
+    table = compile_sources(BASE)
+    assert len(table.rules) > 150
+    assert [s.name for s in table.stages] == ["input", "normalized", "placed", "clustered", "planned", "resolved"]
+
+
+def test_malformed_toml_names_the_file_and_line():
+    error = load_error('[[rule]]\nid = "x"\nstage = \n', name="broken.toml")
+    assert error.file == "broken.toml"
+    assert "malformed TOML" in str(error)
+    assert "line 3" in str(error)
+
+
+def test_unknown_slot_names_rule_and_line():
+    error = load_error(
+        """
+        [[rule]]
+        id = "my.rule"
+        stage = "planned"
+        when = { stratgy = "ddp" }
+        set = { launcher = "spawn" }
+        why = "typo"
+        """
+    )
+    assert (error.file, error.rule, error.line) == ("extra.toml", "my.rule", 3)
+    assert "unknown slot 'stratgy'" in str(error)
+
+
+def test_unknown_value_lists_the_domain():
+    error = load_error(
+        """
+        [[rule]]
+        id = "my.rule"
+        stage = "planned"
+        when = { strategy = "ddpp" }
+        set = { launcher = "spawn" }
+        why = "typo"
+        """
+    )
+    assert "unknown value 'ddpp' for slot 'strategy'" in str(error)
+    assert "single_device" in str(error)
+
+
+def test_unknown_set_value():
+    error = load_error(
+        """
+        [[rule]]
+        id = "my.rule"
+        stage = "planned"
+        when = { strategy = "ddp" }
+        set = { launcher = "teleport" }
+        why = "no such launcher"
+        """
+    )
+    assert "unknown value 'teleport' for slot 'launcher'" in str(error)
+
+
+def test_duplicate_ids_name_both_places():
+    error = load_error(
+        """
+        [[rule]]
+        id = "strategy.explicit"
+        stage = "planned"
+        when = { strategy = "ddp" }
+        set = { launcher = "spawn" }
+        why = "again"
+        """
+    )
+    assert error.rule == "strategy.explicit"
+    assert "duplicate rule id" in str(error)
+    assert "40-plan.toml" in str(error)
+
+
+def test_cycle_is_named():
+    error = load_error(
+        """
+        [slot."mine.a"]
+        stage = "planned"
+        type = "int"
+        [slot."mine.b"]
+        stage = "planned"
+        type = "int"
+
+        [[rule]]
+        id = "mine.a_from_b"
+        stage = "planned"
+        when = { "mine.b" = { gt = 0 } }
+        set = { "mine.a" = 1 }
+        why = "a follows b"
+
+        [[rule]]
+        id = "mine.b_from_a"
+        stage = "planned"
+        when = { "mine.a" = { gt = 0 } }
+        set = { "mine.b" = 1 }
+        why = "b follows a"
+        """
+    )
+    assert "cycle" in str(error)
+    assert "rule:mine.a_from_b" in str(error) and "rule:mine.b_from_a" in str(error)
+    assert "slot:mine.a" in str(error) and "slot:mine.b" in str(error)
+
+
+def test_reading_a_slot_a_later_stage_decides():
+    error = load_error(
+        """
+        [[rule]]
+        id = "early.reads.late"
+        stage = "placed"
+        when = { precision = "16-mixed" }
+        set = { accelerator = "cuda" }
+        why = "cannot know precision yet"
+        """
+    )
+    assert error.rule == "early.reads.late"
+    assert "reads slot 'precision', which stage 'resolved' decides after this rule's stage 'placed'" in str(error)
+
+
+def test_setting_another_stages_slot():
+    error = load_error(
+        """
+        [[rule]]
+        id = "wrong.stage"
+        stage = "resolved"
+        when = { precision = "16-mixed" }
+        set = { strategy = "ddp" }
+        why = "too late"
+        """
+    )
+    assert "sets slot 'strategy', which belongs to stage 'planned'" in str(error)
+
+
+def test_ambiguous_rules_are_reported():
+    error = load_error(
+        """
+        [[rule]]
+        id = "mine.spawn_on_two"
+        stage = "planned"
+        when = { num_devices = 2 }
+        set = { launcher = "spawn" }
+        why = "x"
+
+        [[rule]]
+        id = "mine.fork_on_cuda"
+        stage = "planned"
+        when = { accelerator = "cuda" }
+        set = { launcher = "fork" }
+        why = "y"
+        """
+    )
+    assert "ambiguous" in str(error)
+    assert "mine.spawn_on_two" in str(error) and "mine.fork_on_cuda" in str(error)
+
+
+def test_exclusive_rules_at_one_priority_are_fine():
+    compile_with(
+        """
+        [[rule]]
+        id = "mine.a"
+        stage = "planned"
+        when = { accelerator = "cuda", num_devices = 3 }
+        set = { launcher = "spawn" }
+        priority = 7
+        why = "x"
+
+        [[rule]]
+        id = "mine.b"
+        stage = "planned"
+        when = { accelerator = "cpu", num_devices = 3 }
+        set = { launcher = "fork" }
+        priority = 7
+        why = "y"
+        """
+    )
+
+
+@pytest.mark.parametrize(
+    ("snippet", "message"),
+    [
+        ('[[rule]]\nid = "r"\nstage = "planned"\nwhen = { strategy = "ddp" }\nconflict = "x"\n', "needs a `hint`"),
+        ('[[rule]]\nid = "r"\nstage = "warp"\nset = { launcher = "spawn" }\n', "unknown stage 'warp'"),
+        ('[[rule]]\nid = "r"\nstage = "planned"\nwhen = { strategy = { like = "d" } }\nset = { launcher = "spawn" }\n',
+         "unknown condition operator 'like'"),
+        ('[[rule]]\nid = "r"\nstage = "planned"\nset = { launcher = { fn = "nope" } }\n', "unknown function 'nope'"),
+        ('[[rule]]\nid = "r"\nstage = "planned"\nwehn = { strategy = "ddp" }\nset = { launcher = "spawn" }\n',
+         "unknown key(s) wehn"),
+        ('[[rule]]\nid = "r"\nstage = "planned"\nwhen = { strategy = "ddp" }\n', "exactly one outcome"),
+        ('[[rule]]\nid = "r"\nstage = "planned"\nset = { "var.RANK" = "1" }\n', "rules cannot change inputs"),
+        ('[[rule]]\nid = "r"\nstage = "planned"\nwhen = { num_devices = { gt = "two" } }\nset = { launcher = "spawn" }\n',
+         "needs a number"),
+        ('[[rule]]\nstage = "planned"\nset = { launcher = "spawn" }\n', "non-empty string `id`"),
+        ('bogus = 1\n', "unknown top-level key(s) bogus"),
+    ],
+)
+def test_other_table_mistakes(snippet: str, message: str):
+    assert message in str(load_error(snippet))
+
+
+def test_extra_rule_file_from_disk_is_used_by_resolve(tmp_path):
+    extra = tmp_path / "site.toml"
+    extra.write_text(
+        textwrap.dedent(
+            """
+            [[rule]]
+            id = "site.always_spawn"
+            stage = "planned"
+            when = { strategy = "ddp", "cluster.manages_processes" = false }
+            set = { launcher = "spawn" }
+            priority = 45
+            why = "our site prefers spawn"
+            """
+        )
+    )
+    config = resolve(devices=2, environment=Environment(), rules=[extra])
+    assert config.launcher == "spawn"
+    assert config.provenance["launcher"].rule == "site.always_spawn"
+    assert resolve(devices=2, environment=Environment()).launcher == "subprocess"
+
+
+def test_missing_rule_file_is_a_clear_error(tmp_path):
+    from resolver import ResolutionError
+
+    with pytest.raises(ResolutionError, match="cannot read rule file"):
+        resolve(environment=Environment(), rules=[tmp_path / "absent.toml"])
