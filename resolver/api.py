@@ -41,13 +41,15 @@ def builtin_rules_dir() -> Path:
     for candidate in (here / "_rules", here.parent / "rules"):
         if candidate.is_dir():
             return candidate
-    raise ResolutionError(f"the built-in rule table is missing (looked in {here / '_rules'} and {here.parent / 'rules'})")
+    raise ResolutionError(
+        f"the built-in rule table is missing (looked in {here / '_rules'} and {here.parent / 'rules'})"
+    )
 
 
 def load_rules(extra: Iterable[str | os.PathLike[str]] = (), *, builtin: bool = True) -> CompiledTable:
     """Load and compile the rule table: the built-in files plus ``extra`` files or folders."""
-    paths: list[str | os.PathLike[str]] = [builtin_rules_dir()] if builtin else []
-    paths.extend(extra)
+    paths: list[str | Path] = [builtin_rules_dir()] if builtin else []
+    paths.extend(Path(p) for p in extra)
     return compile_table(load_sources(read_sources(paths)))
 
 
@@ -218,7 +220,7 @@ def config_from(evaluation: Evaluation) -> ResolvedConfig:
         return ResolvedConfig(
             **{name: values[name] for name in _CONFIG_FIELDS},
             provenance={name: provenance[name] for name in _CONFIG_FIELDS},
-            notes=evaluation.notes,
+            notes=tuple(evaluation.notes),
         )
     except KeyError as exc:
         raise ResolutionError(f"the rule table has no slot {exc.args[0]!r}, a field of ResolvedConfig") from None

@@ -39,24 +39,47 @@ def _devices(text: str) -> int | str:
 def _add_flags(parser: argparse.ArgumentParser) -> None:
     flags = parser.add_argument_group("flags (as for resolver.resolve)")
     flags.add_argument("--accelerator", default="auto", help="auto, cpu, cuda, gpu, mps, xla or tpu (default: auto)")
-    flags.add_argument("--devices", default="auto", type=_devices,
-                       help="auto, N, -1 (all), '0,1' or '1,' (ids) (default: auto)")
-    flags.add_argument("--strategy", default="auto",
-                       help="auto, single_device, ddp, ddp_spawn, ddp_fork, ddp_notebook, fsdp, deepspeed, xla, "
-                       "single_xla, horovod, or a registered name (default: auto)")
-    flags.add_argument("--precision", default=None,
-                       help="32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, 64-true (legacy 16, 32, 64, bf16); "
-                       "default: 32-true")
+    flags.add_argument(
+        "--devices", default="auto", type=_devices, help="auto, N, -1 (all), '0,1' or '1,' (ids) (default: auto)"
+    )
+    flags.add_argument(
+        "--strategy",
+        default="auto",
+        help="auto, single_device, ddp, ddp_spawn, ddp_fork, ddp_notebook, fsdp, deepspeed, xla, "
+        "single_xla, horovod, or a registered name (default: auto)",
+    )
+    flags.add_argument(
+        "--precision",
+        default=None,
+        help="32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, 64-true (legacy 16, 32, 64, bf16); default: 32-true",
+    )
     flags.add_argument("--num-nodes", default=1, type=int, help="number of machines (default: 1)")
-    flags.add_argument("--cluster-environment", default="auto",
-                       help="auto, local, torchelastic, slurm, lsf, mpi, kubeflow or xla (default: auto, detected)")
-    flags.add_argument("--plugin", action="append", default=[], dest="plugins", metavar="NAME",
-                       help="a cluster environment or precision given as a plugin (repeatable)")
+    flags.add_argument(
+        "--cluster-environment",
+        default="auto",
+        help="auto, local, torchelastic, slurm, lsf, mpi, kubeflow or xla (default: auto, detected)",
+    )
+    flags.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        dest="plugins",
+        metavar="NAME",
+        help="a cluster environment or precision given as a plugin (repeatable)",
+    )
     where = parser.add_argument_group("rules and machine")
-    where.add_argument("--rules", action="append", default=[], metavar="FILE",
-                       help="an extra rule file (or folder) on top of the built-in table (repeatable)")
-    where.add_argument("--simulate", metavar="SPEC",
-                       help="resolve for a machine you are not on instead of probing this one: " + SIMULATE_HELP)
+    where.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an extra rule file (or folder) on top of the built-in table (repeatable)",
+    )
+    where.add_argument(
+        "--simulate",
+        metavar="SPEC",
+        help="resolve for a machine you are not on instead of probing this one: " + SIMULATE_HELP,
+    )
     for name in _REMOVED:
         parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
 
@@ -71,17 +94,24 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    explain = sub.add_parser("explain", help="print each resolved field, its value and why",
-                             description="Print each resolved field, its value and why; on failure, a "
-                             "diagnostic naming both sides and the fix.", epilog=_EPILOG,
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    explain = sub.add_parser(
+        "explain",
+        help="print each resolved field, its value and why",
+        description="Print each resolved field, its value and why; on failure, a "
+        "diagnostic naming both sides and the fix.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_flags(explain)
     explain.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     explain.add_argument("--verbose", "-v", action="store_true", help="also show every intermediate decision")
 
-    run = sub.add_parser("run", help="resolve, then start a script under the resolved launcher (like torchrun)",
-                         description="Resolve the flags, print a one-line summary, and start SCRIPT once per local "
-                         "device with torchrun-compatible variables.")
+    run = sub.add_parser(
+        "run",
+        help="resolve, then start a script under the resolved launcher (like torchrun)",
+        description="Resolve the flags, print a one-line summary, and start SCRIPT once per local "
+        "device with torchrun-compatible variables.",
+    )
     _add_flags(run)
     run.add_argument("script", help="the Python script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -127,16 +157,20 @@ def _explain(args: argparse.Namespace) -> int:
     trace = RecordingReporter()
     try:
         _check_removed(args)
-        config = resolve(**_flags(args), environment=_environment(args.simulate), rules=args.rules or None,
-                         reporter=trace)
+        config = resolve(
+            **_flags(args), environment=_environment(args.simulate), rules=args.rules or None, reporter=trace
+        )
     except ResolutionError as error:
         if args.format == "json":
             print(explain_json(None, trace, error))
         else:
             print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
-    print(explain_json(config, trace, None) if args.format == "json" else explain_text(config, trace,
-                                                                                        verbose=args.verbose))
+    print(
+        explain_json(config, trace, None)
+        if args.format == "json"
+        else explain_text(config, trace, verbose=args.verbose)
+    )
     return EXIT_OK
 
 
@@ -154,8 +188,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         from runtime import run_script
     except ImportError as exc:
-        print(f"error: `resolver run` needs the runtime (torch): {exc}\n  = help: pip install 'resolver[runtime]'",
-              file=sys.stderr)
+        print(
+            f"error: `resolver run` needs the runtime (torch): {exc}\n  = help: pip install 'resolver[runtime]'",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
     return run_script(config, args.script, list(args.script_args))
 

@@ -100,9 +100,9 @@ def compile_table(data: TableData) -> CompiledTable:
     for rule in rules:
         for name in rule.reads:
             if name.startswith(VARIABLE_PREFIX) and name not in slots:
-                slot = data.slot(name)
-                assert slot is not None
-                slots[name] = slot
+                variable = data.slot(name)
+                assert variable is not None
+                slots[name] = variable
 
     graph = nx.DiGraph()
     for name, slot in slots.items():
@@ -138,9 +138,7 @@ def compile_table(data: TableData) -> CompiledTable:
     plans = []
     for stage in data.stages:
         stage_slots = tuple(n[5:] for n in order if n.startswith("slot:") and slots[n[5:]].stage == stage)
-        checks = sorted(
-            (r for r in rules if r.stage == stage and not r.sets), key=lambda r: (-r.priority, r.id)
-        )
+        checks = sorted((r for r in rules if r.stage == stage and not r.sets), key=lambda r: (-r.priority, r.id))
         plans.append(
             StagePlan(
                 name=stage,
@@ -190,13 +188,13 @@ class _RuleCompiler:
     def compile(self, raw: RawRule) -> CompiledRule:
         d = raw.data
         stage = d.get("stage")
-        if stage not in self.stage_index:
+        if not isinstance(stage, str) or stage not in self.stage_index:
             raise raw.error(f"unknown stage {stage!r}; stages are {', '.join(self.data.stages)}")
         if stage == self.data.stages[0]:
             raise raw.error(f"stage {stage!r} holds the inputs; rules belong to a later stage")
         has_set, has_conflict = "set" in d, "conflict" in d
         if has_set == has_conflict and not ("note" in d and not has_set and not has_conflict):
-            raise raw.error("a rule has exactly one outcome: `set = {...}`, `conflict = \"...\"`, or only `note`")
+            raise raw.error('a rule has exactly one outcome: `set = {...}`, `conflict = "..."`, or only `note`')
         if has_conflict and "hint" not in d:
             raise raw.error("a conflict needs a `hint` that tells the user the fix")
         if not isinstance(d.get("when", {}), dict):
@@ -283,7 +281,7 @@ class _RuleCompiler:
                 raise raw.error(f"unknown condition operator {op!r} on {name!r}; use one of {', '.join(CONDITION_OPS)}")
             if isinstance(operand, dict):
                 if set(operand) != {"ref"}:
-                    raise raw.error(f"operand of {op!r} on {name!r} must be a value or {{ ref = \"slot\" }}")
+                    raise raw.error(f'operand of {op!r} on {name!r} must be a value or {{ ref = "slot" }}')
                 self._read(raw, operand["ref"], reads)
                 ops.append((op, Ref(operand["ref"])))
                 continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -48,6 +48,10 @@ def _to_frozen_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
     return value if isinstance(value, FrozenMapping) else FrozenMapping(value)
 
 
+def _to_tuple(items: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(items)
+
+
 @attrs.frozen
 class Provenance:
     """Where a resolved value came from.
@@ -90,7 +94,7 @@ class ResolvedConfig:
 
     accelerator: str
     num_devices: int
-    device_ids: tuple[int, ...] = attrs.field(converter=tuple)
+    device_ids: tuple[int, ...] = attrs.field(converter=_to_tuple)
     num_nodes: int
     strategy: str
     launcher: str | None
@@ -106,7 +110,7 @@ class ResolvedConfig:
     provenance: Mapping[str, Provenance] = attrs.field(
         factory=FrozenMapping, converter=_to_frozen_mapping, eq=False, repr=False
     )
-    notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    notes: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
 
     def to_dict(self, *, with_provenance: bool = True) -> dict[str, Any]:
         """Plain data (JSON/TOML-ready)."""

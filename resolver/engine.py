@@ -71,16 +71,7 @@ class Evaluator:
         }
         self._stage_slots = {plan.name: plan.slots for plan in table.stages}
         self._stage_checks = {
-            plan.name: tuple(
-                (
-                    name,
-                    _PYTHON_TYPES.get(table.slots[name].type),
-                    table.domains[table.slots[name].domain] if table.slots[name].domain else None,
-                    table.slots[name].required,
-                )
-                for name in plan.slots
-            )
-            for plan in table.stages
+            plan.name: tuple(_slot_check(table, name) for name in plan.slots) for plan in table.stages
         }
 
     def render(self, template: str | None, values: Mapping[str, Any]) -> str | None:
@@ -264,6 +255,13 @@ class ProvenanceMap(Mapping[str, Provenance]):
 
     def __len__(self) -> int:
         return len(self._done.keys() | self._pending.keys())
+
+
+def _slot_check(table: CompiledTable, name: str) -> tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool]:
+    """What freezing a stage verifies of one slot: type, domain, required."""
+    slot = table.slots[name]
+    members = table.domains[slot.domain] if slot.domain is not None else None
+    return name, _PYTHON_TYPES.get(slot.type), members, slot.required
 
 
 def _class_name(stage: str) -> str:

@@ -84,8 +84,9 @@ class ConflictError(ResolutionError):
 class RuleTableError(ValueError):
     """The rule table itself is broken (found when it loads); names the file and the rule."""
 
-    def __init__(self, message: str, *, file: str | None = None, rule: str | None = None,
-                 line: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, file: str | None = None, rule: str | None = None, line: int | None = None
+    ) -> None:
         self.file = file
         self.rule = rule
         self.line = line

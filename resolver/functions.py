@@ -141,7 +141,6 @@ def local_rank_in_world(node_rank: Any, num_devices: Any, local_rank: Any) -> in
     return to_int(node_rank) * to_int(num_devices) + to_int(local_rank)
 
 
-
 @register_function("first_visible_entry")
 def first_visible_entry(visible: str | None) -> str | None:
     if not visible:

@@ -23,8 +23,19 @@ def _operand(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-_OPS = {"eq": "=", "ne": "≠", "gt": ">", "ge": "≥", "lt": "<", "le": "≤", "in": "in", "not_in": "not in",
-        "in_domain": "in domain", "not_in_domain": "not in domain", "is": "is"}
+_OPS = {
+    "eq": "=",
+    "ne": "≠",
+    "gt": ">",
+    "ge": "≥",
+    "lt": "<",
+    "le": "≤",
+    "in": "in",
+    "not_in": "not in",
+    "in_domain": "in domain",
+    "not_in_domain": "not in domain",
+    "is": "is",
+}
 
 
 def _condition_text(rule: CompiledRule) -> str:
@@ -71,7 +82,8 @@ def rules_markdown(table: CompiledTable) -> str:
         "(a test fails when this file is stale). See `docs/rule-format.md` for how rules are written.",
         "",
         f"{len(table.rules)} rules in {len(table.stages)} stages: "
-        + " → ".join(f"`{p.name}`" for p in table.stages) + ".",
+        + " → ".join(f"`{p.name}`" for p in table.stages)
+        + ".",
         "Within a stage, each slot takes the value of the first rule that fires (highest priority first);",
         "then the stage's checks run (errors and notes, highest priority first).",
     ]
@@ -80,7 +92,13 @@ def rules_markdown(table: CompiledTable) -> str:
         if not rules:
             continue
         rules.sort(key=lambda r: (Path(r.file).name, r.line or 0, r.id))
-        lines += ["", f"## Stage `{plan.name}`", "", "| rule | when | outcome | why | priority |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Stage `{plan.name}`",
+            "",
+            "| rule | when | outcome | why | priority |",
+            "|---|---|---|---|---|",
+        ]
         for rule in rules:
             lines.append(
                 f"| `{rule.id}` | {_cell(_condition_text(rule))} | {_cell(_outcome(rule))} | "

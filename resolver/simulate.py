@@ -22,10 +22,17 @@ __all__ = ["SIMULATE_HELP", "simulate"]
 SIMULATE_HELP = (
     "machine facts: cuda=N, mps, xla=N (or tpu=N), torch_xla, horovod, deepspeed, interactive, nofork, "
     "hostname=NAME; clusters: slurm[=TASKS_PER_NODE], torchrun[=NPROC], lsf[=PER_NODE], mpi[=PER_NODE], "
-    "kubeflow[=PODS] (one process per pod), with nodes=N and node=R; variables: NAME=VALUE; or a path to an environment TOML file"
+    "kubeflow[=PODS] (one process per pod), with nodes=N and node=R; variables: NAME=VALUE; "
+    "or a path to an environment TOML file"
 )
-_FLAGS = {"mps": "mps_available", "torch_xla": "torch_xla_available", "horovod": "horovod_available",
-          "deepspeed": "deepspeed_available", "interactive": "interactive", "notebook": "interactive"}
+_FLAGS = {
+    "mps": "mps_available",
+    "torch_xla": "torch_xla_available",
+    "horovod": "horovod_available",
+    "deepspeed": "deepspeed_available",
+    "interactive": "interactive",
+    "notebook": "interactive",
+}
 _CLUSTERS = ("slurm", "torchrun", "lsf", "mpi", "kubeflow")
 
 
@@ -86,19 +93,48 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
 def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname: str) -> dict[str, str]:
     world, rank = per_node * nodes, node * per_node
     if kind == "slurm":
-        return {"SLURM_NTASKS": str(world), "SLURM_NTASKS_PER_NODE": str(per_node), "SLURM_NNODES": str(nodes),
-                "SLURM_PROCID": str(rank), "SLURM_LOCALID": "0", "SLURM_NODEID": str(node),
-                "SLURM_JOB_NAME": "train", "SLURM_JOB_ID": "1234"}
+        return {
+            "SLURM_NTASKS": str(world),
+            "SLURM_NTASKS_PER_NODE": str(per_node),
+            "SLURM_NNODES": str(nodes),
+            "SLURM_PROCID": str(rank),
+            "SLURM_LOCALID": "0",
+            "SLURM_NODEID": str(node),
+            "SLURM_JOB_NAME": "train",
+            "SLURM_JOB_ID": "1234",
+        }
     if kind == "torchrun":
-        return {"RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(per_node),
-                "GROUP_RANK": str(node), "TORCHELASTIC_RUN_ID": "simulated", "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": "29500"}
+        return {
+            "RANK": str(rank),
+            "LOCAL_RANK": "0",
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(per_node),
+            "GROUP_RANK": str(node),
+            "TORCHELASTIC_RUN_ID": "simulated",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29500",
+        }
     if kind == "lsf":
         hosts = " ".join(f"{hostname if i == node else f'node{i}'} {per_node}" for i in range(nodes))
-        return {"LSB_JOBID": "1234", "LSB_DJOB_RANKFILE": "/tmp/lsf-rankfile", "LSB_MCPU_HOSTS": f"batch 1 {hosts}",
-                "JSM_NAMESPACE_SIZE": str(world), "JSM_NAMESPACE_RANK": str(rank), "JSM_NAMESPACE_LOCAL_RANK": "0"}
+        return {
+            "LSB_JOBID": "1234",
+            "LSB_DJOB_RANKFILE": "/tmp/lsf-rankfile",
+            "LSB_MCPU_HOSTS": f"batch 1 {hosts}",
+            "JSM_NAMESPACE_SIZE": str(world),
+            "JSM_NAMESPACE_RANK": str(rank),
+            "JSM_NAMESPACE_LOCAL_RANK": "0",
+        }
     if kind == "mpi":
-        return {"OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_RANK": str(rank),
-                "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node)}
-    return {"KUBERNETES_PORT": "tcp://10.0.0.1:443", "MASTER_ADDR": "trainer-master-0", "MASTER_PORT": "23456",
-            "WORLD_SIZE": str(per_node), "RANK": str(node)}
+        return {
+            "OMPI_COMM_WORLD_SIZE": str(world),
+            "OMPI_COMM_WORLD_RANK": str(rank),
+            "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
+        }
+    return {
+        "KUBERNETES_PORT": "tcp://10.0.0.1:443",
+        "MASTER_ADDR": "trainer-master-0",
+        "MASTER_PORT": "23456",
+        "WORLD_SIZE": str(per_node),
+        "RANK": str(node),
+    }

@@ -40,7 +40,9 @@ def _is_table_array(value: Any) -> bool:
 
 
 def _section(lines: list[str], path: list[str], table: Mapping[str, Any]) -> None:
-    scalars = [(k, v) for k, v in table.items() if v is not None and not isinstance(v, Mapping) and not _is_table_array(v)]
+    scalars = [
+        (k, v) for k, v in table.items() if v is not None and not isinstance(v, Mapping) and not _is_table_array(v)
+    ]
     for key, value in scalars:
         lines.append(f"{_key(str(key))} = {_value(value)}")
     for key, value in table.items():

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "resolver", *args], capture_output=True, text=True, timeout=60,
-                          cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "resolver", *args], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
 
 
 def test_explain_prints_every_field_with_its_reason(tmp_path):
@@ -27,8 +28,19 @@ def test_explain_prints_every_field_with_its_reason(tmp_path):
     assert lines["num_devices"].split()[1] == "2" and "flag devices=2" in lines["num_devices"]
     assert "flag strategy='ddp'" in lines["strategy"]
     assert "subprocess" in lines["launcher"] and "rule launcher.script" in lines["launcher"]
-    for field in ("collective", "process_group_backend", "cluster_environment", "precision", "world_size",
-                  "global_rank", "local_rank", "node_rank", "strategy_options", "device_ids", "num_nodes"):
+    for field in (
+        "collective",
+        "process_group_backend",
+        "cluster_environment",
+        "precision",
+        "world_size",
+        "global_rank",
+        "local_rank",
+        "node_rank",
+        "strategy_options",
+        "device_ids",
+        "num_nodes",
+    ):
         assert field in lines
 
 
@@ -105,8 +117,18 @@ def test_removed_flag_on_the_cli(capsys):
 def test_help_lists_every_flag():
     result = run_cli("explain", "--help")
     assert result.returncode == 0
-    for flag in ("--accelerator", "--devices", "--strategy", "--precision", "--num-nodes", "--cluster-environment",
-                 "--rules", "--simulate", "--format", "exit codes"):
+    for flag in (
+        "--accelerator",
+        "--devices",
+        "--strategy",
+        "--precision",
+        "--num-nodes",
+        "--cluster-environment",
+        "--rules",
+        "--simulate",
+        "--format",
+        "exit codes",
+    ):
         assert flag in result.stdout
     top = run_cli("--help")
     for command in ("explain", "run", "golden", "rules"):
@@ -116,7 +138,8 @@ def test_help_lists_every_flag():
 def test_extra_rules_on_the_cli(tmp_path, capsys):
     extra = tmp_path / "site.toml"
     extra.write_text(
-        '[[rule]]\nid = "site.spawn"\nstage = "planned"\nwhen = { strategy = "ddp", "cluster.manages_processes" = false }\n'
+        '[[rule]]\nid = "site.spawn"\nstage = "planned"\n'
+        'when = { strategy = "ddp", "cluster.manages_processes" = false }\n'
         'set = { launcher = "spawn" }\npriority = 45\nwhy = "this site spawns"\n'
     )
     assert main(["explain", "--devices", "2", "--simulate", "", "--rules", str(extra)]) == 0

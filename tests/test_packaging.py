@@ -18,7 +18,9 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     (found,) = out.glob("resolver-*.whl")
     return found
@@ -38,12 +40,17 @@ def test_installed_wheel_explains_from_another_directory(wheel, tmp_path):
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
     code = "import resolver; print(resolver.__file__); print(resolver.builtin_rules_dir())"
-    where = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True,
-                           timeout=60, check=True).stdout.split()
+    where = subprocess.run(
+        [sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
     assert where[0].startswith(str(site)) and where[1] == str(site / "resolver" / "_rules")
     result = subprocess.run(
         [sys.executable, "-m", "resolver", "explain", "--devices", "2", "--strategy", "ddp", "--simulate", ""],
-        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60,
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert "launcher.script" in result.stdout

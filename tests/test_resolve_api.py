@@ -14,14 +14,18 @@ from resolver import ConflictError, Environment, RecordingReporter, ResolutionEr
 
 
 def test_import_does_not_import_torch():
-    code = "import sys, resolver; resolver.resolve(devices=2, environment=resolver.Environment()); " \
-           "print('torch' in sys.modules)"
+    code = (
+        "import sys, resolver; resolver.resolve(devices=2, environment=resolver.Environment()); "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_probe_does_not_import_torch_here():
-    code = "import sys, resolver; env = resolver.Environment.probe(); print('torch' in sys.modules, env.cuda_device_count)"
+    code = (
+        "import sys, resolver; env = resolver.Environment.probe(); print('torch' in sys.modules, env.cuda_device_count)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["False", "0"]
 
@@ -109,14 +113,16 @@ def test_unknown_keyword_is_a_type_error(laptop):
 
 def test_environment_from_toml_and_unknown_fields(tmp_path):
     path = tmp_path / "node.toml"
-    path.write_text(textwrap.dedent(
-        """
+    path.write_text(
+        textwrap.dedent(
+            """
         cuda_device_count = 4
         hostname = "node7"
         [variables]
         SLURM_NTASKS = "4"
         """
-    ))
+        )
+    )
     env = Environment.from_toml(path)
     assert (env.cuda_device_count, env.hostname, env.variables["SLURM_NTASKS"]) == (4, "node7", "4")
     path.write_text("gpu_count = 4\n")

@@ -204,17 +204,25 @@ def test_exclusive_rules_at_one_priority_are_fine():
     [
         ('[[rule]]\nid = "r"\nstage = "planned"\nwhen = { strategy = "ddp" }\nconflict = "x"\n', "needs a `hint`"),
         ('[[rule]]\nid = "r"\nstage = "warp"\nset = { launcher = "spawn" }\n', "unknown stage 'warp'"),
-        ('[[rule]]\nid = "r"\nstage = "planned"\nwhen = { strategy = { like = "d" } }\nset = { launcher = "spawn" }\n',
-         "unknown condition operator 'like'"),
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\nwhen = { strategy = { like = "d" } }\n'
+            'set = { launcher = "spawn" }\n',
+            "unknown condition operator 'like'",
+        ),
         ('[[rule]]\nid = "r"\nstage = "planned"\nset = { launcher = { fn = "nope" } }\n', "unknown function 'nope'"),
-        ('[[rule]]\nid = "r"\nstage = "planned"\nwehn = { strategy = "ddp" }\nset = { launcher = "spawn" }\n',
-         "unknown key(s) wehn"),
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\nwehn = { strategy = "ddp" }\nset = { launcher = "spawn" }\n',
+            "unknown key(s) wehn",
+        ),
         ('[[rule]]\nid = "r"\nstage = "planned"\nwhen = { strategy = "ddp" }\n', "exactly one outcome"),
         ('[[rule]]\nid = "r"\nstage = "planned"\nset = { "var.RANK" = "1" }\n', "rules cannot change inputs"),
-        ('[[rule]]\nid = "r"\nstage = "planned"\nwhen = { num_devices = { gt = "two" } }\nset = { launcher = "spawn" }\n',
-         "needs a number"),
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\nwhen = { num_devices = { gt = "two" } }\n'
+            'set = { launcher = "spawn" }\n',
+            "needs a number",
+        ),
         ('[[rule]]\nstage = "planned"\nset = { launcher = "spawn" }\n', "non-empty string `id`"),
-        ('bogus = 1\n', "unknown top-level key(s) bogus"),
+        ("bogus = 1\n", "unknown top-level key(s) bogus"),
     ],
 )
 def test_other_table_mistakes(snippet: str, message: str):

@@ -13,8 +13,7 @@ from resolver.simulate import simulate
 EVERYDAY = {
     "laptop-default": ({}, Environment()),
     "cpu-ddp-2": ({"devices": 2, "strategy": "ddp"}, Environment()),
-    "slurm-8gpu-bf16": ({"devices": 8, "precision": "bf16-mixed", "num_nodes": 2},
-                        simulate("cuda=8,slurm,nodes=2")),
+    "slurm-8gpu-bf16": ({"devices": 8, "precision": "bf16-mixed", "num_nodes": 2}, simulate("cuda=8,slurm,nodes=2")),
 }
 
 
