@@ -142,3 +142,17 @@ def test_probe_keeps_only_relevant_variables():
 
 def test_public_names():
     assert {"resolve", "ResolvedConfig", "Environment", "ConflictError", "ResolutionError"} <= set(resolver.__all__)
+
+
+def test_explicit_environment_never_probes_the_machine(monkeypatch, gpu_box):
+    import resolver.probing as probing
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the real machine was probed")
+
+    for name in ("cuda_device_count", "mps_available", "xla_device_count", "module_available", "is_interactive",
+                 "fork_available"):
+        monkeypatch.setattr(probing, name, forbidden)
+    assert resolve(devices=8, environment=gpu_box).num_devices == 8
+    with pytest.raises(AssertionError, match="probed"):
+        Environment.probe()

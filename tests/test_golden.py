@@ -1,0 +1,124 @@
+"""The golden scenarios in ``tests/golden/`` are the specification of the rule table.
+
+Each ``tests/golden/<area>-<name>.toml`` holds one scenario: ``[flags]``, ``[environment]`` and the
+expected outcome (``[expect]``: every resolved field and the rule that decided it, or the error).
+
+- ``test_scenario[<name>]`` resolves one scenario and fails with the differences from its
+  ``[expect]``.
+- ``test_enough_scenarios``: there are at least 200 of them.
+- ``test_every_rule_fires``: every rule of the built-in table decides a slot, raises its error or
+  emits its note in at least one scenario (a rule that never fires is dead or untested).
+- ``test_rule_order_does_not_matter``: shuffling the rule files, and the rules inside each file,
+  changes no outcome.
+
+Update mode: after changing a rule on purpose, rewrite the expectations instead of comparing::
+
+    RESOLVER_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
+
+Each rewritten file is reported as a ``GoldenFileUpdated`` warning in pytest's warnings summary
+(unchanged files are left alone). Review the diff before committing: it is the behaviour change.
+The same is available as ``resolver golden --update tests/golden``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from resolver import golden
+from resolver.api import builtin_rules_dir, compile_sources, load_rules, run_rules
+from resolver.compiler import CompiledTable
+from resolver.errors import ResolutionError
+from resolver.reporter import RecordingReporter
+from resolver.table import RuleSource, read_sources
+from resolver.tomlwrite import dumps
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+SCENARIO_PATHS = sorted(GOLDEN_DIR.glob("*.toml"))
+UPDATE = os.environ.get("RESOLVER_UPDATE_GOLDEN") == "1"
+MIN_SCENARIOS = 200
+SHUFFLE_SEEDS = (1, 7, 2024)
+
+
+class GoldenFileUpdated(UserWarning):
+    """A golden file was rewritten in update mode (``RESOLVER_UPDATE_GOLDEN=1``)."""
+
+
+@pytest.fixture(scope="module")
+def scenarios() -> list[golden.Scenario]:
+    return [golden.load_scenario(path) for path in SCENARIO_PATHS]
+
+
+@pytest.mark.parametrize("path", SCENARIO_PATHS, ids=[p.stem for p in SCENARIO_PATHS])
+def test_scenario(path: Path) -> None:
+    scenario = golden.load_scenario(path)
+    if UPDATE:
+        if golden.update(scenario):
+            warnings.warn(GoldenFileUpdated(f"rewrote {path.relative_to(GOLDEN_DIR.parent.parent)}"), stacklevel=1)
+        return
+    problems = golden.check(scenario)
+    assert not problems, f"{path.name} ({scenario.description}):\n  " + "\n  ".join(problems)
+
+
+def test_enough_scenarios() -> None:
+    assert len(SCENARIO_PATHS) >= MIN_SCENARIOS, f"only {len(SCENARIO_PATHS)} golden scenarios"
+
+
+def _fired_rules(scenario: golden.Scenario) -> set[str]:
+    reporter = RecordingReporter()
+    fired: set[str] = set()
+    try:
+        run_rules(scenario.flags, scenario.environment, None, reporter)
+    except ResolutionError as error:
+        if error.rule:
+            fired.add(error.rule)
+    for _, provenance in reporter.decisions.values():
+        if provenance.rule:
+            fired.add(provenance.rule)
+    for kind, payload in reporter.events:
+        if kind == "noted":
+            fired.add(payload[0])
+    return fired
+
+
+def test_every_rule_fires(scenarios: list[golden.Scenario]) -> None:
+    fired: set[str] = set()
+    for scenario in scenarios:
+        fired |= _fired_rules(scenario)
+    never = sorted(set(load_rules().rules) - fired)
+    assert not never, f"{len(never)} rule(s) fire in no golden scenario: {', '.join(never)}"
+
+
+def _shuffled_table(seed: int) -> CompiledTable:
+    """The built-in table with its files, and the rules (slots, domains) in each, in a random order."""
+    rng = random.Random(seed)
+    sources = []
+    for source in read_sources([builtin_rules_dir()]):
+        document: dict[str, Any] = tomllib.loads(source.text)
+        rng.shuffle(document.get("rule", []))
+        for section in ("slot", "domain"):
+            if section in document:
+                items = list(document[section].items())
+                rng.shuffle(items)
+                document[section] = dict(items)
+        sources.append(RuleSource(f"shuffled-{seed}/{Path(source.name).name}", dumps(document)))
+    rng.shuffle(sources)
+    return compile_sources(sources)
+
+
+@pytest.mark.parametrize("seed", SHUFFLE_SEEDS)
+def test_rule_order_does_not_matter(seed: int, scenarios: list[golden.Scenario]) -> None:
+    table = _shuffled_table(seed)
+    assert sorted(table.rules) == sorted(load_rules().rules)
+    differences = [
+        scenario.path.stem
+        for scenario in scenarios
+        if golden.outcome(scenario, rules=table) != golden.outcome(scenario)
+    ]
+    assert not differences, f"seed {seed}: shuffled rules change {len(differences)} outcome(s): {differences}"
