@@ -122,13 +122,17 @@ def _normalize_flag(value: Any) -> Any:
 
 
 def _flag_values(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Provenance]]:
+    """The arg.* inputs: normalized values, with provenance showing what the user wrote."""
     values: dict[str, Any] = {}
     provenance: dict[str, Provenance] = {}
     for name, default in FLAG_DEFAULTS.items():
-        value = flags[name]
+        written = flags.get(name, default)
+        value = _normalize_flag(written)
+        if name == "plugins":
+            value = tuple(_normalize_flag(p) for p in (value or ()))
         values[f"arg.{name}"] = value
-        given = value != default
-        provenance[f"arg.{name}"] = Provenance("flag", f"{name}={value!r}") if given else _NOT_GIVEN
+        given = type(value) is not type(default) or value != default
+        provenance[f"arg.{name}"] = Provenance("flag", f"{name}={written!r}") if given else _NOT_GIVEN
     return values, provenance
 
 
@@ -164,9 +168,7 @@ def run_rules(
 ) -> Evaluation:
     """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``."""
     evaluator = _evaluator(rules)
-    merged = {name: _normalize_flag(flags.get(name, default)) for name, default in FLAG_DEFAULTS.items()}
-    merged["plugins"] = tuple(_normalize_flag(p) for p in (merged["plugins"] or ()))
-    values, provenance = _flag_values(merged)
+    values, provenance = _flag_values(flags)
     env_values, env_provenance = _environment_values(evaluator.table.variables, environment)
     values.update(env_values)
     provenance.update(env_provenance)

@@ -63,6 +63,8 @@ def as_number(value: Any, slot: str) -> int | float:
 
 
 def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b  # True is not the number 1 here
     if a == b:
         return True
     if isinstance(a, str) and isinstance(b, int) and not isinstance(b, bool):

@@ -82,7 +82,8 @@ class Evaluator:
             name = match.group(1)
             if name.startswith("domain:"):
                 return ", ".join(sorted(self.table.domains[name[7:]]))
-            return display(values.get(name))
+            value = values.get(name)
+            return "unset" if value is None else display(value)
 
         return PLACEHOLDER.sub(substitute, template)
 
@@ -175,7 +176,13 @@ class Evaluator:
                     for a in expr.args
                     if isinstance(a, Ref)
                 )
-                raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id, sides=sides) from None
+                refs = [a.slot for a in expr.args if isinstance(a, Ref)]
+                message = exc.message
+                if len(refs) == 1:
+                    label = _input_label(refs[0])
+                    if label not in message:
+                        message = f"{label}: {message}"
+                raise ResolutionError(message, hint=exc.hint, rule=rule.id, sides=sides) from None
         value = expr.value
         return FrozenMapping(value) if isinstance(value, dict) else value
 
@@ -255,6 +262,14 @@ class ProvenanceMap(Mapping[str, Provenance]):
 
     def __len__(self) -> int:
         return len(self._done.keys() | self._pending.keys())
+
+
+def _input_label(slot: str) -> str:
+    """How a user knows an input: a variable by its name, a flag by its name, else the slot."""
+    for prefix in ("var.", "arg."):
+        if slot.startswith(prefix):
+            return slot[len(prefix) :]
+    return slot
 
 
 def _slot_check(table: CompiledTable, name: str) -> tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool]:

@@ -38,7 +38,8 @@ _DEVICES_FORMS = "an int >= 1, -1 for all, a string such as '2', '-1', '0,1' or 
 
 
 def _devices_error(value: Any, problem: str) -> InvalidInput:
-    return InvalidInput(f"devices={value!r} {problem}", f"pass devices as {_DEVICES_FORMS}")
+    shown = list(value) if isinstance(value, tuple) else value  # a list the user wrote stays a list
+    return InvalidInput(f"devices={shown!r} {problem}", f"pass devices as {_DEVICES_FORMS}")
 
 
 def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
@@ -174,11 +175,14 @@ def lsf_node_rank(hosts: str | None, hostname: str) -> int:
 
 @register_function("pick_plugin")
 def pick_plugin(plugins: Sequence[str], members: Sequence[str]) -> str | None:
-    """The first plugin name that belongs to a domain (given as ``{ domain = ... }``)."""
-    for plugin in plugins:
-        if plugin in members:
-            return plugin
-    return None
+    """The plugin name that belongs to a domain (given as ``{ domain = ... }``); two are an error."""
+    found = [p for p in plugins if p in members]
+    if len(found) > 1:
+        raise InvalidInput(
+            f"plugins name {len(found)} of the same kind ({', '.join(repr(p) for p in found)})",
+            f"keep one of {', '.join(repr(p) for p in found)}",
+        )
+    return found[0] if found else None
 
 
 @register_function("first_unknown")

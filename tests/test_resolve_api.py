@@ -156,3 +156,35 @@ def test_explicit_environment_never_probes_the_machine(monkeypatch, gpu_box):
     assert resolve(devices=8, environment=gpu_box).num_devices == 8
     with pytest.raises(AssertionError, match="probed"):
         Environment.probe()
+
+
+def test_invalid_variable_error_names_the_variable():
+    env = Environment(variables={"SLURM_NTASKS": "abc"})
+    with pytest.raises(ResolutionError) as info:
+        resolve(environment=env)
+    assert info.value.message == "SLURM_NTASKS: 'abc' is not an integer"
+    assert info.value.sides[0].provenance.describe() == "variable SLURM_NTASKS=abc"
+
+
+def test_lists_are_shown_as_the_user_wrote_them(laptop):
+    with pytest.raises(ResolutionError) as info:
+        resolve(accelerator="cpu", devices=[0, 0], environment=laptop)
+    assert "devices=[0, 0] names device 0 twice" in str(info.value)
+    assert info.value.sides[0].provenance.source == "devices=[0, 0]"
+
+
+def test_booleans_are_not_numbers(laptop):
+    with pytest.raises(ResolutionError, match="num_nodes: True is not an integer"):
+        resolve(num_nodes=True, environment=laptop)
+
+
+def test_two_plugins_of_one_kind_are_an_error(laptop):
+    with pytest.raises(ResolutionError, match="plugins name 2 of the same kind"):
+        resolve(plugins=["slurm", "lsf"], environment=laptop)
+
+
+def test_unset_variables_read_as_unset_in_messages():
+    env = Environment(variables={"RANK": "0", "GROUP_RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    with pytest.raises(ResolutionError) as info:
+        resolve(environment=env)
+    assert "WORLD_SIZE=unset" in info.value.message
