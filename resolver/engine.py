@@ -10,7 +10,7 @@ freezes its slots into a typed stage value. Everything a person may want to watc
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -70,6 +70,7 @@ class Evaluator:
             for plan in table.stages
         }
         self._stage_slots = {plan.name: plan.slots for plan in table.stages}
+        self._checks = {plan.name: _CheckIndex(plan.checks) for plan in table.stages}
         self._stage_checks = {
             plan.name: tuple(_slot_check(table, name) for name in plan.slots) for plan in table.stages
         }
@@ -115,7 +116,7 @@ class Evaluator:
                             notes.append(note)  # type: ignore[arg-type]
                 if reporter is not None:
                     reporter.decided(slot, values[slot], provenance[slot])
-            for check in plan.checks:
+            for check in self._checks[plan.name].candidates(values):
                 if not self._fires(check, values):
                     continue
                 if check.conflict is not None:
@@ -166,7 +167,7 @@ class Evaluator:
             return values.get(expr.slot)
         if isinstance(expr, Call):
             args = [values.get(a.slot) if isinstance(a, Ref) else a.value for a in expr.args]
-            if any(arg is None for arg in args):
+            if None in args:
                 return None  # a function of an unset value is unset; the stage's checks say why
             try:
                 return FUNCTIONS[expr.fn](*args)
@@ -232,6 +233,50 @@ class Evaluator:
                 )
         cls, slots = self.stage_classes[stage], self._stage_slots[stage]
         return cls(*(values[s] for s in slots))
+
+
+class _CheckIndex:
+    """A stage's checks, indexed by an equality each must satisfy, so most are never evaluated.
+
+    A check whose conditions include ``slot = "text"`` (or a boolean) on a typed slot can only fire
+    when the slot holds that value; the others are always candidates. Candidates keep the stage's
+    order (priority, then id), so indexing changes nothing but the work done.
+    """
+
+    def __init__(self, checks: tuple[CompiledRule, ...]) -> None:
+        self._always: list[tuple[int, CompiledRule]] = []
+        self._guarded: dict[str, dict[Any, list[tuple[int, CompiledRule]]]] = {}
+        for position, rule in enumerate(checks):
+            guard = _guard(rule)
+            if guard is None:
+                self._always.append((position, rule))
+            else:
+                slot, value = guard
+                self._guarded.setdefault(slot, {}).setdefault(value, []).append((position, rule))
+
+    def candidates(self, values: Mapping[str, Any]) -> list[CompiledRule]:
+        found = list(self._always)
+        for slot, by_value in self._guarded.items():
+            value = values.get(slot)
+            if value is not None and isinstance(value, Hashable):
+                found.extend(by_value.get(value, ()))
+        if len(found) > 1:
+            found.sort(key=_first)
+        return [rule for _, rule in found]
+
+
+def _first(item: tuple[int, CompiledRule]) -> int:
+    return item[0]
+
+
+def _guard(rule: CompiledRule) -> tuple[str, Any] | None:
+    for condition in rule.when:
+        if condition.slot.startswith("var.") or len(condition.ops) != 1:
+            continue  # variables are text that may compare equal to numbers: no exact guard
+        op, operand = condition.ops[0]
+        if op == "eq" and isinstance(operand, (str, bool)):
+            return condition.slot, operand
+    return None
 
 
 class ProvenanceMap(Mapping[str, Provenance]):
