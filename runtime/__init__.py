@@ -1,0 +1,75 @@
+"""The runtime: builds a strategy from a ``ResolvedConfig`` and runs distributed work with it.
+
+Build and launch::
+
+    import resolver, runtime
+
+    config = resolver.resolve(devices=2, strategy="ddp")
+    strategy = runtime.build(config)
+    result = strategy.launch(train, epochs)        # train(strategy, epochs) in every rank
+
+or in one call: ``runtime.launch(train, epochs, devices=2, strategy="ddp")``. See
+``docs/runtime.md``.
+"""
+
+from runtime import accelerators as _accelerators  # noqa: F401  (registers the built-ins)
+from runtime import cluster as _cluster  # noqa: F401
+from runtime import collectives as _collectives  # noqa: F401
+from runtime import launchers as _launchers  # noqa: F401
+from runtime import optional_engines as _optional_engines  # noqa: F401
+from runtime import precision as _precision  # noqa: F401
+from runtime import strategies as _strategies  # noqa: F401
+from runtime.accelerators.base import Accelerator
+from runtime.build import build
+from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
+from runtime.cluster.base import ClusterEnvironment
+from runtime.collectives.base import Collective
+from runtime.errors import (
+    DataLoaderWarning,
+    LaunchTimeoutError,
+    MissingDependencyError,
+    PortInUseError,
+    RankFailedError,
+    RuntimeConfigError,
+)
+from runtime.launch import launch
+from runtime.launchers.base import Launcher
+from runtime.precision.base import Precision
+from runtime.rank_environment import launched_config
+from runtime.registry import (
+    register_accelerator,
+    register_cluster_environment,
+    register_collective,
+    register_launcher,
+    register_precision,
+    register_strategy,
+)
+from runtime.script import run_script
+from runtime.strategies.base import Strategy
+
+__all__ = [
+    "Accelerator",
+    "CheckpointIO",
+    "ClusterEnvironment",
+    "Collective",
+    "DataLoaderWarning",
+    "LaunchTimeoutError",
+    "Launcher",
+    "MissingDependencyError",
+    "PortInUseError",
+    "Precision",
+    "RankFailedError",
+    "RuntimeConfigError",
+    "Strategy",
+    "TorchCheckpointIO",
+    "build",
+    "launch",
+    "launched_config",
+    "register_accelerator",
+    "register_cluster_environment",
+    "register_collective",
+    "register_launcher",
+    "register_precision",
+    "register_strategy",
+    "run_script",
+]

@@ -1,0 +1,33 @@
+"""The CPU accelerator."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import torch
+
+from runtime.accelerators.base import Accelerator
+from runtime.registry import register_accelerator
+
+__all__ = ["CPUAccelerator"]
+
+
+@register_accelerator("cpu")
+class CPUAccelerator(Accelerator):
+    """Processes on CPU; every local rank uses ``torch.device("cpu")``."""
+
+    device_type = "cpu"
+
+    @classmethod
+    def is_available(cls) -> bool:
+        return True
+
+    @classmethod
+    def device_count(cls) -> int:
+        return os.cpu_count() or 1
+
+    def root_device(self, local_rank: int, device_ids: Sequence[int]) -> torch.device:
+        # device_ids on CPU only count processes (0..n-1); there is one CPU device.
+        super().root_device(local_rank, device_ids)
+        return torch.device("cpu")

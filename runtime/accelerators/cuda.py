@@ -1,0 +1,37 @@
+"""The CUDA accelerator."""
+
+from __future__ import annotations
+
+import torch
+
+from runtime.accelerators.base import Accelerator
+from runtime.registry import register_accelerator
+
+__all__ = ["CUDAAccelerator"]
+
+
+@register_accelerator("cuda")
+class CUDAAccelerator(Accelerator):
+    """NVIDIA (or ROCm) GPUs; local rank ``i`` drives ``cuda:device_ids[i]``."""
+
+    device_type = "cuda"
+
+    @classmethod
+    def is_available(cls) -> bool:
+        return torch.cuda.is_available()
+
+    @classmethod
+    def device_count(cls) -> int:
+        return torch.cuda.device_count()
+
+    def set_device(self, device: torch.device) -> None:
+        if not self.is_available():
+            raise RuntimeError(
+                f"the config places this process on {device}, but torch sees no CUDA device "
+                f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'})"
+            )
+        torch.cuda.set_device(device)
+
+    def teardown(self) -> None:
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()

@@ -1,0 +1,70 @@
+"""``build(config)``: a ``ResolvedConfig`` in, the strategy with all its components out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from resolver.config import ResolvedConfig
+from runtime.errors import RuntimeConfigError
+from runtime.registry import (
+    ACCELERATORS,
+    CLUSTER_ENVIRONMENTS,
+    COLLECTIVES,
+    LAUNCHERS,
+    PRECISIONS,
+    STRATEGIES,
+)
+from runtime.strategies.base import Strategy
+
+__all__ = ["build"]
+
+
+def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
+    """Construct the strategy ``config`` describes, for the process ``config``'s ranks name.
+
+    Every component is looked up by the name in the config in its registry (strategies,
+    accelerators, precisions, collectives, launchers, cluster environments). Keyword arguments
+    are strategy options (e.g. ``use_distributed_sampler=False``, ``timeout=60``,
+    ``find_unused_parameters=True``); they are merged into ``config.strategy_options`` so the
+    ranks a launcher starts receive them too.
+    """
+    if strategy_options:
+        config = attrs.evolve(config, strategy_options={**config.strategy_options, **strategy_options})
+    accelerator_class = ACCELERATORS.get(config.accelerator)
+    if not accelerator_class.is_available():
+        raise RuntimeConfigError(
+            f"the config runs on accelerator {config.accelerator!r}, which this machine does not have\n"
+            "  hint: resolve the flags on the machine that runs the work (or pass accelerator='cpu')"
+        )
+    accelerator = accelerator_class()
+    precision = PRECISIONS.get(config.precision)(accelerator.device_type)
+    collective = COLLECTIVES.get(config.collective)()
+    cluster_environment = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
+    options = dict(config.strategy_options)
+    timeout = options.get("timeout")
+    launcher = None
+    if config.launcher is not None:
+        launcher = LAUNCHERS.get(config.launcher)(config, cluster_environment, timeout=timeout)
+    strategy_class = STRATEGIES.get(config.strategy)
+    _check_options(strategy_class, config.strategy, options)
+    return strategy_class(
+        config,
+        accelerator=accelerator,
+        precision=precision,
+        collective=collective,
+        launcher=launcher,
+        cluster_environment=cluster_environment,
+        **options,
+    )
+
+
+def _check_options(strategy_class: type[Strategy], name: str, options: dict[str, Any]) -> None:
+    accepted = strategy_class.option_names()
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise RuntimeConfigError(
+            f"strategy {name!r} got unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"it takes {', '.join(sorted(accepted)) or 'no options'}"
+        )

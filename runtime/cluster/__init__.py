@@ -1,0 +1,19 @@
+"""Cluster environments. Importing this package registers the built-in ones."""
+
+from runtime.cluster.base import ClusterEnvironment
+from runtime.cluster.kubeflow import KubeflowEnvironment
+from runtime.cluster.local import LocalEnvironment
+from runtime.cluster.lsf import LSFEnvironment
+from runtime.cluster.mpi import MPIEnvironment
+from runtime.cluster.slurm import SLURMEnvironment
+from runtime.cluster.torchelastic import TorchElasticEnvironment
+
+__all__ = [
+    "ClusterEnvironment",
+    "KubeflowEnvironment",
+    "LSFEnvironment",
+    "LocalEnvironment",
+    "MPIEnvironment",
+    "SLURMEnvironment",
+    "TorchElasticEnvironment",
+]

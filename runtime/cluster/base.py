@@ -1,0 +1,75 @@
+"""ClusterEnvironment: where the processes of a run meet (the rendezvous address and port).
+
+Ranks and world size are decided by the resolver and arrive in the ``ResolvedConfig``; what a
+cluster environment adds at run time is the address and port of rank 0's rendezvous store, read
+from the variables the cluster (or the user) sets. By default both come from ``MASTER_ADDR`` and
+``MASTER_PORT``, which torchrun, the Kubeflow operator and most MPI setups export.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+from runtime.errors import RuntimeConfigError
+
+if TYPE_CHECKING:
+    from resolver.config import ResolvedConfig
+
+__all__ = ["ClusterEnvironment"]
+
+
+class ClusterEnvironment:
+    """Rendezvous facts for one kind of cluster; register subclasses by the config's name.
+
+    ``environ`` defaults to ``os.environ``, read when a property is asked for (launchers set
+    ``MASTER_ADDR``/``MASTER_PORT`` for the ranks they start).
+    """
+
+    #: The cluster's name in messages.
+    title: ClassVar[str] = "this cluster"
+    #: How to fix missing rendezvous variables on this cluster.
+    variables_hint: ClassVar[str] = "export MASTER_ADDR and MASTER_PORT on every node"
+
+    def __init__(self, config: ResolvedConfig, environ: Mapping[str, str] | None = None) -> None:
+        self.config = config
+        self._environ = environ
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return os.environ if self._environ is None else self._environ
+
+    @property
+    def main_address(self) -> str:
+        """Host name or IP address of the machine that runs global rank 0."""
+        return self._required("MASTER_ADDR")
+
+    @property
+    def main_port(self) -> int:
+        """The port rank 0's rendezvous store listens on."""
+        return self._port(self._required("MASTER_PORT"), "MASTER_PORT")
+
+    @property
+    def main_port_source(self) -> str:
+        """Where :attr:`main_port` came from, for messages (a variable name or a rule)."""
+        return "MASTER_PORT"
+
+    def _required(self, name: str) -> str:
+        value = self.environ.get(name, "").strip()
+        if not value:
+            raise RuntimeConfigError(
+                f"{name} is not set, so the processes of this run cannot find rank 0 on {self.title}\n"
+                f"  hint: {self.variables_hint}"
+            )
+        return value
+
+    @staticmethod
+    def _port(text: str, source: str) -> int:
+        try:
+            port = int(text)
+        except ValueError:
+            port = -1
+        if not 0 < port < 65536:
+            raise RuntimeConfigError(f"{source}={text!r} is not a TCP port (1-65535)")
+        return port

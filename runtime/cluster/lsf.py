@@ -1,0 +1,50 @@
+"""IBM LSF (``jsrun``): hosts come from the job's rank file, the port from the job id."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime.cluster.base import ClusterEnvironment
+from runtime.cluster.slurm import port_from_job_id
+from runtime.errors import RuntimeConfigError
+from runtime.registry import register_cluster_environment
+
+__all__ = ["LSFEnvironment"]
+
+
+@register_cluster_environment("lsf")
+class LSFEnvironment(ClusterEnvironment):
+    """``MASTER_ADDR`` or the first compute host in ``LSB_DJOB_RANKFILE`` (whose first line is
+    the launch node, which runs no rank); ``MASTER_PORT`` or a port derived from ``LSB_JOBID``."""
+
+    title = "LSF"
+    variables_hint = "run the job with jsrun inside an LSF allocation, or export MASTER_ADDR and MASTER_PORT"
+
+    @property
+    def main_address(self) -> str:
+        explicit = self.environ.get("MASTER_ADDR", "").strip()
+        if explicit:
+            return explicit
+        rankfile = self.environ.get("LSB_DJOB_RANKFILE", "").strip()
+        if not rankfile:
+            return self._required("MASTER_ADDR")
+        try:
+            hosts = [line.strip() for line in Path(rankfile).read_text().splitlines() if line.strip()]
+        except OSError as exc:
+            raise RuntimeConfigError(f"cannot read the LSF rank file {rankfile}: {exc.strerror}") from exc
+        compute_hosts = hosts[1:] or hosts
+        if not compute_hosts:
+            raise RuntimeConfigError(f"the LSF rank file {rankfile} lists no hosts")
+        return compute_hosts[0]
+
+    @property
+    def main_port(self) -> int:
+        explicit = self.environ.get("MASTER_PORT", "").strip()
+        if explicit:
+            return self._port(explicit, "MASTER_PORT")
+        job_id = self.environ.get("LSB_JOBID", "").strip()
+        return port_from_job_id(job_id) if job_id else self._port(self._required("MASTER_PORT"), "MASTER_PORT")
+
+    @property
+    def main_port_source(self) -> str:
+        return "MASTER_PORT" if self.environ.get("MASTER_PORT", "").strip() else "LSB_JOBID"

@@ -1,0 +1,20 @@
+"""torchrun / TorchElastic: the agent started the processes and exported the rendezvous."""
+
+from __future__ import annotations
+
+from runtime.cluster.base import ClusterEnvironment
+from runtime.registry import register_cluster_environment
+
+__all__ = ["TorchElasticEnvironment"]
+
+
+@register_cluster_environment("torchelastic")
+class TorchElasticEnvironment(ClusterEnvironment):
+    """Reads ``MASTER_ADDR``/``MASTER_PORT`` as torchrun exports them to every worker.
+
+    When torchrun hosts the store itself (``TORCHELASTIC_USE_AGENT_STORE=True``), torch's
+    rendezvous connects to it instead of starting one on rank 0.
+    """
+
+    title = "torchrun"
+    variables_hint = "start the script with torchrun, which exports MASTER_ADDR and MASTER_PORT"

@@ -1,0 +1,73 @@
+"""Giving each rank its shard of a DataLoader: rebuild it around a DistributedSampler."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
+from torch.utils.data.distributed import DistributedSampler
+
+__all__ = ["is_shuffled", "with_distributed_sampler"]
+
+# Arguments of DataLoader that describe the sampling, replaced by the distributed sampler.
+_SAMPLING_ARGUMENTS = frozenset({"self", "shuffle", "sampler", "batch_sampler"})
+
+
+def is_shuffled(loader: DataLoader[Any]) -> bool:
+    """Whether ``loader`` visits its dataset in random order."""
+    sampler = loader.sampler
+    if isinstance(sampler, DistributedSampler):
+        return bool(sampler.shuffle)
+    return isinstance(sampler, RandomSampler)
+
+
+def _loader_arguments(loader: DataLoader[Any]) -> dict[str, Any]:
+    """The constructor arguments of ``loader`` other than its sampling, read back from it."""
+    arguments: dict[str, Any] = {}
+    for name in inspect.signature(DataLoader.__init__).parameters:
+        if name not in _SAMPLING_ARGUMENTS and hasattr(loader, name):
+            arguments[name] = getattr(loader, name)
+    if arguments.get("num_workers", 0) == 0:
+        arguments.pop("prefetch_factor", None)  # only allowed with worker processes
+        arguments["persistent_workers"] = False
+    return arguments
+
+
+def with_distributed_sampler(
+    loader: DataLoader[Any], *, num_replicas: int, rank: int, shuffle: bool, seed: int = 0
+) -> DataLoader[Any]:
+    """A copy of ``loader`` that yields only rank ``rank``'s shard of the dataset.
+
+    Everything else the loader was built with (batch size, workers, collate function,
+    ``drop_last``, pinning, ...) is kept. Iterable datasets are returned unchanged: they must
+    shard themselves. Call ``loader.sampler.set_epoch(epoch)`` each epoch to reshuffle.
+    """
+    if isinstance(loader.dataset, IterableDataset):
+        return loader
+    if isinstance(loader.sampler, DistributedSampler):
+        return loader
+    if loader.batch_size is None:
+        raise ValueError(
+            "this DataLoader was built with a custom batch_sampler, which the strategy cannot shard "
+            "across ranks\n  hint: pass use_distributed_sampler=False to the strategy and shard "
+            "the batches yourself (rank and world size are on the strategy)"
+        )
+    if not isinstance(loader.sampler, (SequentialSampler, RandomSampler)):
+        raise ValueError(
+            f"this DataLoader uses a custom sampler ({type(loader.sampler).__name__}), which the "
+            "strategy cannot shard across ranks\n  hint: pass use_distributed_sampler=False to the "
+            "strategy and build a sampler that yields only this rank's indices"
+        )
+    sampler: DistributedSampler[Any] = DistributedSampler(
+        loader.dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed
+    )
+    arguments = _loader_arguments(loader)
+    try:
+        return type(loader)(sampler=sampler, **arguments)
+    except TypeError as exc:
+        raise TypeError(
+            f"cannot rebuild {type(loader).__name__} with a distributed sampler: its constructor does "
+            f"not take DataLoader's arguments ({exc})\n  hint: pass use_distributed_sampler=False to the "
+            "strategy and give the loader a DistributedSampler yourself"
+        ) from exc

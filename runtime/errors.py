@@ -1,0 +1,122 @@
+"""The errors a user of the runtime can meet."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "DataLoaderWarning",
+    "LaunchTimeoutError",
+    "MissingDependencyError",
+    "PortInUseError",
+    "RankFailedError",
+    "RuntimeConfigError",
+    "failure_time",
+    "stamp_failure_time",
+]
+
+_FAILURE_TIME = "_runtime_failure_time"
+
+
+def stamp_failure_time(exc: BaseException) -> None:
+    """Remember when ``exc`` first surfaced in a rank, before cleanup lets peers fail too.
+
+    Leaving the process group makes the other ranks' pending collectives fail a moment
+    later; launchers compare these times to blame the rank that failed first.
+    """
+    if not hasattr(exc, _FAILURE_TIME):
+        try:
+            setattr(exc, _FAILURE_TIME, time.time())
+        except AttributeError:  # exceptions with __slots__
+            pass
+
+
+def failure_time(exc: BaseException) -> float:
+    """When ``exc`` was stamped (now, if it never was)."""
+    return float(getattr(exc, _FAILURE_TIME, time.time()))
+
+
+class RuntimeConfigError(ValueError):
+    """A :class:`~resolver.config.ResolvedConfig` names something the runtime cannot build."""
+
+
+class MissingDependencyError(ImportError):
+    """A component needs a package that is not installed; the message says which and how to get it."""
+
+    def __init__(self, component: str, package: str, install: str) -> None:
+        self.component = component
+        self.package = package
+        self.install = install
+        super().__init__(
+            f"{component} needs {package}, which is not installed\n  hint: {install}"
+        )
+
+
+class PortInUseError(OSError):
+    """The rendezvous port (``MASTER_PORT``) is taken by another process on this machine."""
+
+    def __init__(self, address: str, port: int, source: str) -> None:
+        self.address = address
+        self.port = port
+        self.source = source
+        super().__init__(
+            f"port {port} on {address} (from {source}) is already in use by another process, "
+            "so rank 0 cannot host the rendezvous there\n"
+            "  hint: set MASTER_PORT to a free port, or unset it to let the runtime pick one "
+            "(multi-node runs must set the same MASTER_PORT on every node)"
+        )
+
+
+class RankFailedError(RuntimeError):
+    """A rank raised (or died); carries that rank's traceback text.
+
+    ``rank`` is the global rank that failed first, ``exit_code`` its exit status when it was a
+    separate process (``None`` for a rank that ran inside the calling process), and
+    ``traceback`` the formatted traceback it reported (empty when it died without reporting,
+    e.g. killed by a signal).
+    """
+
+    def __init__(self, rank: int, *, exit_code: int | None, traceback: str, summary: str = "") -> None:
+        self.rank = rank
+        self.exit_code = exit_code
+        self.traceback = traceback
+        head = f"rank {rank} failed"
+        if exit_code is not None:
+            head += f" (exit code {exit_code})"
+        if summary:
+            head += f": {summary}"
+        body = f"\n\n--- traceback of rank {rank} ---\n{traceback.rstrip()}" if traceback else ""
+        if not traceback and exit_code is not None and exit_code < 0:
+            body = f"\n  it was killed by signal {-exit_code} before it could report an error"
+        super().__init__(head + body)
+
+
+class LaunchTimeoutError(TimeoutError):
+    """Ranks did not finish within the launch timeout; they were stopped.
+
+    ``ranks`` lists the global ranks still running at the deadline; ``stacks`` maps a rank to
+    the Python stack it was in when it was stopped (where it could be captured).
+    """
+
+    def __init__(self, ranks: Sequence[int], timeout: float, stacks: Mapping[int, str] | None = None) -> None:
+        self.ranks = tuple(ranks)
+        self.timeout = timeout
+        self.stacks = dict(stacks or {})
+        names = ", ".join(str(r) for r in self.ranks)
+        noun = "rank" if len(self.ranks) == 1 else "ranks"
+        lines = [
+            f"{noun} {names} did not finish within the {timeout:g} s launch timeout and "
+            f"{'was' if len(self.ranks) == 1 else 'were'} stopped"
+        ]
+        for rank, stack in sorted(self.stacks.items()):
+            lines.append(f"\n--- where rank {rank} was ---\n{stack.rstrip()}")
+        lines.append(
+            "  hint: a rank waiting in a collective for a peer that never arrives hangs; "
+            "raise `timeout` if the work is just slow"
+        )
+        super().__init__("\n".join(lines))
+
+
+class DataLoaderWarning(UserWarning):
+    """A data loader setting that works, but likely not as the user intends (e.g. slow start-up)."""

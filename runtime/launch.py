@@ -1,0 +1,64 @@
+"""``runtime.launch``: resolve the flags, build the strategy and launch a function, in one call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from runtime.build import build
+from runtime.launchers.launched_rank import run_launched_rank
+from runtime.rank_environment import launched_config
+from runtime.worker import run_worker
+
+if TYPE_CHECKING:
+    from resolver.environment import Environment
+
+__all__ = ["launch"]
+
+R = TypeVar("R")
+
+
+def launch(
+    fn: Callable[..., R],
+    *args: Any,
+    accelerator: str = "auto",
+    devices: int | str | Sequence[int] = "auto",
+    strategy: str = "auto",
+    precision: str | int | None = None,
+    num_nodes: int = 1,
+    cluster_environment: str = "auto",
+    plugins: Sequence[Any] = (),
+    environment: Environment | None = None,
+    timeout: float | None = None,
+    strategy_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> R:
+    """Run ``fn(strategy, *args, **kwargs)`` in every process of the run the flags describe.
+
+    The flags go through ``resolver.resolve``; the strategy is built from the result and
+    launches the processes. ``fn`` runs after this process's device is selected and the process
+    group is joined, and ``launch`` returns rank 0's return value (on other nodes, the node's
+    first rank's). ``timeout`` (seconds) bounds the whole run and every collective.
+
+    In a process that a launcher or ``resolver run`` started (``RESOLVER_CONFIG`` is set), the
+    flags are not resolved again: ``fn`` runs as the rank that config names. This is what
+    happens when the subprocess launcher re-runs a script and it reaches this call again.
+    """
+    if launched_config() is not None:
+        return run_launched_rank(run_worker, fn, *args, **kwargs)
+    import resolver
+
+    config = resolver.resolve(
+        accelerator=accelerator,
+        devices=devices,
+        strategy=strategy,
+        precision=precision,
+        num_nodes=num_nodes,
+        cluster_environment=cluster_environment,
+        plugins=plugins,
+        environment=environment,
+    )
+    options = dict(strategy_options or {})
+    if timeout is not None:
+        options["timeout"] = timeout
+    return build(config, **options).launch(fn, *args, **kwargs)

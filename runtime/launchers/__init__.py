@@ -1,0 +1,7 @@
+"""Launchers. Importing this package registers ``subprocess``, ``spawn`` and ``fork``."""
+
+from runtime.launchers.base import Launcher
+from runtime.launchers.multiprocessing import ForkLauncher, MultiprocessingLauncher, SpawnLauncher
+from runtime.launchers.subprocess_script import SubprocessScriptLauncher
+
+__all__ = ["ForkLauncher", "Launcher", "MultiprocessingLauncher", "SpawnLauncher", "SubprocessScriptLauncher"]

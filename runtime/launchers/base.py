@@ -1,0 +1,71 @@
+"""Launcher: how the processes of a run are created (seed 002: one strategy, several launchers).
+
+``launch(fn, *args, **kwargs)`` calls ``fn(*args, **kwargs)`` once in every local rank process,
+with that rank's identity in its environment (see :mod:`runtime.rank_environment`), and returns
+the result of this node's first rank (global rank 0 on node 0) in the calling process. A rank
+that raises makes ``launch`` raise :class:`~runtime.errors.RankFailedError` with that rank's
+traceback; ranks still running past ``timeout`` seconds are stopped and
+:class:`~runtime.errors.LaunchTimeoutError` names them. No process outlives a launch.
+
+Inside a process that a launcher (or ``resolver run``) already started, ``launch`` runs ``fn``
+directly as that rank: this is how a script re-run by the subprocess launcher reaches its work.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from runtime.errors import PortInUseError
+from runtime.launchers.launched_rank import run_launched_rank
+from runtime.ports import port_is_free
+from runtime.rank_environment import launched_config
+
+if TYPE_CHECKING:
+    from resolver.config import ResolvedConfig
+    from runtime.cluster.base import ClusterEnvironment
+
+__all__ = ["Launcher"]
+
+R = TypeVar("R")
+
+
+class Launcher(ABC):
+    """Creates the local rank processes of a run. Register subclasses with :func:`runtime.register_launcher`."""
+
+    #: The :mod:`multiprocessing` start method of the rank processes, where one is used.
+    start_method: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        config: ResolvedConfig,
+        cluster_environment: ClusterEnvironment,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        self.config = config
+        self.cluster_environment = cluster_environment
+        self.timeout = timeout
+
+    def launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """Run ``fn(*args, **kwargs)`` in every local rank; return this node's first rank's result."""
+        if launched_config() is not None:
+            return run_launched_rank(fn, *args, **kwargs)
+        return self._launch(fn, *args, **kwargs)
+
+    @abstractmethod
+    def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """Start the ranks (this process is not a rank yet)."""
+
+    def rendezvous(self) -> tuple[str, int]:
+        """Rank 0's address and port; on node 0 the port is checked to be free first.
+
+        A busy port is an error rather than a silent switch to another port: the other nodes
+        (and anyone who set ``MASTER_PORT`` on purpose) expect this exact one.
+        """
+        address = self.cluster_environment.main_address
+        port = self.cluster_environment.main_port
+        if self.config.node_rank == 0 and not port_is_free(port):
+            raise PortInUseError(address, port, self.cluster_environment.main_port_source)
+        return address, port

@@ -1,0 +1,48 @@
+"""The rank side of a launch: run the work, report failures, do not outlive the launcher."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from runtime.launchers.reports import RankReports
+from runtime.rank_environment import PARENT_PID_VARIABLE
+
+__all__ = ["die_with_launcher", "run_launched_rank"]
+
+R = TypeVar("R")
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_launcher() -> None:
+    """Have the kernel kill this process if its launcher dies (Linux), so no rank is orphaned."""
+    expected = os.environ.get(PARENT_PID_VARIABLE)
+    if not sys.platform.startswith("linux") or not expected:
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != expected:  # the launcher died before we asked
+        os._exit(1)
+
+
+def run_launched_rank(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """Call ``fn(*args, **kwargs)`` in a process a launcher started for one rank.
+
+    Failures are reported to the launcher (which re-raises them in the caller with this rank's
+    traceback) and the rank answers the launcher's stack requests on a timeout.
+    """
+    reports = RankReports.from_environment()
+    if reports is None:
+        return fn(*args, **kwargs)
+    die_with_launcher()
+    with reports.reporting(int(os.environ.get("RANK", "0"))):
+        return fn(*args, **kwargs)

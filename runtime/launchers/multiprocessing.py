@@ -1,0 +1,123 @@
+"""The ``spawn`` and ``fork`` launchers: one ``torch.multiprocessing`` process per local rank.
+
+The calling process only supervises; rank 0's return value is pickled back to it. With
+``spawn``, ``fn`` and its arguments must be picklable (a module-level function); ``fork``
+copies the calling process, so closures work, but it is unsafe once CUDA is initialised.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import torch
+import torch.multiprocessing
+
+from runtime.errors import RuntimeConfigError
+from runtime.launchers.base import Launcher
+from runtime.launchers.launched_rank import run_launched_rank
+from runtime.launchers.reports import RankReports
+from runtime.launchers.supervision import MultiprocessingRank, RankProcess, Supervisor, stop_processes
+from runtime.rank_environment import rank_config, rank_variables
+from runtime.registry import register_launcher
+
+__all__ = ["ForkLauncher", "MultiprocessingLauncher", "SpawnLauncher"]
+
+R = TypeVar("R")
+
+
+def _rank_process_main(
+    variables: Mapping[str, str], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """Entry point of a rank process: become the rank, run ``fn``, hand back the result."""
+    os.environ.update(variables)
+    rank = int(variables["RANK"])
+    try:
+        result = run_launched_rank(fn, *args, **kwargs)
+        if variables["LOCAL_RANK"] == "0":
+            reports = RankReports.from_environment()
+            assert reports is not None
+            try:
+                reports.write_result(rank, result)
+            except TypeError as exc:
+                reports.write_error(rank, exc)
+                raise
+    except BaseException:
+        # Already reported to the launcher, which re-raises it with this traceback.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+class MultiprocessingLauncher(Launcher):
+    """Starts local ranks with the :mod:`torch.multiprocessing` ``start_method``."""
+
+    start_method = "spawn"
+
+    def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        self.check_start_method()
+        address, port = self.rendezvous()
+        context: Any = torch.multiprocessing.get_context(self.start_method)
+        first_rank = rank_config(self.config, 0).global_rank
+        with RankReports.temporary() as reports:
+            processes: dict[int, RankProcess] = {}
+            try:
+                for local_rank in range(self.config.num_devices):
+                    config = rank_config(self.config, local_rank)
+                    variables = rank_variables(config, address, port, reports.directory)
+                    process = context.Process(
+                        target=_rank_process_main,
+                        args=(variables, fn, args, kwargs),
+                        name=f"rank-{config.global_rank}",
+                        daemon=False,  # ranks may start DataLoader workers
+                    )
+                    self._start(process, fn)
+                    processes[config.global_rank] = MultiprocessingRank(process)
+                outcome = Supervisor(processes, reports, self.timeout).watch()
+            finally:
+                stop_processes(processes)
+            problem = outcome.problem(self.timeout)
+            if problem is not None:
+                raise problem
+            return reports.read_result(first_rank)  # type: ignore[no-any-return]
+
+    def check_start_method(self) -> None:
+        """Refuse to start ranks in a way that cannot work here (hook for subclasses)."""
+
+    def _start(self, process: Any, fn: Callable[..., Any]) -> None:
+        try:
+            process.start()
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            raise TypeError(
+                f"the {self.start_method} launcher must pickle the function and its arguments to send "
+                f"them to the rank processes, and could not ({exc}); define "
+                f"{getattr(fn, '__qualname__', fn)!r} at module level and pass picklable arguments, "
+                "or use the fork launcher (strategy='ddp_fork')"
+            ) from exc
+
+
+@register_launcher("spawn")
+class SpawnLauncher(MultiprocessingLauncher):
+    """Fresh interpreters (``spawn``): safe with CUDA, costs an import of torch per rank."""
+
+    start_method = "spawn"
+
+
+@register_launcher("fork")
+class ForkLauncher(MultiprocessingLauncher):
+    """Copies of the calling process (``fork``): fast, works in notebooks, not after CUDA init."""
+
+    start_method = "fork"
+
+    def check_start_method(self) -> None:
+        if torch.cuda.is_initialized():
+            raise RuntimeConfigError(
+                "the fork launcher cannot start ranks after CUDA was initialised in this process "
+                "(a forked process cannot use the parent's CUDA context)\n"
+                "  hint: use strategy='ddp_spawn' or 'ddp', or launch before touching CUDA"
+            )

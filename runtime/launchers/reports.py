@@ -1,0 +1,141 @@
+"""What launched ranks tell their launcher: error reports, rank 0's result, stack dumps.
+
+Each launch gets a private directory (``RUNTIME_REPORT_DIR``). A rank that raises writes its
+traceback there before exiting; local rank 0 of an in-process launch (spawn/fork) pickles its
+return value there; and on a timeout the launcher asks a rank for its Python stack (``SIGUSR1``,
+answered by :mod:`faulthandler` even while the rank is blocked inside C code).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import os
+import pickle
+import shutil
+import signal
+import tempfile
+import traceback
+from collections.abc import Iterator
+from typing import IO, Any
+
+import attrs
+
+from runtime.errors import failure_time
+from runtime.rank_environment import REPORT_DIR_VARIABLE
+
+__all__ = ["ErrorReport", "RankReports", "STACK_SIGNAL", "describe_exception"]
+
+#: The signal that makes a rank dump its stack (None where the platform has no SIGUSR1).
+STACK_SIGNAL: int | None = getattr(signal, "SIGUSR1", None)
+
+_stack_files: list[IO[str]] = []  # kept open: faulthandler writes to their descriptors
+
+
+def describe_exception(exc: BaseException) -> tuple[str, str]:
+    """``(one-line summary, full traceback text)`` of ``exc``."""
+    summary = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return summary, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+@attrs.frozen
+class ErrorReport:
+    """A rank's failure as it reported it."""
+
+    rank: int
+    time: float
+    summary: str
+    traceback: str
+
+
+class RankReports:
+    """The report directory of one launch, used by the launcher and by its ranks."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    @classmethod
+    @contextlib.contextmanager
+    def temporary(cls) -> Iterator[RankReports]:
+        """A fresh directory, removed when the launch is over."""
+        directory = tempfile.mkdtemp(prefix="runtime-ranks-")
+        try:
+            yield cls(directory)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    @classmethod
+    def from_environment(cls) -> RankReports | None:
+        directory = os.environ.get(REPORT_DIR_VARIABLE)
+        return cls(directory) if directory and os.path.isdir(directory) else None
+
+    def _path(self, rank: int, kind: str) -> str:
+        return os.path.join(self.directory, f"rank-{rank}.{kind}")
+
+    # -- the rank's side ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reporting(self, rank: int) -> Iterator[None]:
+        """Inside a rank: answer stack requests, and report an exception before it propagates."""
+        if STACK_SIGNAL is not None:
+            stack_file = open(self._path(rank, "stack.txt"), "w")  # noqa: SIM115 (must stay open)
+            _stack_files.append(stack_file)
+            faulthandler.register(STACK_SIGNAL, file=stack_file, all_threads=True)
+        try:
+            yield
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                self.write_error(rank, exc)
+            raise
+        except BaseException as exc:
+            self.write_error(rank, exc)
+            raise
+
+    def write_error(self, rank: int, exc: BaseException) -> None:
+        summary, text = describe_exception(exc)
+        data = {"rank": rank, "time": failure_time(exc), "summary": summary, "traceback": text}
+        self._write_atomically(self._path(rank, "error.json"), json.dumps(data).encode())
+
+    def write_result(self, rank: int, value: Any) -> None:
+        try:
+            payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise TypeError(
+                f"rank {rank} returned {type(value).__name__}, which cannot be pickled back to the "
+                f"launching process ({exc}); return plain data (move tensors to CPU, no open handles)"
+            ) from exc
+        self._write_atomically(self._path(rank, "result.pkl"), payload)
+
+    @staticmethod
+    def _write_atomically(path: str, payload: bytes) -> None:
+        partial = f"{path}.partial"
+        with open(partial, "wb") as handle:
+            handle.write(payload)
+        os.replace(partial, path)
+
+    # -- the launcher's side ------------------------------------------------------------------
+
+    def read_error(self, rank: int) -> ErrorReport | None:
+        try:
+            with open(self._path(rank, "error.json")) as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            return None
+        return ErrorReport(
+            rank=int(data["rank"]), time=float(data["time"]), summary=data["summary"], traceback=data["traceback"]
+        )
+
+    def has_result(self, rank: int) -> bool:
+        return os.path.exists(self._path(rank, "result.pkl"))
+
+    def read_result(self, rank: int) -> Any:
+        with open(self._path(rank, "result.pkl"), "rb") as handle:
+            return pickle.load(handle)
+
+    def read_stack(self, rank: int) -> str:
+        try:
+            with open(self._path(rank, "stack.txt")) as handle:
+                return handle.read()
+        except OSError:
+            return ""

@@ -1,0 +1,53 @@
+"""Precision: how modules, inputs, the forward pass and the backward pass treat dtypes."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["Precision"]
+
+
+class Precision:
+    """The neutral precision: full float32, nothing cast, plain backward and step.
+
+    Subclasses (registered with :func:`runtime.register_precision`) override the hooks below.
+    ``device_type`` is the accelerator's ``torch.device`` type, for autocast and scalers.
+    """
+
+    def __init__(self, device_type: str) -> None:
+        self.device_type = device_type
+
+    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Cast a module's parameters and buffers as this precision requires (in place)."""
+        return module
+
+    def convert_input(self, data: Any) -> Any:
+        """Cast floating-point input tensors as this precision requires."""
+        return data
+
+    def module_init_context(self) -> contextlib.AbstractContextManager[Any]:
+        """Create modules inside this to get parameters in the right dtype from the start."""
+        return contextlib.nullcontext()
+
+    def forward_context(self) -> contextlib.AbstractContextManager[Any]:
+        """Run the forward pass (and loss) inside this."""
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """Back-propagate ``loss``."""
+        loss.backward(**kwargs)
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, **kwargs: Any) -> Any:
+        """Step ``optimizer`` (a scaler may skip the step after inf/nan gradients)."""
+        return optimizer.step(**kwargs)
+
+    def state_dict(self) -> dict[str, Any]:
+        """State to checkpoint (e.g. a gradient scaler's); empty when there is none."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""

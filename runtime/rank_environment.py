@@ -1,0 +1,96 @@
+"""How a rank process learns who it is: torchrun's variables plus the resolved config.
+
+Every process a launcher starts (and the launching process while it acts as local rank 0)
+sees the variables torchrun would set (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``) and
+``RESOLVER_CONFIG``: the launching process's ``ResolvedConfig`` as JSON, with this process's
+``global_rank`` and ``local_rank``. A worker uses that config as it is; it never resolves again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+
+import attrs
+
+from resolver.config import ResolvedConfig
+
+__all__ = [
+    "CONFIG_VARIABLE",
+    "PARENT_PID_VARIABLE",
+    "REPORT_DIR_VARIABLE",
+    "environ_patch",
+    "launched_config",
+    "rank_config",
+    "rank_variables",
+]
+
+#: The resolved config of a launched rank, as JSON.
+CONFIG_VARIABLE = "RESOLVER_CONFIG"
+#: Where a launched rank writes its error report, result and stack dump for its launcher.
+REPORT_DIR_VARIABLE = "RUNTIME_REPORT_DIR"
+#: The launcher's pid: a rank whose launcher is gone stops instead of running orphaned.
+PARENT_PID_VARIABLE = "RUNTIME_LAUNCHER_PID"
+
+
+def rank_config(config: ResolvedConfig, local_rank: int) -> ResolvedConfig:
+    """``config`` as seen by local rank ``local_rank`` of this node."""
+    if not 0 <= local_rank < config.num_devices:
+        raise ValueError(f"local rank {local_rank} is outside 0..{config.num_devices - 1}")
+    global_rank = config.node_rank * config.num_devices + local_rank
+    return attrs.evolve(config, global_rank=global_rank, local_rank=local_rank)
+
+
+def rank_variables(
+    config: ResolvedConfig,
+    main_address: str,
+    main_port: int,
+    report_dir: str | None = None,
+) -> dict[str, str]:
+    """The environment variables of the rank ``config`` describes (see the module docstring)."""
+    variables = {
+        "MASTER_ADDR": main_address,
+        "MASTER_PORT": str(main_port),
+        "RANK": str(config.global_rank),
+        "LOCAL_RANK": str(config.local_rank),
+        "WORLD_SIZE": str(config.world_size),
+        "LOCAL_WORLD_SIZE": str(config.num_devices),
+        "NODE_RANK": str(config.node_rank),
+        "GROUP_RANK": str(config.node_rank),
+        CONFIG_VARIABLE: config.to_json(),
+    }
+    if report_dir is not None:
+        variables[REPORT_DIR_VARIABLE] = report_dir
+        variables[PARENT_PID_VARIABLE] = str(os.getpid())
+    return variables
+
+
+def launched_config(environ: Mapping[str, str] | None = None) -> ResolvedConfig | None:
+    """This process's config when a launcher (or ``resolver run``) started it, else ``None``."""
+    text = (os.environ if environ is None else environ).get(CONFIG_VARIABLE)
+    if not text:
+        return None
+    try:
+        return ResolvedConfig.from_json(text)
+    except Exception as exc:  # cattrs/json raise several types; all mean the same to the user
+        raise ValueError(
+            f"{CONFIG_VARIABLE} is set but does not hold a resolved config ({exc}); "
+            "it is set by runtime launchers for their workers: unset it in your shell"
+        ) from exc
+
+
+@contextlib.contextmanager
+def environ_patch(variables: Mapping[str, str]) -> Iterator[None]:
+    """Set ``variables`` in ``os.environ`` inside the block, restoring what was there after."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

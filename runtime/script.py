@@ -1,0 +1,83 @@
+"""``run_script``: start a script once per rank, like torchrun (behind ``resolver run``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from resolver.config import ResolvedConfig
+from runtime.errors import LaunchTimeoutError, PortInUseError
+from runtime.launchers.reports import RankReports
+from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
+from runtime.ports import port_is_free
+from runtime.rank_environment import rank_config, rank_variables
+from runtime.registry import CLUSTER_ENVIRONMENTS
+
+__all__ = ["TIMEOUT_EXIT_CODE", "run_script"]
+
+#: The exit code when ranks were stopped at the timeout (as coreutils' ``timeout``).
+TIMEOUT_EXIT_CODE = 124
+
+
+def _exit_code(code: int | None) -> int:
+    if code is None or code == 0:
+        return 1
+    return 128 - code if code < 0 else code  # killed by signal N -> 128 + N, as shells report it
+
+
+def run_script(
+    config: ResolvedConfig,
+    script: str,
+    args: Sequence[str] = (),
+    *,
+    timeout: float | None = None,
+) -> int:
+    """Run ``python script args...`` once per local rank of ``config``; return the exit code.
+
+    Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
+    ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``) and
+    ``RESOLVER_CONFIG`` (``config`` with that copy's ranks), so ``runtime.launch`` in the script
+    runs its function as that rank without resolving again. Output streams straight through.
+    When ``config.launcher`` is ``None`` the cluster already started one process per rank, so
+    the script runs once, as this process's rank.
+
+    Returns 0 when every rank exits cleanly; otherwise the first failing rank's exit code
+    (128 + N when killed by signal N) after stopping the others, or 124 when ``timeout``
+    (seconds; default: the config's ``timeout`` option) ran out. Raises
+    :class:`~runtime.errors.PortInUseError` or :class:`~runtime.errors.RuntimeConfigError`
+    before starting anything when the rendezvous cannot work.
+    """
+    if timeout is None and config.strategy_options.get("timeout") is not None:
+        timeout = float(config.strategy_options["timeout"])
+    cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
+    address, port = cluster.main_address, cluster.main_port
+    started_by_cluster = config.launcher is None
+    if not started_by_cluster and config.node_rank == 0 and not port_is_free(port):
+        raise PortInUseError(address, port, cluster.main_port_source)
+    ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
+    command = [sys.executable, script, *args]
+    with RankReports.temporary() as reports:
+        processes: dict[int, RankProcess] = {}
+        try:
+            for rank in ranks:
+                env = {**os.environ, **rank_variables(rank, address, port, reports.directory)}
+                processes[rank.global_rank] = PopenRank(subprocess.Popen(command, env=env))
+            supervisor = Supervisor(processes, reports, timeout)
+            try:
+                outcome = supervisor.watch()
+            except KeyboardInterrupt:
+                stop_processes(processes)
+                return 130
+        finally:
+            stop_processes(processes)
+    problem = outcome.problem(timeout)
+    if problem is None:
+        return 0
+    print(f"resolver run: {str(problem).splitlines()[0]}", file=sys.stderr, flush=True)
+    if isinstance(problem, LaunchTimeoutError):
+        for stuck_rank, stack in sorted(problem.stacks.items()):
+            print(f"--- where rank {stuck_rank} was ---\n{stack.rstrip()}", file=sys.stderr, flush=True)
+        return TIMEOUT_EXIT_CODE
+    return _exit_code(problem.exit_code)

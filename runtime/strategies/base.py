@@ -1,0 +1,310 @@
+"""Strategy: the hub the user's code talks to (seed 001).
+
+A strategy owns the run's components: an :class:`~runtime.accelerators.base.Accelerator`
+(device logic), a :class:`~runtime.precision.base.Precision`, a
+:class:`~runtime.collectives.base.Collective` (all communication), a
+:class:`~runtime.launchers.base.Launcher` (or ``None`` when the cluster started the processes),
+a :class:`~runtime.cluster.base.ClusterEnvironment` and a :class:`~runtime.checkpoint.CheckpointIO`.
+It knows this process's rank from the ``ResolvedConfig`` and decides what rank-dependent work
+means: which device, how a module is wrapped, which shard of the data, who writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import torch
+from torch.utils.data import DataLoader
+
+from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
+from runtime.dataloaders import is_shuffled, with_distributed_sampler
+from runtime.errors import DataLoaderWarning, stamp_failure_time
+from runtime.launchers.launched_rank import run_launched_rank
+from runtime.tensor_tree import map_tensors
+
+if TYPE_CHECKING:
+    from resolver.config import ResolvedConfig
+    from runtime.accelerators.base import Accelerator
+    from runtime.cluster.base import ClusterEnvironment
+    from runtime.collectives.base import Collective
+    from runtime.launchers.base import Launcher
+    from runtime.precision.base import Precision
+
+__all__ = ["DATALOADER_USES", "DataLoaderUse", "Strategy"]
+
+R = TypeVar("R")
+DataLoaderUse = Literal["train", "val", "test", "predict"]
+#: The values ``process_dataloader``'s ``use`` accepts.
+DATALOADER_USES: tuple[str, ...] = ("train", "val", "test", "predict")
+
+
+class Strategy:
+    """How one process of a run does its part. Register subclasses with :func:`runtime.register_strategy`.
+
+    :func:`runtime.build` constructs it from a ``ResolvedConfig``: the components come from the
+    registries, and ``config.strategy_options`` arrive as keyword arguments. The options every
+    strategy takes:
+
+    - ``use_distributed_sampler`` (default ``True``): :meth:`process_dataloader` shards loaders
+      across ranks; ``False`` leaves loaders alone.
+    - ``timeout`` (seconds, default none): bounds a launched run and every collective operation.
+    """
+
+    def __init__(
+        self,
+        config: ResolvedConfig,
+        *,
+        accelerator: Accelerator,
+        precision: Precision,
+        collective: Collective,
+        launcher: Launcher | None,
+        cluster_environment: ClusterEnvironment,
+        checkpoint_io: CheckpointIO | None = None,
+        use_distributed_sampler: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        self._config = config
+        self._accelerator = accelerator
+        self._precision = precision
+        self._collective = collective
+        self._launcher = launcher
+        self._cluster_environment = cluster_environment
+        self.checkpoint_io: CheckpointIO = checkpoint_io if checkpoint_io is not None else TorchCheckpointIO()
+        self.use_distributed_sampler = bool(use_distributed_sampler)
+        self.timeout = None if timeout is None else float(timeout)
+
+    #: Constructor arguments that are components, not options.
+    COMPONENTS = frozenset(
+        {"self", "config", "accelerator", "precision", "collective", "launcher", "cluster_environment"}
+    )
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        """The ``strategy_options`` this class accepts: its constructor's keyword arguments.
+
+        Constructors that forward ``**kwargs`` to a base class inherit the base's options.
+        """
+        names: set[str] = set()
+        for klass in cls.__mro__:
+            if "__init__" not in vars(klass):
+                continue
+            parameters = inspect.signature(klass.__init__).parameters.values()  # type: ignore[misc]
+            names.update(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+            if not any(p.kind is p.VAR_KEYWORD for p in parameters) or klass is Strategy:
+                break
+        return frozenset(names - cls.COMPONENTS)
+
+    # -- components and identity --------------------------------------------------------------
+
+    @property
+    def config(self) -> ResolvedConfig:
+        """The resolved config this strategy was built from (with this process's ranks)."""
+        return self._config
+
+    @property
+    def accelerator(self) -> Accelerator:
+        return self._accelerator
+
+    @property
+    def precision(self) -> Precision:
+        return self._precision
+
+    @property
+    def collective(self) -> Collective:
+        return self._collective
+
+    @property
+    def launcher(self) -> Launcher | None:
+        """``None`` when the processes were started outside (torchrun, srun, ...) or there is one."""
+        return self._launcher
+
+    @property
+    def cluster_environment(self) -> ClusterEnvironment:
+        return self._cluster_environment
+
+    @property
+    def global_rank(self) -> int:
+        return self._config.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self._config.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        return self._config.node_rank
+
+    @property
+    def world_size(self) -> int:
+        return self._config.world_size
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.global_rank == 0
+
+    @property
+    def root_device(self) -> torch.device:
+        """The device this process computes on."""
+        return self._accelerator.root_device(self.local_rank, self._config.device_ids)
+
+    # -- running ------------------------------------------------------------------------------
+
+    def launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """Run ``fn(strategy, *args, **kwargs)`` in every rank; return rank 0's result here.
+
+        Each rank gets its own strategy, built from this one's config with that rank's
+        ``global_rank``/``local_rank``, with its environment set up (device selected, process
+        group joined) before ``fn`` runs and torn down after.
+        """
+        if self._launcher is None:
+            # A rank some launcher started reports its failure to it (no-op otherwise).
+            return run_launched_rank(self.run, fn, *args, **kwargs)
+        from runtime.worker import run_worker  # the worker builds strategies: import at use
+
+        return self._launcher.launch(run_worker, fn, *args, **kwargs)
+
+    def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """Run ``fn(self, *args, **kwargs)`` in this process as this strategy's rank."""
+        self.setup_environment()
+        try:
+            return fn(self, *args, **kwargs)
+        except BaseException as exc:
+            stamp_failure_time(exc)
+            raise
+        finally:
+            self.teardown()
+
+    def setup_environment(self) -> None:
+        """Select this process's device and join the collective."""
+        device = self.root_device
+        self._accelerator.set_device(device)
+        self._collective.setup(
+            rank=self.global_rank,
+            world_size=self.world_size,
+            backend=self._config.process_group_backend,
+            master_addr=self._cluster_environment.main_address,
+            master_port=self._cluster_environment.main_port,
+            timeout=self.timeout,
+            device=device,
+        )
+
+    def teardown(self) -> None:
+        """Leave the collective and release device state."""
+        self._collective.teardown()
+        self._accelerator.teardown()
+
+    # -- modules and data ---------------------------------------------------------------------
+
+    def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Cast ``module`` for the precision, move it to :attr:`root_device` and wrap it as needed."""
+        module = self._precision.convert_module(module)
+        module = module.to(self.root_device)
+        return self.wrap_module(module)
+
+    def wrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        """The strategy's wrapper around a module already on its device (none by default)."""
+        return module
+
+    def unwrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        """The user's module inside whatever :meth:`wrap_module` put around it."""
+        return module
+
+    def to_device(self, data: Any) -> Any:
+        """Move the tensors in ``data`` to :attr:`root_device`, cast as the precision requires."""
+        device = self.root_device
+        moved = map_tensors(data, lambda tensor: tensor.to(device))
+        return self._precision.convert_input(moved)
+
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """Back-propagate ``loss`` (the precision may scale it)."""
+        self._precision.backward(loss, **kwargs)
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, **kwargs: Any) -> Any:
+        """Step ``optimizer`` (the precision may unscale gradients or skip the step)."""
+        return self._precision.optimizer_step(optimizer, **kwargs)
+
+    def process_dataloader(self, dataloader: DataLoader[Any], use: DataLoaderUse) -> DataLoader[Any]:
+        """The loader this rank should iterate for ``use`` (``train``, ``val``, ``test``, ``predict``).
+
+        With more than one process and ``use_distributed_sampler``, a copy of ``dataloader`` with
+        a ``DistributedSampler`` over ``world_size`` replicas, positioned at this rank; only the
+        training loader is shuffled, and only if the original was. All other loader arguments
+        are kept. Call ``loader.sampler.set_epoch(epoch)`` every epoch to reshuffle.
+        """
+        if use not in DATALOADER_USES:
+            raise ValueError(f"unknown dataloader use {use!r}; use one of {', '.join(DATALOADER_USES)}")
+        self._warn_about_loader(dataloader, use)
+        if not self.use_distributed_sampler or self.world_size == 1:
+            return dataloader
+        return with_distributed_sampler(
+            dataloader,
+            num_replicas=self.world_size,
+            rank=self.global_rank,
+            shuffle=use == "train" and is_shuffled(dataloader),
+        )
+
+    def _warn_about_loader(self, dataloader: DataLoader[Any], use: str) -> None:
+        workers = dataloader.num_workers
+        spawned = self._launcher is not None and self._launcher.start_method == "spawn"
+        if spawned and workers > 0 and not dataloader.persistent_workers:
+            warnings.warn(
+                f"the {use} DataLoader starts {workers} worker process(es) inside ranks that were "
+                "themselves spawned: every epoch pays the spawn start-up again\n"
+                "  hint: pass persistent_workers=True to the DataLoader, or use strategy='ddp' "
+                "(the subprocess launcher)",
+                DataLoaderWarning,
+                stacklevel=3,
+            )
+        if use != "train" and is_shuffled(dataloader) and self.use_distributed_sampler and self.world_size > 1:
+            warnings.warn(
+                f"the {use} DataLoader shuffles, but {use} data is not shuffled across ranks",
+                DataLoaderWarning,
+                stacklevel=3,
+            )
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def save_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any]) -> None:
+        """Global rank 0 writes ``state`` to ``path``; every rank then waits until it is written.
+
+        Modules and optimizers in ``state`` are saved as their ``state_dict()`` (modules
+        unwrapped first, so the file loads into a plain module).
+        """
+        checkpoint = {key: self._saveable(value) for key, value in state.items()}
+        if self.is_global_zero:
+            self.checkpoint_io.save(checkpoint, path)
+        self._collective.barrier()
+
+    def load_checkpoint(
+        self, path: str | os.PathLike[str], state: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Read the checkpoint on every rank (onto :attr:`root_device`) and return it.
+
+        Modules and optimizers in ``state`` get their saved state loaded in place.
+        """
+        checkpoint = self.checkpoint_io.load(path, map_location=self.root_device)
+        for key, target in (state or {}).items():
+            if key not in checkpoint:
+                raise KeyError(f"the checkpoint at {path} has no entry {key!r} (it has {sorted(checkpoint)})")
+            if isinstance(target, torch.nn.Module):
+                self.unwrap_module(target).load_state_dict(checkpoint[key])
+            elif isinstance(target, torch.optim.Optimizer):
+                target.load_state_dict(checkpoint[key])
+        return checkpoint
+
+    def _saveable(self, value: Any) -> Any:
+        if isinstance(value, torch.nn.Module):
+            return self.unwrap_module(value).state_dict()
+        if isinstance(value, torch.optim.Optimizer):
+            return value.state_dict()
+        return value
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(rank {self.global_rank}/{self.world_size}, device={self.root_device}, "
+            f"precision={self._config.precision}, launcher={self._config.launcher})"
+        )

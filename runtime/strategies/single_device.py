@@ -1,0 +1,29 @@
+"""One process on one device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.errors import RuntimeConfigError
+from runtime.registry import register_strategy
+from runtime.strategies.base import Strategy
+
+__all__ = ["SingleDeviceStrategy"]
+
+
+@register_strategy("single_device")
+class SingleDeviceStrategy(Strategy):
+    """No processes to coordinate: the collective is the identity and modules are not wrapped."""
+
+    def __init__(self, config: Any, **kwargs: Any) -> None:
+        if config.world_size != 1:
+            raise RuntimeConfigError(
+                f"the single_device strategy runs one process, but the config has world_size "
+                f"{config.world_size}; a multi-process run needs strategy 'ddp' (or another distributed one)"
+            )
+        super().__init__(config, **kwargs)
+
+    def setup_environment(self) -> None:
+        device = self.root_device
+        self.accelerator.set_device(device)
+        self.collective.setup(rank=0, world_size=1, device=device)

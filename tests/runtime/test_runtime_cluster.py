@@ -1,0 +1,84 @@
+"""Cluster environments: where the ranks of a run meet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from runtime_configs import ddp_config
+
+import runtime
+from runtime.cluster import (
+    KubeflowEnvironment,
+    LocalEnvironment,
+    LSFEnvironment,
+    MPIEnvironment,
+    SLURMEnvironment,
+    TorchElasticEnvironment,
+)
+from runtime.cluster.hostlist import first_host
+from runtime.ports import port_is_free
+
+
+def test_local_defaults_to_loopback_and_picks_one_free_port() -> None:
+    local = LocalEnvironment(ddp_config(), environ={})
+    assert local.main_address == "127.0.0.1"
+    port = local.main_port
+    assert port == local.main_port  # picked once
+    assert port_is_free(port)
+    assert "picked by the runtime" in local.main_port_source
+
+
+def test_local_uses_master_addr_and_port_when_set() -> None:
+    local = LocalEnvironment(ddp_config(), environ={"MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "29511"})
+    assert (local.main_address, local.main_port, local.main_port_source) == ("10.1.2.3", 29511, "MASTER_PORT")
+
+
+def test_local_multi_node_needs_the_rendezvous_set_by_hand() -> None:
+    local = LocalEnvironment(ddp_config(num_nodes=2, world_size=4), environ={})
+    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_ADDR is not set") as error:
+        _ = local.main_address
+    assert "NODE_RANK" in str(error.value)
+    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT is not set"):
+        _ = local.main_port
+
+
+def test_a_port_that_is_not_a_number_is_named() -> None:
+    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT='http' is not a TCP port"):
+        _ = LocalEnvironment(ddp_config(), environ={"MASTER_PORT": "http"}).main_port
+
+
+@pytest.mark.parametrize("cls", [TorchElasticEnvironment, KubeflowEnvironment, MPIEnvironment])
+def test_externally_launched_clusters_read_master_addr_and_port(cls: type) -> None:
+    env = cls(ddp_config(), environ={"MASTER_ADDR": "node0", "MASTER_PORT": "1234"})
+    assert (env.main_address, env.main_port) == ("node0", 1234)
+    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_ADDR is not set"):
+        _ = cls(ddp_config(), environ={}).main_address
+
+
+@pytest.mark.parametrize(
+    ("hostlist", "first"),
+    [("node1", "node1"), ("gpu[07-09,12],cpu1", "gpu07"), ("a,b", "a"), ("rack[2-3]-n[01-04]", "rack2-n01"),
+     ("host[5,7]", "host5")],
+)
+def test_the_first_host_of_a_slurm_host_list(hostlist: str, first: str) -> None:
+    assert first_host(hostlist) == first
+
+
+def test_slurm_meets_on_the_first_node_at_a_port_derived_from_the_job_id() -> None:
+    env = SLURMEnvironment(ddp_config(), environ={"SLURM_JOB_NODELIST": "gpu[03-04]", "SLURM_JOB_ID": "4242987"})
+    assert (env.main_address, env.main_port, env.main_port_source) == ("gpu03", 17987, "SLURM_JOB_ID")
+
+
+def test_lsf_meets_on_the_first_compute_host_of_the_rank_file(tmp_path: Path) -> None:
+    rankfile = tmp_path / "ranks"
+    rankfile.write_text("batch1\ncompute7\ncompute7\ncompute8\n")
+    env = LSFEnvironment(ddp_config(), environ={"LSB_DJOB_RANKFILE": str(rankfile), "LSB_JOBID": "1001"})
+    assert (env.main_address, env.main_port) == ("compute7", 16001)
+
+
+def test_ranks_started_by_hand_must_agree_on_master_port() -> None:
+    started_by_hand = ddp_config(launcher=None)
+    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT is not set"):
+        _ = LocalEnvironment(started_by_hand, environ={}).main_port
+    assert LocalEnvironment(started_by_hand, environ={"MASTER_PORT": "29400"}).main_port == 29400

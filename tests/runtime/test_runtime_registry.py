@@ -1,0 +1,119 @@
+"""Components are found by name in registries; users add their own without editing the library."""
+
+from __future__ import annotations
+
+import pytest
+from runtime_configs import ddp_config, single_device_config
+
+import runtime
+from runtime.registry import STRATEGIES, Registry
+
+
+class MyStrategy(runtime.Strategy):
+    """A user's strategy: single process, remembers an option of its own."""
+
+    def __init__(self, config, *, greeting: str = "hello", **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(config, **kwargs)
+        self.greeting = greeting
+
+
+@pytest.fixture
+def my_strategy():  # type: ignore[no-untyped-def]
+    runtime.register_strategy("my_strategy", MyStrategy)
+    yield MyStrategy
+    STRATEGIES.unregister("my_strategy")
+
+
+def test_a_registered_custom_strategy_is_built_from_a_config_naming_it(my_strategy: type) -> None:
+    config = single_device_config(strategy="my_strategy", strategy_options={"greeting": "hi"})
+
+    strategy = runtime.build(config)
+
+    assert type(strategy) is my_strategy
+    assert strategy.greeting == "hi"
+    assert isinstance(strategy.accelerator, runtime.Accelerator)
+    assert isinstance(strategy.collective, runtime.Collective)
+    assert strategy.launch(lambda s, x: (s.global_rank, x * 2), 21) == (0, 42)
+
+
+def test_register_strategy_works_as_a_decorator() -> None:
+    @runtime.register_strategy("decorated_strategy")
+    class Decorated(runtime.Strategy):
+        pass
+
+    try:
+        assert type(runtime.build(single_device_config(strategy="decorated_strategy"))) is Decorated
+    finally:
+        STRATEGIES.unregister("decorated_strategy")
+
+
+def test_a_name_cannot_be_registered_twice_unless_replacing(my_strategy: type) -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        runtime.register_strategy("my_strategy", type("Other", (runtime.Strategy,), {}))
+    runtime.register_strategy("my_strategy", my_strategy, replace=True)
+
+
+def test_an_unknown_strategy_name_lists_the_registered_ones() -> None:
+    with pytest.raises(runtime.RuntimeConfigError) as error:
+        runtime.build(single_device_config(strategy="ddp_turbo"))
+    message = str(error.value)
+    assert "unknown strategy 'ddp_turbo'" in message
+    assert "'ddp'" in message and "'single_device'" in message
+    assert "register_strategy('ddp_turbo')" in message
+
+
+@pytest.mark.parametrize(
+    ("strategy", "package"),
+    [("xla", "torch_xla"), ("single_xla", "torch_xla"), ("horovod", "horovod"), ("deepspeed", "deepspeed")],
+)
+def test_strategies_of_engines_that_are_not_installed_say_what_to_install(strategy: str, package: str) -> None:
+    with pytest.raises(runtime.MissingDependencyError) as error:
+        runtime.build(ddp_config(strategy=strategy))
+    assert f"strategy '{strategy}' needs {package}, which is not installed" in str(error.value)
+    assert "pip install" in str(error.value)
+
+
+def test_components_of_missing_engines_say_what_to_install() -> None:
+    with pytest.raises(runtime.MissingDependencyError, match="collective 'horovod' needs horovod"):
+        runtime.build(ddp_config(collective="horovod"))
+    with pytest.raises(runtime.MissingDependencyError, match="accelerator 'xla' needs torch_xla"):
+        runtime.build(ddp_config(accelerator="xla"))
+    with pytest.raises(runtime.MissingDependencyError, match="launcher 'xla' needs torch_xla"):
+        runtime.build(ddp_config(launcher="xla"))
+
+
+def test_fsdp_is_known_but_not_implemented_by_this_runtime() -> None:
+    with pytest.raises(runtime.RuntimeConfigError, match="does not implement the 'fsdp' strategy"):
+        runtime.build(ddp_config(strategy="fsdp"))
+
+
+def test_unknown_strategy_options_are_rejected_with_the_accepted_ones() -> None:
+    with pytest.raises(runtime.RuntimeConfigError) as error:
+        runtime.build(single_device_config(strategy_options={"find_unused_parameters": True}))
+    assert "'find_unused_parameters'" in str(error.value)
+    assert "use_distributed_sampler" in str(error.value)
+
+
+def test_ddp_takes_distributed_data_parallel_arguments_as_options() -> None:
+    strategy = runtime.build(ddp_config(), find_unused_parameters=True, use_distributed_sampler=False)
+    assert strategy.ddp_options == {"find_unused_parameters": True}  # type: ignore[attr-defined]
+    assert strategy.use_distributed_sampler is False
+    assert strategy.config.strategy_options["find_unused_parameters"] is True  # travels to the ranks
+    with pytest.raises(runtime.RuntimeConfigError, match="'find_unsused_parameters'"):
+        runtime.build(ddp_config(), find_unsused_parameters=True)
+
+
+def test_every_component_kind_has_its_own_registry() -> None:
+    from runtime import registry
+
+    assert {"single_device", "ddp"} <= set(registry.STRATEGIES)
+    assert {"cpu", "cuda", "mps"} <= set(registry.ACCELERATORS)
+    assert {"32-true", "64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"} == set(registry.PRECISIONS)
+    assert {"torch", "single_device"} <= set(registry.COLLECTIVES)
+    assert {"subprocess", "spawn", "fork"} <= set(registry.LAUNCHERS)
+    assert {"local", "torchelastic", "slurm", "lsf", "mpi", "kubeflow"} <= set(registry.CLUSTER_ENVIRONMENTS)
+
+
+def test_a_registry_only_holds_classes() -> None:
+    with pytest.raises(TypeError, match="register a class"):
+        Registry[object]("widget").register("thing", object())
