@@ -36,7 +36,7 @@ def _devices(text: str) -> int | str:
     return int(stripped) if stripped.lstrip("-").isdigit() and "," not in stripped else stripped
 
 
-def _add_flags(parser: argparse.ArgumentParser) -> None:
+def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) -> None:
     flags = parser.add_argument_group("flags (as for resolver.resolve)")
     flags.add_argument("--accelerator", default="auto", help="auto, cpu, cuda, gpu, mps, xla or tpu (default: auto)")
     flags.add_argument(
@@ -75,11 +75,12 @@ def _add_flags(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="an extra rule file (or folder) on top of the built-in table (repeatable)",
     )
-    where.add_argument(
-        "--simulate",
-        metavar="SPEC",
-        help="resolve for a machine you are not on instead of probing this one: " + SIMULATE_HELP,
-    )
+    if can_simulate:
+        where.add_argument(
+            "--simulate",
+            metavar="SPEC",
+            help="resolve for a machine you are not on instead of probing this one: " + SIMULATE_HELP,
+        )
     for name in _REMOVED:
         parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
 
@@ -112,7 +113,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Resolve the flags, print a one-line summary, and start SCRIPT once per local "
         "device with torchrun-compatible variables.",
     )
-    _add_flags(run)
+    _add_flags(run, can_simulate=False)
+    run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                     help="stop every rank (and fail) if the run takes longer than this")
     run.add_argument("script", help="the Python script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
 
@@ -177,7 +180,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         _check_removed(args)
-        config = resolve(**_flags(args), environment=_environment(args.simulate), rules=args.rules or None)
+        config = resolve(**_flags(args), environment=Environment.probe(), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
@@ -186,14 +189,18 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     print(f"resolver: {config.summary()}", file=sys.stderr, flush=True)
     try:
-        from runtime import run_script
+        import runtime
     except ImportError as exc:
         print(
             f"error: `resolver run` needs the runtime (torch): {exc}\n  = help: pip install 'resolver[runtime]'",
             file=sys.stderr,
         )
         return EXIT_ERROR
-    return run_script(config, args.script, list(args.script_args))
+    try:
+        return runtime.run_script(config, args.script, list(args.script_args), timeout=args.timeout)
+    except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 def _golden(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,3 +175,51 @@ def test_golden_command_reports_and_updates(tmp_path, capsys):
     assert main(["golden", str(tmp_path)]) == 0
     assert "1 passed, 0 failed" in capsys.readouterr().out
     assert 'strategy = "ddp"' in scenario.read_text()
+
+
+RANK_SCRIPT = """
+import sys, torch, torch.distributed as dist
+import runtime
+
+def work(strategy, bonus):
+    value = torch.tensor([float(strategy.global_rank + 1)])
+    strategy.collective.all_reduce(value, "sum")
+    print(f"rank {strategy.global_rank}/{strategy.world_size} sum {value.item() + bonus}", flush=True)
+    if "--fail" in sys.argv and strategy.global_rank == 1:
+        raise RuntimeError("rank 1 gives up")
+
+runtime.launch(work, float(sys.argv[1]))
+"""
+
+
+@pytest.mark.timeout(180)
+def test_resolver_run_starts_the_script_once_per_device(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "job.py"
+    script.write_text(RANK_SCRIPT)
+    done = run_cli_long("run", "--devices", "2", "--strategy", "ddp", "--timeout", "120", str(script), "0.5")
+    assert done.returncode == 0, done.stderr
+    assert "resolver: accelerator=cpu devices=[0, 1]" in done.stderr and "launcher=subprocess" in done.stderr
+    # the ranks share one stdout, so their lines may interleave
+    assert sorted(re.findall(r"rank \d/\d sum [\d.]+", done.stdout)) == ["rank 0/2 sum 3.5", "rank 1/2 sum 3.5"]
+
+
+@pytest.mark.timeout(180)
+def test_resolver_run_reports_a_failing_rank(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "job.py"
+    script.write_text(RANK_SCRIPT)
+    done = run_cli_long("run", "--devices", "2", "--timeout", "120", str(script), "0", "--fail")
+    assert done.returncode != 0
+    assert "rank 1 gives up" in done.stderr
+
+
+def test_resolver_run_conflict_starts_nothing(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text("raise SystemExit('must not run')\n")
+    assert main(["run", "--strategy", "fsdp", "--devices", "2", str(script)]) == 1
+    assert "error[strategy.fsdp.needs_cuda]" in capsys.readouterr().err
+
+
+def run_cli_long(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "resolver", *args], capture_output=True, text=True, timeout=170)

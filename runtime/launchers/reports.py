@@ -92,6 +92,10 @@ class RankReports:
             self.write_error(rank, exc)
             raise
 
+    def mark_joined(self, rank: int) -> None:
+        """This rank reached the launch it was started for and is about to join the process group."""
+        self._write_atomically(self._path(rank, "joined"), b"")
+
     def write_error(self, rank: int, exc: BaseException) -> None:
         summary, text = describe_exception(exc)
         data = {"rank": rank, "time": failure_time(exc), "summary": summary, "traceback": text}
@@ -125,6 +129,9 @@ class RankReports:
         return ErrorReport(
             rank=int(data["rank"]), time=float(data["time"]), summary=data["summary"], traceback=data["traceback"]
         )
+
+    def has_joined(self, rank: int) -> bool:
+        return os.path.exists(self._path(rank, "joined"))
 
     def has_result(self, rank: int) -> bool:
         return os.path.exists(self._path(rank, "result.pkl"))

@@ -13,10 +13,11 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runtime.errors import RankFailedError, RuntimeConfigError
+from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import Failure, PopenRank, RankProcess, Supervisor, stop_processes
@@ -26,6 +27,7 @@ from runtime.registry import register_launcher
 __all__ = ["SubprocessScriptLauncher", "script_command"]
 
 R = TypeVar("R")
+_JOIN_POLL = 0.02
 
 
 def script_command() -> list[str]:
@@ -65,6 +67,7 @@ class SubprocessScriptLauncher(Launcher):
                 watcher = threading.Thread(target=supervisor.watch, name="rank-supervisor", daemon=True)
                 watcher.start()
                 try:
+                    self._wait_for_peers(processes, reports, supervisor)
                     with environ_patch(rank_variables(own, address, port)):
                         result = fn(*args, **kwargs)
                 except BaseException as exc:
@@ -85,3 +88,27 @@ class SubprocessScriptLauncher(Launcher):
         if problem is not None:
             raise problem
         return result
+
+    def _wait_for_peers(self, processes: dict[int, RankProcess], reports: RankReports, supervisor: Supervisor) -> None:
+        """Wait until every re-run script reached its launch() call, before this rank's rendezvous.
+
+        This rank is the caller's own process, so once it waits inside torch's rendezvous nothing
+        can interrupt it; a worker that fails (or exits) before joining is caught here instead.
+        """
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        waiting = set(processes)
+        while waiting:
+            waiting = {rank for rank in waiting if not reports.has_joined(rank)}
+            if supervisor.outcome.failures:
+                raise RuntimeConfigError(f"rank(s) {sorted(waiting)} failed before joining this launch")
+            for rank in sorted(waiting):
+                if processes[rank].poll() is not None:
+                    raise RuntimeConfigError(
+                        f"rank {rank} exited before reaching this launch() call: the script it re-ran "
+                        "ended (or branched) before launch()\n"
+                        "  hint: make sure every process reaches the same launch() call"
+                    )
+            if deadline is not None and time.monotonic() > deadline:
+                raise LaunchTimeoutError(tuple(sorted(waiting)), self.timeout or 0.0, {})
+            if waiting:
+                time.sleep(_JOIN_POLL)

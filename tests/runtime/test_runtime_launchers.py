@@ -180,3 +180,17 @@ def test_the_process_group_is_really_gone_after_a_ddp_run() -> None:
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("GLOO-THREADS"))
     assert line.endswith("after=0") and "during=0" not in line
+
+
+def test_a_worker_that_reaches_another_launch_first_fails_fast_instead_of_hanging(tmp_path: Path) -> None:
+    done = run_script(str(tmp_path), "two_launches")
+    assert done.returncode != 0
+    assert "SPAWN 2" in done.stdout
+    assert "rank 1 failed" in done.stderr
+    assert "reached launch(devices=2, strategy='ddp_fork') first" in done.stderr
+
+
+def test_a_worker_that_never_reaches_launch_fails_fast_instead_of_hanging(tmp_path: Path) -> None:
+    done = run_script(str(tmp_path), "skip_launch")
+    assert done.returncode != 0
+    assert "rank 1 exited before reaching this launch() call" in done.stderr

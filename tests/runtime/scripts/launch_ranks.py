@@ -1,7 +1,9 @@
 """A user script for the subprocess launcher: ``python launch_ranks.py OUT_DIR MODE``.
 
 MODE ``identities`` prints one JSON line with what every rank knows about itself; MODE
-``fail`` makes rank 1 raise (rank 0 waits for it in a barrier); ``hang`` makes rank 1 hang.
+``fail`` makes rank 1 raise (rank 0 waits for it in a barrier); ``hang`` makes rank 1 hang;
+``two_launches`` calls a fork launch before the ddp one (a re-run worker reaches the wrong
+call first); ``skip_launch`` makes the re-run worker exit before it reaches launch().
 """
 
 from __future__ import annotations
@@ -27,3 +29,10 @@ elif mode == "fail":
     runtime.launch(fail_on_rank, 1, str(out), devices=2, strategy="ddp", timeout=60)
 elif mode == "hang":
     runtime.launch(hang_on_rank, 1, str(out), devices=2, strategy="ddp", timeout=float(sys.argv[3]))
+elif mode == "two_launches":
+    print("SPAWN", len(runtime.launch(gather_identities, devices=2, strategy="ddp_fork", timeout=60)), flush=True)
+    runtime.launch(gather_identities, devices=2, strategy="ddp", timeout=60)
+elif mode == "skip_launch":
+    if __import__("os").environ.get("RANK") == "1":
+        sys.exit(0)
+    runtime.launch(gather_identities, devices=2, strategy="ddp", timeout=60)
