@@ -123,10 +123,6 @@ def multiply(a: Any, b: Any) -> int:
     return to_int(a) * to_int(b)
 
 
-@register_function("add")
-def add(a: Any, b: Any) -> int:
-    return to_int(a) + to_int(b)
-
 
 @register_function("floor_divide")
 def floor_divide(a: Any, b: Any) -> int:
@@ -142,19 +138,6 @@ def local_rank_in_world(node_rank: Any, num_devices: Any, local_rank: Any) -> in
     return to_int(node_rank) * to_int(num_devices) + to_int(local_rank)
 
 
-@register_function("first_visible_entry")
-def first_visible_entry(visible: str | None) -> str | None:
-    if not visible:
-        return None
-    return visible.split(",")[0].strip()
-
-
-@register_function("count_entries")
-def count_entries(text: str | None) -> int:
-    """Entries of a comma-separated list (``CUDA_VISIBLE_DEVICES``); empty -> 0."""
-    if not text:
-        return 0
-    return len([p for p in text.split(",") if p.strip()])
 
 
 @register_function("lsf_node_rank")
