@@ -18,7 +18,15 @@ from resolver.errors import ResolutionError
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
 
-__all__ = ["FLAG_DEFAULTS", "builtin_rules_dir", "load_rules", "removed_flag_error", "resolve", "run_rules"]
+__all__ = [
+    "FLAG_DEFAULTS",
+    "builtin_rules_dir",
+    "builtin_table",
+    "load_rules",
+    "removed_flag_error",
+    "resolve",
+    "run_rules",
+]
 
 RulesArg = CompiledTable | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
 
@@ -61,6 +69,11 @@ def compile_sources(sources: Sequence[RuleSource]) -> CompiledTable:
 @functools.lru_cache(maxsize=1)
 def _builtin_evaluator() -> Evaluator:
     return Evaluator(load_rules())
+
+
+def builtin_table() -> CompiledTable:
+    """The built-in rule table, loaded and compiled once per process."""
+    return _builtin_evaluator().table
 
 
 @functools.lru_cache(maxsize=16)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from resolver.api import load_rules, removed_flag_error, resolve
+from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
@@ -16,7 +16,6 @@ from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-_REMOVED = ("gpus", "tpu_cores", "ipus", "num_processes", "distributed_backend", "auto_select_gpus")
 
 _EPILOG = """\
 exit codes: 0 resolved, 1 resolution error (conflict or invalid input), 2 usage error.
@@ -81,7 +80,7 @@ def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) ->
             metavar="SPEC",
             help="resolve for a machine you are not on instead of probing this one: " + SIMULATE_HELP,
         )
-    for name in _REMOVED:
+    for name in builtin_table().removed:  # removed flags are data (rules/90-removed.toml)
         parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
 
 
@@ -148,10 +147,10 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_removed(args: argparse.Namespace) -> None:
-    for name in _REMOVED:
+    for name in builtin_table().removed:
         value = getattr(args, f"removed_{name}")
         if value is not None:
-            error = removed_flag_error(load_rules(args.rules), name, value, cli=True)
+            error = removed_flag_error(builtin_table(), name, value, cli=True)
             if error is not None:
                 raise error
 
