@@ -31,6 +31,8 @@ class ClusterEnvironment:
     title: ClassVar[str] = "this cluster"
     #: How to fix missing rendezvous variables on this cluster.
     variables_hint: ClassVar[str] = "export MASTER_ADDR and MASTER_PORT on every node"
+    #: A job id every node sees alike; without MASTER_PORT, the port is derived from it.
+    job_id_variable: ClassVar[str | None] = None
 
     def __init__(self, config: ResolvedConfig, environ: Mapping[str, str] | None = None) -> None:
         self.config = config
@@ -47,13 +49,17 @@ class ClusterEnvironment:
 
     @property
     def main_port(self) -> int:
-        """The port rank 0's rendezvous store listens on."""
-        return self._port(self._required("MASTER_PORT"), "MASTER_PORT")
+        """The port rank 0's rendezvous store listens on: MASTER_PORT, else one from the job id."""
+        if self.main_port_source == "MASTER_PORT":
+            return self._port(self._required("MASTER_PORT"), "MASTER_PORT")
+        return port_from_job_id(self.environ[self.main_port_source])
 
     @property
     def main_port_source(self) -> str:
-        """Where :attr:`main_port` came from, for messages (a variable name or a rule)."""
-        return "MASTER_PORT"
+        """Where :attr:`main_port` came from, for messages (a variable name)."""
+        if self.environ.get("MASTER_PORT", "").strip() or self.job_id_variable is None:
+            return "MASTER_PORT"
+        return self.job_id_variable if self.environ.get(self.job_id_variable, "").strip() else "MASTER_PORT"
 
     def _required(self, name: str) -> str:
         value = self.environ.get(name, "").strip()
@@ -73,3 +79,9 @@ class ClusterEnvironment:
         if not 0 < port < 65536:
             raise RuntimeConfigError(f"{source}={text!r} is not a TCP port (1-65535)")
         return port
+
+
+def port_from_job_id(job_id: str) -> int:
+    """A port every node of the job computes alike: 15000 + the job id's last four digits."""
+    digits = "".join(ch for ch in job_id if ch.isdigit())[-4:] or "0"
+    return 15000 + int(digits)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime.cluster.base import ClusterEnvironment
-from runtime.cluster.slurm import port_from_job_id
 from runtime.errors import RuntimeConfigError
 from runtime.registry import register_cluster_environment
 
@@ -18,6 +17,7 @@ class LSFEnvironment(ClusterEnvironment):
     the launch node, which runs no rank); ``MASTER_PORT`` or a port derived from ``LSB_JOBID``."""
 
     title = "LSF"
+    job_id_variable = "LSB_JOBID"
     variables_hint = "run the job with jsrun inside an LSF allocation, or export MASTER_ADDR and MASTER_PORT"
 
     @property
@@ -36,15 +36,3 @@ class LSFEnvironment(ClusterEnvironment):
         if not compute_hosts:
             raise RuntimeConfigError(f"the LSF rank file {rankfile} lists no hosts")
         return compute_hosts[0]
-
-    @property
-    def main_port(self) -> int:
-        explicit = self.environ.get("MASTER_PORT", "").strip()
-        if explicit:
-            return self._port(explicit, "MASTER_PORT")
-        job_id = self.environ.get("LSB_JOBID", "").strip()
-        return port_from_job_id(job_id) if job_id else self._port(self._required("MASTER_PORT"), "MASTER_PORT")
-
-    @property
-    def main_port_source(self) -> str:
-        return "MASTER_PORT" if self.environ.get("MASTER_PORT", "").strip() else "LSB_JOBID"

@@ -13,6 +13,4 @@ class MPIEnvironment(ClusterEnvironment):
     """MPI does not export a TCP rendezvous; pass ``MASTER_ADDR``/``MASTER_PORT`` through mpirun."""
 
     title = "an MPI job"
-    variables_hint = (
-        "pass them to every rank, e.g. mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500 ..."
-    )
+    variables_hint = "pass them to every rank, e.g. mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500 ..."
