@@ -1,8 +1,10 @@
 """Names the resolver may choose whose engine this runtime does not ship.
 
 Building a config that names one raises a :class:`~runtime.errors.MissingDependencyError`
-saying which package to install, or, where the package is installed, that this runtime has no
-implementation yet (register one with the matching ``register_*`` function).
+saying which package to install. Where the package is installed, the module named as the
+implementation is imported then (so torch_xla is imported only by runs that use XLA); a name
+without one says this runtime has no implementation yet (register one with the matching
+``register_*`` function).
 """
 
 from __future__ import annotations
@@ -11,20 +13,24 @@ from runtime.registry import ACCELERATORS, CLUSTER_ENVIRONMENTS, COLLECTIVES, LA
 
 __all__: list[str] = []
 
-_XLA = {"package": "torch_xla", "install": "pip install torch_xla  (on CPU, run with PJRT_DEVICE=CPU)"}
+_XLA = {
+    "package": "torch_xla",
+    "install": "pip install torch_xla at your torch's version (torch_xla X.Y.Z needs torch X.Y.Z exactly, e.g. "
+    "pip install torch==2.9.0 torch_xla==2.9.0); without a TPU, run on CPU with PJRT_DEVICE=CPU",
+}
 _HOROVOD = {"package": "horovod", "install": "HOROVOD_WITH_PYTORCH=1 pip install horovod[pytorch]"}
 _DEEPSPEED = {"package": "deepspeed", "install": "pip install deepspeed"}
 # FSDP ships with torch: declared so that building it says this runtime does not implement it yet.
 _FSDP = {"package": "torch", "install": "pip install torch"}
 
 for _name in ("xla", "single_xla"):
-    STRATEGIES.declare_optional(_name, **_XLA)
+    STRATEGIES.declare_optional(_name, **_XLA, implementation="runtime.strategies.xla")
 STRATEGIES.declare_optional("horovod", **_HOROVOD)
 STRATEGIES.declare_optional("deepspeed", **_DEEPSPEED)
 STRATEGIES.declare_optional("fsdp", **_FSDP)
-ACCELERATORS.declare_optional("xla", **_XLA)
-COLLECTIVES.declare_optional("xla", **_XLA)
+ACCELERATORS.declare_optional("xla", **_XLA, implementation="runtime.accelerators.xla")
+COLLECTIVES.declare_optional("xla", **_XLA, implementation="runtime.collectives.xla")
 COLLECTIVES.declare_optional("horovod", **_HOROVOD)
-LAUNCHERS.declare_optional("xla", **_XLA)
+LAUNCHERS.declare_optional("xla", **_XLA, implementation="runtime.launchers.xla")
 LAUNCHERS.declare_optional("horovod", **_HOROVOD)
-CLUSTER_ENVIRONMENTS.declare_optional("xla", **_XLA)
+CLUSTER_ENVIRONMENTS.declare_optional("xla", **_XLA, implementation="runtime.cluster.xla")

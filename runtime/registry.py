@@ -12,7 +12,9 @@ never branches on them::
 
 Names the library knows but whose engine is not installed (``xla`` needs torch_xla, ``horovod``
 needs horovod, ...) are *declared* as optional: looking them up raises a
-:class:`~runtime.errors.MissingDependencyError` that says what to install.
+:class:`~runtime.errors.MissingDependencyError` that says what to install. An optional name may
+also name the module that implements it; that module (which imports the engine) is imported on
+the first look-up, and only when the engine's package is installed.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class OptionalEngine:
 
     package: str
     install: str
+    #: The module that registers the implementation when imported (``None``: not implemented).
+    implementation: str | None = None
 
 
 class Registry(Generic[T]):
@@ -97,10 +101,14 @@ class Registry(Generic[T]):
 
         return decorate if cls is None else decorate(cls)
 
-    def declare_optional(self, name: str, *, package: str, install: str) -> None:
-        """Make ``name`` known, implemented by a package that is not part of this runtime."""
+    def declare_optional(self, name: str, *, package: str, install: str, implementation: str | None = None) -> None:
+        """Make ``name`` known, implemented by a package that is not part of this runtime.
+
+        ``implementation`` is the module that registers ``name`` when imported; it is imported
+        on the first :meth:`get` where ``package`` is installed, never before.
+        """
         if name not in self._classes:
-            self._optional[name] = OptionalEngine(package=package, install=install)
+            self._optional[name] = OptionalEngine(package=package, install=install, implementation=implementation)
 
     def unregister(self, name: str) -> None:
         """Forget ``name`` (mainly for tests that register temporary classes)."""
@@ -114,6 +122,10 @@ class Registry(Generic[T]):
         if engine is not None:
             if importlib.util.find_spec(engine.package) is None:
                 raise MissingDependencyError(f"{self.kind} {name!r}", engine.package, engine.install)
+            if engine.implementation is not None:
+                importlib.import_module(engine.implementation)
+                if name in self._classes:
+                    return self._classes[name]
             raise RuntimeConfigError(
                 f"{self.kind} {name!r}: {engine.package} is installed, but this runtime does not "
                 f"implement the {name!r} {self.kind} yet\n"

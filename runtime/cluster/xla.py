@@ -1,0 +1,50 @@
+"""The XLA cluster environment: ranks come from torch_xla's runtime, which finds its peers itself."""
+
+from __future__ import annotations
+
+import torch_xla.runtime as xr
+
+from runtime.cluster.base import ClusterEnvironment
+from runtime.errors import RuntimeConfigError
+from runtime.registry import register_cluster_environment
+
+__all__ = ["XLAEnvironment"]
+
+
+@register_cluster_environment("xla")
+class XLAEnvironment(ClusterEnvironment):
+    """The processes torch_xla's launcher (or a TPU pod's runtime) started, one per device.
+
+    Ranks are read from the runtime inside a replica: asking starts the runtime, so do not ask
+    in the process that is about to launch replicas. PJRT does its own rendezvous: there is no
+    ``MASTER_ADDR``/``MASTER_PORT`` to read.
+    """
+
+    title = "XLA"
+
+    def world_size(self) -> int:
+        """How many replicas the runtime runs."""
+        return int(xr.world_size())
+
+    def global_rank(self) -> int:
+        """This replica's ordinal among all replicas."""
+        return int(xr.global_ordinal())
+
+    def local_rank(self) -> int:
+        """This replica's ordinal on this host."""
+        return int(xr.local_ordinal())
+
+    def node_rank(self) -> int:
+        """This host's index."""
+        return int(xr.host_index())
+
+    @property
+    def main_address(self) -> str:
+        raise RuntimeConfigError(
+            "the XLA cluster environment has no rendezvous address: torch_xla's PJRT runtime connects "
+            "its replicas itself\n  hint: use the xla strategy and launcher, which do not need one"
+        )
+
+    @property
+    def main_port(self) -> int:
+        return int(self.main_address)  # raises the same explanation

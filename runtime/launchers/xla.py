@@ -1,0 +1,90 @@
+"""The ``xla`` launcher: torch_xla's own multiprocess launcher starts one replica per XLA device.
+
+torch_xla starts the replicas (processes on TPU; on XLA:CPU, threads of one process), so each
+replica learns its rank from torch_xla's runtime, not from variables set per process. Every
+replica reads the launching config from ``RESOLVER_CONFIG``; rank 0's return value and any
+replica's failure come back through the launch's report directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch_xla.distributed.xla_multiprocessing as xmp
+
+from runtime.accelerators.xla import runtime_initialized
+from runtime.errors import RankFailedError, RuntimeConfigError, stamp_failure_time
+from runtime.launchers.base import Launcher
+from runtime.launchers.reports import RankReports
+from runtime.rank_environment import CONFIG_VARIABLE, environ_patch
+from runtime.registry import register_launcher
+
+__all__ = ["XLALauncher"]
+
+R = TypeVar("R")
+
+
+class _Replica:
+    """What torch_xla runs in each replica: ``fn``, with its outcome reported to the launcher."""
+
+    def __init__(self, directory: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.directory = directory
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def __call__(self, index: int) -> None:
+        reports = RankReports(self.directory)
+        try:
+            result = self.fn(*self.args, **self.kwargs)
+            if index == 0:
+                reports.write_result(index, result)
+        except BaseException as exc:
+            stamp_failure_time(exc)
+            reports.write_error(index, exc)
+            raise
+
+
+@register_launcher("xla")
+class XLALauncher(Launcher):
+    """Runs ``fn`` in every replica with ``torch_xla``'s ``xmp.spawn``; returns rank 0's result.
+
+    A replica that raises makes :meth:`launch` raise :class:`~runtime.errors.RankFailedError`
+    naming the first replica that failed, with its traceback. torch_xla owns the replica
+    processes: the launch ``timeout`` is not enforced here (XLA's own rendezvous aborts a
+    replica stuck in a collective).
+    """
+
+    start_method = "spawn"
+
+    def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        if runtime_initialized():
+            raise RuntimeConfigError(
+                "torch_xla's runtime already runs in this process (an XLA device or tensor was used), "
+                "and torch_xla cannot start replicas after that\n"
+                "  hint: launch before touching any XLA device in the launching process"
+            )
+        with RankReports.temporary() as reports, environ_patch({CONFIG_VARIABLE: self.config.to_json()}):
+            try:
+                xmp.spawn(_Replica(reports.directory, fn, args, kwargs), start_method=self.start_method)
+            except BaseException as exc:
+                failure = self._first_failure(reports)
+                if failure is None:
+                    raise RuntimeError(
+                        f"torch_xla's launcher failed before any replica reported an error: {exc!r}\n"
+                        "  hint: the function and its arguments must be picklable (a module-level "
+                        "function); a replica killed by XLA's runtime (e.g. a collective timing out at "
+                        "its rendezvous) cannot report"
+                    ) from exc
+                raise failure from None
+            if not reports.has_result(0):
+                raise RuntimeError("torch_xla's launcher returned, but rank 0 reported no result")
+            return reports.read_result(0)  # type: ignore[no-any-return]
+
+    def _first_failure(self, reports: RankReports) -> RankFailedError | None:
+        errors = [e for rank in range(self.config.world_size) if (e := reports.read_error(rank)) is not None]
+        if not errors:
+            return None
+        first = min(errors, key=lambda error: error.time)
+        return RankFailedError(first.rank, exit_code=None, traceback=first.traceback, summary=first.summary)
