@@ -23,7 +23,8 @@ from runtime.accelerators.base import Accelerator
 from runtime.build import build
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
 from runtime.cluster.base import ClusterEnvironment
-from runtime.collectives.base import Collective
+from runtime.collectives.base import Collective, CollectiveGroup
+from runtime.collectives.errors import CollectiveMisuseError, CollectiveNotSupportedError
 from runtime.errors import (
     DataLoaderWarning,
     LaunchTimeoutError,
@@ -52,6 +53,9 @@ __all__ = [
     "CheckpointIO",
     "ClusterEnvironment",
     "Collective",
+    "CollectiveGroup",
+    "CollectiveMisuseError",
+    "CollectiveNotSupportedError",
     "DataLoaderWarning",
     "LaunchTimeoutError",
     "Launcher",
