@@ -47,6 +47,7 @@ from runtime.registry import (
 )
 from runtime.script import run_script
 from runtime.strategies.base import Strategy
+from runtime.strategies.options import StrategyOptions
 
 __all__ = [
     "Accelerator",
@@ -65,6 +66,7 @@ __all__ = [
     "RankFailedError",
     "RuntimeConfigError",
     "Strategy",
+    "StrategyOptions",
     "TorchCheckpointIO",
     "build",
     "launch",
