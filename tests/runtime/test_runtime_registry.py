@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from runtime_configs import ddp_config, single_device_config
 
@@ -9,12 +10,19 @@ import runtime
 from runtime.registry import STRATEGIES, Registry
 
 
+@attrs.frozen(kw_only=True)
+class GreetingOptions(runtime.StrategyOptions):
+    greeting: str = "hello"
+
+
 class MyStrategy(runtime.Strategy):
     """A user's strategy: single process, remembers an option of its own."""
 
-    def __init__(self, config, *, greeting: str = "hello", **kwargs):  # type: ignore[no-untyped-def]
-        super().__init__(config, **kwargs)
-        self.greeting = greeting
+    Options = GreetingOptions
+
+    @property
+    def greeting(self) -> str:
+        return self.options.greeting
 
 
 @pytest.fixture
@@ -101,6 +109,21 @@ def test_ddp_takes_distributed_data_parallel_arguments_as_options() -> None:
     assert strategy.config.strategy_options["find_unused_parameters"] is True  # travels to the ranks
     with pytest.raises(runtime.RuntimeConfigError, match="'find_unsused_parameters'"):
         runtime.build(ddp_config(), find_unsused_parameters=True)
+
+
+def test_strategy_options_of_the_wrong_type_are_rejected_naming_the_option() -> None:
+    with pytest.raises(
+        runtime.RuntimeConfigError, match=r"strategy 'ddp' got an invalid option: .*strategy_options.timeout"
+    ):
+        runtime.build(ddp_config(), timeout="soon")
+    with pytest.raises(runtime.RuntimeConfigError, match=r"strategy_options.find_unused_parameters"):
+        runtime.build(ddp_config(), find_unused_parameters="yes")
+
+
+def test_options_are_declared_once_as_an_attrs_class() -> None:
+    strategy = runtime.build(ddp_config(), timeout=5, static_graph=True)
+    assert strategy.options == runtime.strategies.DDPOptions(timeout=5.0, static_graph=True)
+    assert strategy.timeout == 5.0 and strategy.ddp_options == {"static_graph": True}  # type: ignore[attr-defined]
 
 
 def test_every_component_kind_has_its_own_registry() -> None:
