@@ -9,7 +9,7 @@ unsupported. Object operations go through ``xm.rendezvous``, which carries bytes
 from __future__ import annotations
 
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
@@ -18,7 +18,8 @@ import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 
 from runtime.accelerators.xla import xla_device
-from runtime.collectives.base import Collective, ReduceOp, check_reduce_op
+from runtime.collectives.base import Collective, CollectiveGroup
+from runtime.collectives.errors import CollectiveNotSupportedError
 from runtime.registry import register_collective
 
 __all__ = ["XLACollective"]
@@ -35,6 +36,10 @@ _REDUCE_TYPES: dict[str, str] = {
 _ONLY_SOME_RANKS = (
     "XLA compiles each collective into every replica's graph and all replicas must run it, so a "
     "transfer that only two ranks take part in cannot be expressed"
+)
+_SUBGROUPS = (
+    "XLA compiles each collective into every replica's graph, so ranks outside a group would have "
+    "to run its operations too; only the group of all ranks works"
 )
 
 
@@ -100,43 +105,39 @@ class XLACollective(Collective):
 
     # -- the engine's primitives ------------------------------------------------------------------
 
-    def _groups(self, group: Any) -> None:
-        """torch_xla's ``groups=`` argument for ``group``: only the whole world is possible."""
-        ranks = getattr(group, "ranks", None)
-        if ranks is not None and tuple(ranks) != tuple(range(self._world_size)):
-            raise NotImplementedError(
-                f"the xla collective cannot run an operation on the ranks {list(ranks)} only: {_ONLY_SOME_RANKS}"
+    def _new_group(self, ranks: tuple[int, ...]) -> Any:
+        # Every replica runs every XLA collective, so a group can only be all of them.
+        if ranks != tuple(range(self._world_size)):
+            raise CollectiveNotSupportedError(
+                self.name, "new_group", f"a group of some ranks ({', '.join(map(str, ranks))}): {_SUBGROUPS}"
             )
         return None
 
-    def _all_reduce(self, tensor: torch.Tensor, op: str, group: Any = None) -> torch.Tensor:
-        self._groups(group)
+    def _all_reduce(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
         reduced = xm.all_reduce(_REDUCE_TYPES[op], tensor)
         tensor.copy_(reduced)
         if op == "mean":
             tensor.div_(self._world_size)
         return tensor
 
-    def _broadcast(self, tensor: torch.Tensor, src: int, group: Any = None) -> torch.Tensor:
-        self._groups(group)
+    def _broadcast(self, tensor: torch.Tensor, src: int, group: CollectiveGroup) -> torch.Tensor:
         xm.collective_broadcast([tensor], root_ordinal=src)
         return tensor
 
-    def _reduce(self, tensor: torch.Tensor, dst: int, op: str, group: Any = None) -> torch.Tensor:
+    def _reduce(self, tensor: torch.Tensor, dst: int, op: str, group: CollectiveGroup) -> torch.Tensor:
         # XLA has no rooted reduce: every replica computes the reduction, dst keeps it.
         return self._all_reduce(tensor, op, group)
 
-    def _all_gather(self, tensor: torch.Tensor, group: Any = None) -> list[torch.Tensor]:
-        self._groups(group)
+    def _all_gather(self, tensor: torch.Tensor, group: CollectiveGroup) -> list[torch.Tensor]:
         gathered = xm.all_gather(tensor.unsqueeze(0), dim=0)
         return list(gathered.unbind(0))
 
-    def _gather(self, tensor: torch.Tensor, dst: int, group: Any = None) -> list[torch.Tensor] | None:
+    def _gather(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup) -> list[torch.Tensor] | None:
         gathered = self._all_gather(tensor, group)
         return gathered if self._rank == dst else None
 
     def _scatter(
-        self, tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None, src: int, group: Any = None
+        self, tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None, src: int, group: CollectiveGroup
     ) -> torch.Tensor:
         # The source's chunks, stacked, are broadcast; each replica keeps its own chunk.
         if self._rank == src:
@@ -148,8 +149,7 @@ class XLACollective(Collective):
         tensor.copy_(stacked[self._rank])
         return tensor
 
-    def _reduce_scatter(self, tensor: torch.Tensor, op: str, group: Any = None) -> torch.Tensor:
-        self._groups(group)
+    def _reduce_scatter(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
         output = xm.reduce_scatter(
             _REDUCE_TYPES[op], tensor, scale=1.0, scatter_dim=0, shard_count=self._world_size
         )
@@ -157,103 +157,20 @@ class XLACollective(Collective):
             output = output / self._world_size
         return output
 
-    def _all_to_all(self, tensors: list[torch.Tensor], group: Any = None) -> list[torch.Tensor]:
-        self._groups(group)
+    def _all_to_all(self, tensors: list[torch.Tensor], group: CollectiveGroup) -> list[torch.Tensor]:
         stacked = torch.stack(tensors)
         exchanged = xm.all_to_all(stacked, split_dimension=0, concat_dimension=0, split_count=self._world_size)
         return list(exchanged.unbind(0))
 
-    def _barrier(self, group: Any = None) -> None:
-        self._groups(group)
+    def _barrier(self, group: CollectiveGroup) -> None:
         if self._world_size > 1:
             xm.rendezvous("runtime.collectives.xla.barrier")
 
-    def _all_gather_object(self, obj: Any, group: Any = None) -> list[Any]:
-        self._groups(group)
+    def _all_gather_object(self, obj: Any, group: CollectiveGroup) -> list[Any]:
         payloads = xm.rendezvous("runtime.collectives.xla.objects", pickle.dumps(obj))
         return [pickle.loads(payload) for payload in payloads]
 
-    def _broadcast_object(self, obj: T, src: int, group: Any = None) -> T:
-        self._groups(group)
+    def _broadcast_object(self, obj: T, src: int, group: CollectiveGroup) -> T:
         payload = pickle.dumps(obj) if self._rank == src else b""
         payloads = xm.rendezvous("runtime.collectives.xla.broadcast_object", payload)
         return pickle.loads(payloads[src])  # type: ignore[no-any-return]
-
-    # -- the public API of this runtime's Collective ----------------------------------------------
-
-    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
-        self._require_setup()
-        self._check_rank("src", src)
-        return self._broadcast(tensor, src)
-
-    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
-        self._require_setup()
-        check_reduce_op(op, tensor)
-        return self._all_reduce(tensor, op)
-
-    def reduce(self, tensor: torch.Tensor, dst: int = 0, op: ReduceOp = "sum") -> torch.Tensor:
-        """Rank ``dst``'s ``tensor`` becomes the reduction (the others' contents are unspecified)."""
-        self._require_setup()
-        self._check_rank("dst", dst)
-        check_reduce_op(op, tensor)
-        return self._reduce(tensor, dst, op)
-
-    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
-        self._require_setup()
-        return self._all_gather(tensor)
-
-    def gather(self, tensor: torch.Tensor, dst: int = 0) -> list[torch.Tensor] | None:
-        """On rank ``dst``, every rank's ``tensor`` ordered by rank; ``None`` elsewhere."""
-        self._require_setup()
-        self._check_rank("dst", dst)
-        return self._gather(tensor, dst)
-
-    def scatter(
-        self, tensor: torch.Tensor, scatter_list: Sequence[torch.Tensor] | None = None, src: int = 0
-    ) -> torch.Tensor:
-        """Rank ``i`` gets ``scatter_list[i]`` from rank ``src``, written into ``tensor``."""
-        self._require_setup()
-        self._check_rank("src", src)
-        if self._rank == src and (scatter_list is None or len(scatter_list) != self._world_size):
-            raise ValueError(f"scatter: the source rank passes one tensor per rank ({self._world_size})")
-        return self._scatter(tensor, list(scatter_list) if scatter_list is not None else None, src)
-
-    def reduce_scatter(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
-        self._require_setup()
-        check_reduce_op(op, tensor)
-        if tensor.dim() == 0 or tensor.shape[0] % self._world_size:
-            raise ValueError(
-                f"reduce_scatter splits dimension 0 into {self._world_size} equal chunks, "
-                f"but the tensor has shape {tuple(tensor.shape)}"
-            )
-        return self._reduce_scatter(tensor, op)
-
-    def all_to_all(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Rank ``i`` sends ``tensors[j]`` to rank ``j``; returns what each rank sent here."""
-        self._require_setup()
-        if len(tensors) != self._world_size:
-            raise ValueError(f"all_to_all takes one tensor per rank ({self._world_size}), got {len(tensors)}")
-        return self._all_to_all(list(tensors))
-
-    def send(self, tensor: torch.Tensor, dst: int) -> None:
-        raise NotImplementedError(f"the xla collective cannot send: {_ONLY_SOME_RANKS}")
-
-    def recv(self, tensor: torch.Tensor, src: int) -> torch.Tensor:
-        raise NotImplementedError(f"the xla collective cannot recv: {_ONLY_SOME_RANKS}")
-
-    def barrier(self) -> None:
-        self._require_setup()
-        self._barrier()
-
-    def broadcast_object(self, obj: T, src: int = 0) -> T:
-        self._require_setup()
-        self._check_rank("src", src)
-        return self._broadcast_object(obj, src)
-
-    def all_gather_object(self, obj: Any) -> list[Any]:
-        self._require_setup()
-        return self._all_gather_object(obj)
-
-    def _check_rank(self, name: str, rank: int) -> None:
-        if not 0 <= rank < self._world_size:
-            raise ValueError(f"{name}={rank} is not a rank of this run (0..{self._world_size - 1})")

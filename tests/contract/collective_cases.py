@@ -196,7 +196,8 @@ def all_reduce_keeps_the_dtype(c: Collective, rank: int, world: int) -> None:
 @case("all_reduce")
 def all_reduce_of_a_strided_view(c: Collective, rank: int, world: int) -> None:
     column = torch.full((3, 2), float(rank + 1), device=c.device)[:, 1]
-    assert not column.is_contiguous()
+    # XLA tensors have no strides: their views report contiguous, and the result is still checked.
+    assert c.device.type == "xla" or not column.is_contiguous()
     same(c.all_reduce(column, "sum"), torch.full((3,), world * (world + 1) / 2))
 
 
