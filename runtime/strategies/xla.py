@@ -9,6 +9,7 @@ step, every batch of a loader from :meth:`XLAStrategy.process_dataloader`, check
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -45,13 +46,21 @@ class XLACheckpointIO(TorchCheckpointIO):
 
 
 class XLADeviceLoader(MpDeviceLoader):
-    """torch_xla's device loader: batches arrive on the XLA device, uploaded in the background,
-    with a sync point per batch. The wrapped loader's attributes (``sampler``, ``dataset``,
-    ``batch_size``, ...) stay reachable, so ``loader.sampler.set_epoch(epoch)`` works."""
+    """torch_xla's device loader: batches arrive on the XLA device (uploaded in the background, a
+    sync point per batch), cast as the precision requires. The wrapped loader's attributes
+    (``sampler``, ``dataset``, ``batch_size``, ...) stay reachable, so
+    ``loader.sampler.set_epoch(epoch)`` works."""
 
-    def __init__(self, loader: DataLoader[Any], device: torch.device) -> None:
+    def __init__(
+        self, loader: DataLoader[Any], device: torch.device, convert: Callable[[Any], Any] | None = None
+    ) -> None:
         super().__init__(loader, device)
         self.loader = loader
+        self.convert = convert
+
+    def __iter__(self) -> Iterator[Any]:
+        batches = super().__iter__()
+        return batches if self.convert is None else map(self.convert, batches)
 
     def __getattr__(self, name: str) -> Any:
         if name in ("loader", "_loader"):  # not set yet (during unpickling): no recursion
@@ -115,9 +124,10 @@ class XLAStrategy(Strategy):
 
     def process_dataloader(self, dataloader: DataLoader[Any], use: DataLoaderUse) -> Any:
         """This replica's shard of ``dataloader`` (see :meth:`Strategy.process_dataloader`), as an
-        :class:`XLADeviceLoader` that uploads batches to the device and syncs once per batch."""
+        :class:`XLADeviceLoader` that uploads batches to the device, casts them for the precision
+        and syncs once per batch."""
         sharded = super().process_dataloader(dataloader, use)
-        return XLADeviceLoader(sharded, self.root_device)
+        return XLADeviceLoader(sharded, self.root_device, self.precision.convert_input)
 
 
 @register_strategy("single_xla")

@@ -12,10 +12,12 @@ import os
 import pytest
 from collective_cases import CASE_NAMES, CaseResult, check, run_cases
 
-pytest.importorskip(
-    "torch_xla",
-    reason="torch_xla is not installed here; the XLA contract runs in the XLA environment (.ci/xla-env.sh)",
-)
+# CI's XLA phase sets RESOLVER_REQUIRE_XLA=1: there a missing torch_xla fails instead of skipping.
+if os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
+    pytest.importorskip(
+        "torch_xla",
+        reason="torch_xla is not installed here; the XLA contract runs in the XLA environment (.ci/xla-env.sh)",
+    )
 
 import runtime  # noqa: E402
 from runtime import Strategy  # noqa: E402

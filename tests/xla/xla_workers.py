@@ -126,7 +126,7 @@ def checkpoint_round_trip(strategy: Strategy, directory: str) -> dict[str, Any]:
 def wrapped_loader(strategy: Strategy) -> dict[str, Any]:
     loader = DataLoader(regression_data(10), batch_size=4, shuffle=True)
     wrapped = strategy.process_dataloader(loader, "train")
-    batches = [(x.device.type, tuple(x.shape)) for x, _ in wrapped]
+    batches = [(x.device.type, tuple(x.shape), str(x.dtype)) for x, _ in wrapped]
     return {
         "type": type(wrapped).__name__,
         "length": len(wrapped),
