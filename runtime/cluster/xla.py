@@ -40,11 +40,15 @@ class XLAEnvironment(ClusterEnvironment):
 
     @property
     def main_address(self) -> str:
-        raise RuntimeConfigError(
-            "the XLA cluster environment has no rendezvous address: torch_xla's PJRT runtime connects "
-            "its replicas itself\n  hint: use the xla strategy and launcher, which do not need one"
-        )
+        raise _no_rendezvous()
 
     @property
     def main_port(self) -> int:
-        return int(self.main_address)  # raises the same explanation
+        raise _no_rendezvous()
+
+
+def _no_rendezvous() -> RuntimeConfigError:
+    return RuntimeConfigError(
+        "the XLA cluster environment has no rendezvous address or port: torch_xla's PJRT runtime "
+        "connects its replicas itself\n  hint: use the xla strategy and launcher, which do not need one"
+    )

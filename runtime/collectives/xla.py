@@ -11,7 +11,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import torch
 import torch_xla.core.xla_model as xm
@@ -114,8 +114,8 @@ class XLACollective(Collective):
         return None
 
     def _all_reduce(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
-        reduced = xm.all_reduce(_REDUCE_TYPES[op], tensor)
-        tensor.copy_(reduced)
+        reduced = xm.all_reduce(_REDUCE_TYPES[op], tensor)  # a new tensor when given one tensor
+        tensor.copy_(cast(torch.Tensor, reduced))
         if op == "mean":
             tensor.div_(self._world_size)
         return tensor
@@ -150,9 +150,7 @@ class XLACollective(Collective):
         return tensor
 
     def _reduce_scatter(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
-        output = xm.reduce_scatter(
-            _REDUCE_TYPES[op], tensor, scale=1.0, scatter_dim=0, shard_count=self._world_size
-        )
+        output = xm.reduce_scatter(_REDUCE_TYPES[op], tensor, scale=1.0, scatter_dim=0, shard_count=self._world_size)
         if op == "mean":
             output = output / self._world_size
         return output

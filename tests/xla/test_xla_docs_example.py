@@ -14,7 +14,7 @@ import pytest
 if os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
     pytest.importorskip(
         "torch_xla",
-        reason="torch_xla is not installed here; the XLA tests run in the XLA environment (.ci/xla-env.sh, CI phase 'xla')",
+        reason="torch_xla is not installed here; the XLA tests run in the XLA environment (.ci/xla-env.sh)",
     )
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "runtime.md"
