@@ -8,13 +8,15 @@ replica's failure come back through the launch's report directory.
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch_xla.distributed.xla_multiprocessing as xmp
 
 from runtime.accelerators.xla import runtime_initialized
-from runtime.errors import RankFailedError, RuntimeConfigError, stamp_failure_time
+from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError, stamp_failure_time
 from runtime.launchers.base import Launcher
 from runtime.launchers.reports import RankReports
 from runtime.rank_environment import CONFIG_VARIABLE, environ_patch
@@ -51,9 +53,9 @@ class XLALauncher(Launcher):
     """Runs ``fn`` in every replica with ``torch_xla``'s ``xmp.spawn``; returns rank 0's result.
 
     A replica that raises makes :meth:`launch` raise :class:`~runtime.errors.RankFailedError`
-    naming the first replica that failed, with its traceback. torch_xla owns the replica
-    processes: the launch ``timeout`` is not enforced here (XLA's own rendezvous aborts a
-    replica stuck in a collective).
+    naming the first replica that failed, with its traceback. With a ``timeout``, replicas still
+    running at the deadline are killed (the processes torch_xla started for this launch) and
+    :class:`~runtime.errors.LaunchTimeoutError` names the ranks that had not reported.
     """
 
     start_method = "spawn"
@@ -67,7 +69,9 @@ class XLALauncher(Launcher):
             )
         with RankReports.temporary() as reports, environ_patch({CONFIG_VARIABLE: self.config.to_json()}):
             try:
-                xmp.spawn(_Replica(reports.directory, fn, args, kwargs), start_method=self.start_method)
+                self._spawn(_Replica(reports.directory, fn, args, kwargs), reports)
+            except LaunchTimeoutError:
+                raise
             except BaseException as exc:
                 failure = self._first_failure(reports)
                 if failure is None:
@@ -81,6 +85,36 @@ class XLALauncher(Launcher):
             if not reports.has_result(0):
                 raise RuntimeError("torch_xla's launcher returned, but rank 0 reported no result")
             return reports.read_result(0)  # type: ignore[no-any-return]
+
+    def _spawn(self, replica: _Replica, reports: RankReports) -> None:
+        if self.timeout is None:
+            xmp.spawn(replica, start_method=self.start_method)
+            return
+        before = set(multiprocessing.active_children())
+        failure: list[BaseException] = []
+
+        def spawn() -> None:
+            try:
+                xmp.spawn(replica, start_method=self.start_method)
+            except BaseException as exc:  # re-raised in the launching thread
+                failure.append(exc)
+
+        thread = threading.Thread(target=spawn, name="xla-launch", daemon=True)
+        thread.start()
+        thread.join(self.timeout)
+        if thread.is_alive():
+            for process in set(multiprocessing.active_children()) - before:
+                process.kill()
+                process.join(10)
+            thread.join(30)
+            silent = [
+                rank
+                for rank in range(self.config.world_size)
+                if reports.read_error(rank) is None and not (rank == 0 and reports.has_result(0))
+            ]
+            raise LaunchTimeoutError(silent, self.timeout)
+        if failure:
+            raise failure[0]
 
     def _first_failure(self, reports: RankReports) -> RankFailedError | None:
         errors = [e for rank in range(self.config.world_size) if (e := reports.read_error(rank)) is not None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 # CI's XLA phase sets RESOLVER_REQUIRE_XLA=1: there a missing torch_xla fails instead of skipping.
@@ -39,6 +41,14 @@ def test_the_config_names_resolve_to_the_xla_classes() -> None:
     assert type(strategy.precision).__name__ == "XLAPrecision"
     assert type(strategy.checkpoint_io).__name__ == "XLACheckpointIO"
     assert strategy.accelerator.device_count() == 1  # asked of torch_xla's runtime, in a child process
+
+
+def test_a_precision_xla_cannot_run_is_refused_when_building() -> None:
+    # The rules reject it on XLA; a config written by hand meets the runtime's own check.
+    config = attrs.evolve(resolver.resolve(accelerator="xla", devices=1), precision="bf16-mixed")
+
+    with pytest.raises(runtime.RuntimeConfigError, match="precision BFloat16MixedPrecision is not supported on XLA"):
+        runtime.build(config)
 
 
 @pytest.mark.parametrize(("precision", "dtype"), [("32-true", "torch.float32"), ("bf16-true", "torch.bfloat16")])
@@ -100,6 +110,17 @@ def test_a_failing_replica_is_named_with_its_traceback(monkeypatch: pytest.Monke
     message = str(failure.value)
     assert message.startswith(f"rank {failing_rank} failed: ValueError: replica {failing_rank} fails on purpose")
     assert "in fail_on_rank" in failure.value.traceback
+
+
+def test_a_replica_past_the_timeout_is_stopped_and_named() -> None:
+    before = set(multiprocessing.active_children())
+
+    with pytest.raises(runtime.LaunchTimeoutError) as timeout:
+        runtime.launch(xla_workers.sleep_forever, accelerator="xla", devices=1, strategy="xla", timeout=20)
+
+    assert timeout.value.ranks == (0,)
+    assert str(timeout.value).startswith("rank 0 did not finish within the 20 s launch timeout and was stopped")
+    assert set(multiprocessing.active_children()) <= before  # no replica process left behind
 
 
 @pytest.mark.skip(

@@ -140,3 +140,9 @@ def on_one_device(fn: Any, *args: Any, precision: str = "32-true") -> Any:
     """Run ``fn(strategy, *args)`` with ``single_xla`` as resolved here, in this process."""
     config = resolver.resolve(accelerator="xla", devices=1, precision=precision)
     return runtime.build(config).launch(fn, *args)
+
+
+def sleep_forever(strategy: Strategy) -> None:
+    import time
+
+    time.sleep(3600)
