@@ -99,6 +99,16 @@ def test_the_launcher_runs_one_replica_per_device_and_returns_rank_zeros_result(
     assert result == {"rank": 0, "world_size": 2, "device": "xla:0", "collective": "XLACollective"}
 
 
+def test_replicas_that_outnumber_the_config_fail_instead_of_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = resolver.resolve(accelerator="xla", devices=1, strategy="xla")  # one device visible here
+    monkeypatch.setenv("CPU_NUM_DEVICES", "2")  # ... but torch_xla will start two replicas
+
+    with pytest.raises(runtime.RankFailedError) as failure:
+        runtime.build(config).launch(xla_workers.who_am_i)
+
+    assert "the config expects world_size 1, but torch_xla's runtime runs 2 replica(s)" in str(failure.value)
+
+
 @pytest.mark.parametrize("failing_rank", [0, 1])
 def test_a_failing_replica_is_named_with_its_traceback(monkeypatch: pytest.MonkeyPatch, failing_rank: int) -> None:
     monkeypatch.setenv("CPU_NUM_DEVICES", "2")
