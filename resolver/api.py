@@ -134,6 +134,18 @@ def _normalize_flag(value: Any) -> Any:
     return value
 
 
+def _plugins(value: Any) -> Any:
+    """Plugin names as a tuple: a single string is one plugin; anything but a list stays as it is
+    (the rules refuse it, naming the value)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, tuple):
+        return tuple(_normalize_flag(p) for p in value)
+    return value
+
+
 def _flag_values(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Provenance]]:
     """The arg.* inputs: normalized values, with provenance showing what the user wrote."""
     values: dict[str, Any] = {}
@@ -142,7 +154,7 @@ def _flag_values(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Pr
         written = flags.get(name, default)
         value = _normalize_flag(written)
         if name == "plugins":
-            value = tuple(_normalize_flag(p) for p in (value or ()))
+            value = _plugins(value)
         values[f"arg.{name}"] = value
         given = type(value) is not type(default) or value != default
         provenance[f"arg.{name}"] = Provenance("flag", f"{name}={written!r}") if given else _NOT_GIVEN

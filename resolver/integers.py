@@ -8,6 +8,7 @@ Python's own limit on integer conversion before converting it.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 __all__ = ["MAX_DEVICES", "MAX_INT_DIGITS", "parse_int"]
@@ -32,6 +33,9 @@ def parse_int(value: Any) -> int | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if len(text) > MAX_INT_DIGITS + 1 or not _INTEGER.fullmatch(text):
+    if not _INTEGER.fullmatch(text):
+        return None
+    digits = len(text) - (text[0] in "+-")
+    if digits > min(MAX_INT_DIGITS, sys.get_int_max_str_digits() or MAX_INT_DIGITS):
         return None
     return int(text)
