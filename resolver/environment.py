@@ -86,7 +86,7 @@ class Environment:
             )
         try:
             return cls(**dict(data))
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, AttributeError) as exc:
             raise ResolutionError(f"{source}: {exc}") from exc
 
     @classmethod
@@ -101,6 +101,8 @@ class Environment:
             data = tomllib.loads(p.read_text())
         except OSError as exc:
             raise ResolutionError(f"cannot read environment file {p}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ResolutionError(f"{p}: not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ResolutionError(f"{p}: malformed TOML: {exc}") from exc
         if "environment" in data and isinstance(data["environment"], dict):
