@@ -16,7 +16,6 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,6 +84,8 @@ def _load(path: Path) -> CompiledTable | None:
 
 
 def _store(directory: Path, path: Path, table: CompiledTable) -> None:
+    import tempfile
+
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pickle")

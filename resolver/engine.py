@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -41,8 +41,7 @@ _CONST, _REF, _CALL = 0, 1, 2
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 
-@attrs.frozen
-class _Choice:
+class _Choice(NamedTuple):
     """A setter rule as one dispatch branch sees it: the tests left to run and how to get the value."""
 
     rule: CompiledRule
@@ -52,22 +51,14 @@ class _Choice:
     expr: ValueExpr
 
 
-@attrs.frozen
-class _SlotProgram:
+class _SlotProgram(NamedTuple):
+    """How one slot is decided: candidates looked up by the value of ``dispatch``, else ``other``."""
+
     slot: str
     dispatch: str | None
     branches: Mapping[Any, tuple[_Choice, ...]]
     other: tuple[_Choice, ...]
     default: Any
-
-
-@attrs.frozen
-class _StageProgram:
-    name: str
-    slots: tuple[str, ...]
-    programs: tuple[_SlotProgram, ...]
-    checks: _CheckIndex
-    verify: tuple[tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool], ...]
 
 
 class Evaluation:
@@ -95,13 +86,23 @@ class Evaluator:
     def __init__(self, table: CompiledTable) -> None:
         self.table = table
         self._stage_classes: dict[str, type] = {}
-        self._stages = tuple(
-            _StageProgram(
-                name=plan.name,
-                slots=plan.slots,
-                programs=tuple(_slot_program(table, slot, plan.setters.get(slot, ())) for slot in plan.slots),
-                checks=_CheckIndex(plan.checks),
-                verify=tuple(v for v in (_slot_check(table, name) for name in plan.slots) if v is not None),
+        self._input_stage = table.stages[0].name if table.stages else None
+        #: Inputs are given by the caller; a missing one takes its slot's default.
+        self._input_slots = frozenset(table.stages[0].slots) if table.stages else frozenset()
+        self._plan = tuple(
+            (
+                plan.name,
+                tuple(
+                    _slot_program(table, slot, plan.setters.get(slot, ()))
+                    for slot in plan.slots
+                    if slot not in self._input_slots
+                ),
+                _CheckIndex(plan.checks),
+                tuple(
+                    v
+                    for v in (_slot_check(table, name, plan.setters.get(name, ())) for name in plan.slots)
+                    if v is not None
+                ),
             )
             for plan in table.stages
         )
@@ -133,31 +134,31 @@ class Evaluator:
         provenance = ProvenanceMap(self, values, inputs, origins)
         notes: list[str] = []
         rule: CompiledRule | None = None
+        missing = self._input_slots - values.keys()
+        for slot in missing:
+            values[slot] = self.table.slots[slot].default
+            origins[slot] = None
         try:
-            for stage in self._stages:
-                for program in stage.programs:
-                    slot = program.slot
-                    if slot in values:
-                        continue
-                    choices = program.other
-                    if program.dispatch is not None:
+            for name, programs, checks, verify in self._plan:
+                for slot, dispatch, branches, other, default in programs:
+                    choices = other
+                    if dispatch is not None:
                         try:
-                            choices = program.branches.get(values.get(program.dispatch), choices)
+                            choices = branches.get(values.get(dispatch), other)
                         except TypeError:  # an unhashable value equals none of the constants
                             pass
                     for choice in choices:
-                        rule = choice.rule
-                        for test in choice.tests:
+                        rule, tests, kind, payload, _ = choice
+                        for test in tests:
                             if not test(values):
                                 break
                         else:
-                            kind = choice.kind
                             if kind == _CONST:
-                                values[slot] = choice.payload
+                                values[slot] = payload
                             elif kind == _REF:
-                                values[slot] = values.get(choice.payload)
+                                values[slot] = values.get(payload)
                             else:
-                                values[slot] = self._call(rule, choice.payload, values, provenance)
+                                values[slot] = self._call(rule, payload, values, provenance)
                             origins[slot] = choice
                             if rule.note is not None:
                                 note = self.render(rule.templates["note"], values)
@@ -165,12 +166,12 @@ class Evaluator:
                                     notes.append(note)  # type: ignore[arg-type]
                             break
                     else:
-                        values[slot] = program.default
+                        values[slot] = default
                         origins[slot] = None
                     rule = None
                     if reporter is not None:
                         reporter.decided(slot, values[slot], provenance[slot])
-                for check, tests in stage.checks.candidates(values):
+                for check, tests in checks.candidates(values):
                     rule = check
                     for test in tests:
                         if not test(values):
@@ -186,9 +187,10 @@ class Evaluator:
                         if reporter is not None:
                             reporter.noted(check.id, note)  # type: ignore[arg-type]
                 rule = None
-                self._verify(stage, values)
+                if verify:
+                    _verify(name, verify, values)
                 if reporter is not None:
-                    reporter.stage_finished(stage.name, self.stage_value(stage.name, values))
+                    reporter.stage_finished(name, self.stage_value(name, values))
         except NotANumber as exc:
             raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id if rule else None) from None
         return Evaluation(self, values, provenance, tuple(notes))
@@ -247,24 +249,25 @@ class Evaluator:
             hint=self.render(rule.templates.get("hint"), values),
         )
 
-    @staticmethod
-    def _verify(stage: _StageProgram, values: Mapping[str, Any]) -> None:
-        for name, expected, members, required in stage.verify:
-            value = values[name]
-            if value is None:
-                if required:
-                    raise ResolutionError(
-                        f"no rule decided {name!r} in stage {stage.name!r} for these flags and this environment",
-                        hint="this is a gap in the rule table: add a rule for this case (resolver explain "
-                        "shows what was decided so far)",
-                    )
-                continue
-            if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
-                raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
-            if members is not None and isinstance(value, str) and value not in members:
+
+
+def _verify(stage: str, verify: tuple[Any, ...], values: Mapping[str, Any]) -> None:
+    for name, expected, members, required in verify:
+        value = values[name]
+        if value is None:
+            if required:
                 raise ResolutionError(
-                    f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
+                    f"no rule decided {name!r} in stage {stage!r} for these flags and this environment",
+                    hint="this is a gap in the rule table: add a rule for this case (resolver explain "
+                    "shows what was decided so far)",
                 )
+            continue
+        if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
+            raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
+        if members is not None and isinstance(value, str) and value not in members:
+            raise ResolutionError(
+                f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
+            )
 
 
 # -- compiling a slot's setters into a dispatch table ---------------------------------------------
@@ -351,13 +354,14 @@ class _CheckIndex:
     def candidates(self, values: Mapping[str, Any]) -> list[tuple[CompiledRule, tuple[Predicate, ...]]]:
         found: list[tuple[int, CompiledRule, tuple[Predicate, ...]]] | None = None
         for slot, by_value in self._guards:
-            value = values.get(slot)
-            if value is not None and isinstance(value, Hashable):
-                hits = by_value.get(value)
-                if hits:
-                    if found is None:
-                        found = list(self._always)
-                    found.extend(hits)
+            try:
+                hits = by_value.get(values.get(slot))
+            except TypeError:  # unhashable: equals none of the guards' constants
+                continue
+            if hits:
+                if found is None:
+                    found = list(self._always)
+                found.extend(hits)
         if found is None:
             return self._always_pairs
         found.sort(key=_first)
@@ -418,16 +422,37 @@ def _input_label(table: CompiledTable, slot: str) -> str:
     return slot.removeprefix("arg.")
 
 
-def _slot_check(table: CompiledTable, name: str) -> tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool] | None:
-    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check."""
-    if name in table.variables:
-        return None  # variables are text or unset by construction
+def _slot_check(
+    table: CompiledTable, name: str, setters: tuple[CompiledRule, ...]
+) -> tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool] | None:
+    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check.
+
+    A slot only ever set to constants that pass, whose default passes too, is proven at compile
+    time and skipped; so are variables and files (text or unset by construction).
+    """
+    if name in table.variables or name.startswith(("var.", "file.")):
+        return None
     slot = table.slots[name]
     members = table.domains[slot.domain] if slot.domain is not None else None
     expected = _PYTHON_TYPES.get(slot.type)
     if expected is None and members is None and not slot.required:
         return None
+    exprs = [rule.set_of(name) for rule in setters]
+    if all(isinstance(e, Const) for e in exprs):
+        candidates = [e.value for e in exprs] + [slot.default]
+        if all(_passes(v, expected, members, slot.required) for v in candidates):
+            return None
     return name, expected, members, slot.required
+
+
+def _passes(value: Any, expected: tuple[type, ...] | None, members: frozenset[str] | None, required: bool) -> bool:
+    if value is None:
+        return not required
+    if isinstance(value, dict):
+        value = FrozenMapping(value)
+    if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
+        return False
+    return members is None or not isinstance(value, str) or value in members
 
 
 def _class_name(stage: str) -> str:

@@ -15,7 +15,6 @@ reads the real machine and keeps every variable and file the rule table reads.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,6 +151,8 @@ class Environment:
         A top-level ``[environment]`` table is accepted too, so a golden scenario file can be
         used as an environment file.
         """
+        import tomllib
+
         p = Path(path)
         try:
             data = tomllib.loads(p.read_text())

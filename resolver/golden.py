@@ -30,7 +30,7 @@ import attrs
 from resolver.api import FLAG_DEFAULTS, RulesArg, config_from, run_rules
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
-from resolver.tomlwrite import dumps
+from tomli_w import dumps
 
 __all__ = ["Scenario", "load_scenario", "outcome", "check", "update"]
 
