@@ -29,6 +29,8 @@ __all__ = ["cache_dir", "cache_key", "cached_table"]
 
 #: Bump when the pickled shape of a compiled table changes.
 CACHE_FORMAT = 1
+#: Entries kept per folder; older ones (edited rule files, upgrades) are removed when one is written.
+MAX_ENTRIES = 32
 _OFF = ("off", "0", "none", "false")
 
 
@@ -98,6 +100,9 @@ def _store(directory: Path, path: Path, table: CompiledTable) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        entries = sorted(directory.glob("table-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[MAX_ENTRIES:]:
+            old.unlink(missing_ok=True)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         pass  # a cache that cannot be written only costs time
 

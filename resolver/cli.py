@@ -130,8 +130,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _environment(spec: str | None) -> Environment:
-    return Environment.probe() if spec is None else simulate(spec)
+def _environment(spec: str | None, rules: list[str]) -> Environment:
+    """The simulated machine, or the real one probed for every variable the rules (with ``rules``) read."""
+    if spec is not None:
+        return simulate(spec)
+    return Environment.probe(table=load_rules(rules) if rules else builtin_table())
 
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -160,7 +163,7 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         _check_removed(args)
         config = resolve(
-            **_flags(args), environment=_environment(args.simulate), rules=args.rules or None, reporter=trace
+            **_flags(args), environment=_environment(args.simulate, args.rules), rules=args.rules or None, reporter=trace
         )
     except ResolutionError as error:
         if args.format == "json":
@@ -179,7 +182,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         _check_removed(args)
-        config = resolve(**_flags(args), environment=Environment.probe(), rules=args.rules or None)
+        config = resolve(**_flags(args), environment=_environment(None, args.rules), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR

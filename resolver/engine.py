@@ -274,19 +274,24 @@ def _verify(stage: str, verify: tuple[Any, ...], values: Mapping[str, Any]) -> N
 
 
 def _equality_members(condition: Condition) -> frozenset[Any] | None:
-    """The constants a condition accepts when it is a plain equality or membership test, else None.
+    """The constants a condition accepts when it holds exactly for a finite set of them, else None.
 
-    Only text and booleans qualify: they equal only themselves, so a dict lookup decides them
-    exactly as the condition would (integers may equal numeric text and are left to the test).
+    Read from the condition's shape (what its operator admits): a single operator admitting a
+    finite set (``eq``, ``in``, ``in_domain``, ...). Only text and booleans qualify: they equal only
+    themselves, so a dict lookup decides them exactly as the condition would (integers may equal
+    numeric text and are left to the test).
     """
     if len(condition.ops) != 1:
         return None
-    op, operand = condition.ops[0]
-    if op == "eq" and isinstance(operand, (str, bool)):
-        return frozenset([operand])
-    if op == "in" and isinstance(operand, tuple) and operand and all(isinstance(o, (str, bool)) for o in operand):
-        return frozenset(operand)
-    return None
+    shape = condition.shape
+    allowed = shape.allowed
+    if allowed is None or not allowed or shape.is_set is not True or shape.denied or shape.types is not None:
+        return None
+    if shape.low != float("-inf") or shape.high != float("inf"):
+        return None
+    if not all(isinstance(v, str | bool) for v in allowed):
+        return None
+    return allowed
 
 
 def _choice(rule: CompiledRule, slot: str, skip: str | None) -> _Choice:
