@@ -107,7 +107,9 @@ def _store(directory: Path, path: Path, table: CompiledTable) -> None:
         pass  # a cache that cannot be written only costs time
 
 
-def cached_table(sources: Sequence[RuleSource], compile_sources: Callable[[Sequence[RuleSource]], CompiledTable]) -> CompiledTable:
+def cached_table(
+    sources: Sequence[RuleSource], compile_sources: Callable[[Sequence[RuleSource]], CompiledTable]
+) -> CompiledTable:
     """The compiled table for ``sources``: from the disk cache when an entry matches, else compiled and stored."""
     directory = cache_dir()
     if directory is None:

@@ -162,9 +162,8 @@ def _explain(args: argparse.Namespace) -> int:
     trace = RecordingReporter()
     try:
         _check_removed(args)
-        config = resolve(
-            **_flags(args), environment=_environment(args.simulate, args.rules), rules=args.rules or None, reporter=trace
-        )
+        environment = _environment(args.simulate, args.rules)
+        config = resolve(**_flags(args), environment=environment, rules=args.rules or None, reporter=trace)
     except ResolutionError as error:
         if args.format == "json":
             print(explain_json(None, trace, error))

@@ -6,23 +6,24 @@ order wins; otherwise the slot's default), then runs its checks (conflict and no
 verifies its slots' types and domains. Everything a person may want to watch goes through a
 :class:`~resolver.reporter.Reporter`.
 
-Evaluation is compiled ahead, once per table: each slot gets a dispatch table keyed by the value of
-the slot its setters test most for equality, so a resolution looks up a short list of candidate
-rules and tests only their remaining conditions. Provenance is built only when someone asks.
+Evaluation is compiled ahead, once per table: each slot's setters and each stage's checks become a
+decision tree over the slots they test (:mod:`resolver.dispatch`), so a resolution looks up a short
+list of candidate rules and runs only their remaining tests. Provenance is built only when asked for.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import attrs
 
+from resolver import dispatch
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
-from resolver.conditions import Call, Condition, Const, NotANumber, Ref, ValueExpr
+from resolver.conditions import Call, Const, NotANumber, Ref, ValueExpr
 from resolver.config import FrozenMapping, Provenance, display
+from resolver.dispatch import lookup
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.functions import FUNCTIONS, InvalidInput
 from resolver.reporter import Reporter
@@ -42,22 +43,19 @@ Predicate = Callable[[Mapping[str, Any]], bool]
 
 
 class _Choice(NamedTuple):
-    """A setter rule as one dispatch branch sees it: the tests left to run and how to get the value."""
+    """A setter rule and how it gets the slot's value (a constant, another slot, or a function)."""
 
     rule: CompiledRule
-    tests: tuple[Predicate, ...]
     kind: int
     payload: Any
     expr: ValueExpr
 
 
 class _SlotProgram(NamedTuple):
-    """How one slot is decided: candidates looked up by the value of ``dispatch``, else ``other``."""
+    """How one slot is decided: the decision tree over its setters, and its default."""
 
     slot: str
-    dispatch: str | None
-    branches: Mapping[Any, tuple[_Choice, ...]]
-    other: tuple[_Choice, ...]
+    tree: dispatch.Node[_Choice] | dispatch.Leaf[_Choice]
     default: Any
 
 
@@ -67,7 +65,11 @@ class Evaluation:
     __slots__ = ("values", "provenance", "notes", "_evaluator")
 
     def __init__(
-        self, evaluator: Evaluator, values: Mapping[str, Any], provenance: Mapping[str, Provenance], notes: tuple[str, ...]
+        self,
+        evaluator: Evaluator,
+        values: Mapping[str, Any],
+        provenance: Mapping[str, Provenance],
+        notes: tuple[str, ...],
     ) -> None:
         self._evaluator = evaluator
         self.values = values
@@ -97,7 +99,7 @@ class Evaluator:
                     for slot in plan.slots
                     if slot not in self._input_slots
                 ),
-                _CheckIndex(plan.checks),
+                dispatch.build([(rule, rule.when) for rule in plan.checks]),
                 tuple(
                     v
                     for v in (_slot_check(table, name, plan.setters.get(name, ())) for name in plan.slots)
@@ -114,7 +116,7 @@ class Evaluator:
             return template.text
         out = []
         for part in template.parts:
-            if type(part) is str:
+            if isinstance(part, str):
                 out.append(part)
             elif isinstance(part, DomainRef):
                 out.append(", ".join(sorted(self.table.domains[part.domain])))
@@ -140,15 +142,9 @@ class Evaluator:
             origins[slot] = None
         try:
             for name, programs, checks, verify in self._plan:
-                for slot, dispatch, branches, other, default in programs:
-                    choices = other
-                    if dispatch is not None:
-                        try:
-                            choices = branches.get(values.get(dispatch), other)
-                        except TypeError:  # an unhashable value equals none of the constants
-                            pass
-                    for choice in choices:
-                        rule, tests, kind, payload, _ = choice
+                for slot, tree, default in programs:
+                    for choice, tests in lookup(tree, values):
+                        rule, kind, payload, _ = choice
                         for test in tests:
                             if not test(values):
                                 break
@@ -171,7 +167,7 @@ class Evaluator:
                     rule = None
                     if reporter is not None:
                         reporter.decided(slot, values[slot], provenance[slot])
-                for check, tests in checks.candidates(values):
+                for check, tests in lookup(checks, values):
                     rule = check
                     for test in tests:
                         if not test(values):
@@ -207,8 +203,10 @@ class Evaluator:
 
     # -- pieces ---------------------------------------------------------------------------------
 
-    def _call(self, rule: CompiledRule, expr: Call, values: Mapping[str, Any], provenance: Mapping[str, Provenance]) -> Any:
-        args = [values.get(a.slot) if type(a) is Ref else a.value for a in expr.args]
+    def _call(
+        self, rule: CompiledRule, expr: Call, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> Any:
+        args = [values.get(a.slot) if isinstance(a, Ref) else a.value for a in expr.args]
         if None in args:
             return None  # a function of an unset value is unset; the stage's checks say why
         try:
@@ -223,7 +221,9 @@ class Evaluator:
                     message = f"{label}: {message}"
             raise ResolutionError(message, hint=exc.hint, rule=rule.id, sides=sides) from None
 
-    def provenance_of(self, choice: _Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]) -> Provenance:
+    def provenance_of(
+        self, choice: _Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> Provenance:
         rule, expr = choice.rule, choice.expr
         why = self.render(rule.templates.get("why"), values)
         inputs = tuple((s, values.get(s)) for s in rule.reads)
@@ -250,7 +250,6 @@ class Evaluator:
         )
 
 
-
 def _verify(stage: str, verify: tuple[Any, ...], values: Mapping[str, Any]) -> None:
     for name, expected, members, required in verify:
         value = values[name]
@@ -270,111 +269,22 @@ def _verify(stage: str, verify: tuple[Any, ...], values: Mapping[str, Any]) -> N
             )
 
 
-# -- compiling a slot's setters into a dispatch table ---------------------------------------------
+# -- compiling a slot's setters and a stage's checks into decision trees ------------------------------
 
 
-def _equality_members(condition: Condition) -> frozenset[Any] | None:
-    """The constants a condition accepts when it holds exactly for a finite set of them, else None.
-
-    Read from the condition's shape (what its operator admits): a single operator admitting a
-    finite set (``eq``, ``in``, ``in_domain``, ...). Only text and booleans qualify: they equal only
-    themselves, so a dict lookup decides them exactly as the condition would (integers may equal
-    numeric text and are left to the test).
-    """
-    if len(condition.ops) != 1:
-        return None
-    shape = condition.shape
-    allowed = shape.allowed
-    if allowed is None or not allowed or shape.is_set is not True or shape.denied or shape.types is not None:
-        return None
-    if shape.low != float("-inf") or shape.high != float("inf"):
-        return None
-    if not all(isinstance(v, str | bool) for v in allowed):
-        return None
-    return allowed
-
-
-def _choice(rule: CompiledRule, slot: str, skip: str | None) -> _Choice:
-    tests = tuple(c.predicate for c in rule.when if c.slot != skip)
+def _choice(rule: CompiledRule, slot: str) -> _Choice:
     expr = rule.set_of(slot)
     if isinstance(expr, Const):
         value = FrozenMapping(expr.value) if isinstance(expr.value, dict) else expr.value
-        return _Choice(rule, tests, _CONST, value, expr)
+        return _Choice(rule, _CONST, value, expr)
     if isinstance(expr, Ref):
-        return _Choice(rule, tests, _REF, expr.slot, expr)
-    return _Choice(rule, tests, _CALL, expr, expr)
+        return _Choice(rule, _REF, expr.slot, expr)
+    return _Choice(rule, _CALL, expr, expr)
 
 
 def _slot_program(table: CompiledTable, slot: str, setters: tuple[CompiledRule, ...]) -> _SlotProgram:
-    default = table.slots[slot].default
-    counts: Counter[str] = Counter()
-    for rule in setters:
-        for condition in rule.when:
-            if _equality_members(condition) is not None:
-                counts[condition.slot] += 1
-    if not counts:
-        return _SlotProgram(slot, None, {}, tuple(_choice(r, slot, None) for r in setters), default)
-    dispatch = min(counts, key=lambda s: (-counts[s], s))
-    accepted: list[frozenset[Any] | None] = []
-    for rule in setters:
-        condition = next((c for c in rule.when if c.slot == dispatch), None)
-        accepted.append(_equality_members(condition) if condition is not None else None)
-    constants = set().union(*(a for a in accepted if a is not None))
-    branches = {
-        value: tuple(
-            _choice(rule, slot, dispatch if members is not None else None)
-            for rule, members in zip(setters, accepted, strict=True)
-            if members is None or value in members
-        )
-        for value in constants
-    }
-    other = tuple(_choice(r, slot, None) for r, members in zip(setters, accepted, strict=True) if members is None)
-    return _SlotProgram(slot, dispatch, branches, other, default)
-
-
-class _CheckIndex:
-    """A stage's checks, indexed by an equality each must satisfy, so most are never evaluated.
-
-    A check whose conditions include ``slot = "text"`` (or a boolean) can only fire when the slot
-    holds that value; the others are always candidates. Candidates keep the stage's order
-    (priority, then id), so indexing changes nothing but the work done. Each candidate comes with
-    the tests left to run (the guard is already known to hold).
-    """
-
-    def __init__(self, checks: tuple[CompiledRule, ...]) -> None:
-        self._always: list[tuple[int, CompiledRule, tuple[Predicate, ...]]] = []
-        self._guarded: dict[str, dict[Any, list[tuple[int, CompiledRule, tuple[Predicate, ...]]]]] = {}
-        for position, rule in enumerate(checks):
-            guard = next((c for c in rule.when if _equality_members(c) is not None), None)
-            if guard is None:
-                self._always.append((position, rule, tuple(c.predicate for c in rule.when)))
-                continue
-            tests = tuple(c.predicate for c in rule.when if c is not guard)
-            by_value = self._guarded.setdefault(guard.slot, {})
-            for value in _equality_members(guard) or ():
-                by_value.setdefault(value, []).append((position, rule, tests))
-        self._always_pairs = [(rule, tests) for _, rule, tests in self._always]
-        self._guards = tuple(self._guarded.items())
-
-    def candidates(self, values: Mapping[str, Any]) -> list[tuple[CompiledRule, tuple[Predicate, ...]]]:
-        found: list[tuple[int, CompiledRule, tuple[Predicate, ...]]] | None = None
-        for slot, by_value in self._guards:
-            try:
-                hits = by_value.get(values.get(slot))
-            except TypeError:  # unhashable: equals none of the guards' constants
-                continue
-            if hits:
-                if found is None:
-                    found = list(self._always)
-                found.extend(hits)
-        if found is None:
-            return self._always_pairs
-        found.sort(key=_first)
-        return [(rule, tests) for _, rule, tests in found]
-
-
-def _first(item: tuple[int, CompiledRule, tuple[Predicate, ...]]) -> int:
-    return item[0]
+    tree = dispatch.build([(_choice(rule, slot), rule.when) for rule in setters])
+    return _SlotProgram(slot, tree, table.slots[slot].default)
 
 
 class ProvenanceMap(Mapping[str, Provenance]):
@@ -443,8 +353,9 @@ def _slot_check(
     if expected is None and members is None and not slot.required:
         return None
     exprs = [rule.set_of(name) for rule in setters]
-    if all(isinstance(e, Const) for e in exprs):
-        candidates = [e.value for e in exprs] + [slot.default]
+    constants = [e.value for e in exprs if isinstance(e, Const)]
+    if len(constants) == len(exprs):
+        candidates = [*constants, slot.default]
         if all(_passes(v, expected, members, slot.required) for v in candidates):
             return None
     return name, expected, members, slot.required

@@ -217,7 +217,9 @@ class Environment:
                 )
         for slot_name, name in table.variables.items():
             value = values[slot_name] = self.variables.get(name)
-            provenance[slot_name] = Provenance("variable", f"{name}={value}" if value is not None else f"{name} (unset)")
+            provenance[slot_name] = Provenance(
+                "variable", f"{name}={value}" if value is not None else f"{name} (unset)"
+            )
         return values, provenance
 
     # -- probing the real machine ---------------------------------------------------------------

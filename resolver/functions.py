@@ -206,7 +206,8 @@ def rankfile_node_rank(text: str, hostname: str) -> int:
     unique = list(dict.fromkeys(hosts))
     if hostname not in unique:
         raise InvalidInput(
-            f"this host ({hostname}) is not among the compute hosts of the LSF rank file ({', '.join(unique) or 'none'})",
+            f"this host ({hostname}) is not among the compute hosts of the LSF rank file "
+            f"({', '.join(unique) or 'none'})",
             "run under jsrun inside the LSF job that wrote LSB_DJOB_RANKFILE, or pass cluster_environment='local'",
         )
     return unique.index(hostname)

@@ -139,7 +139,8 @@ def test_a_new_machine_fact_is_one_registered_probe(tmp_path):
 
         @resolver.register_probe("npu_device_count", default=0)
         def npu_device_count(environ):
-            return len(environ.get("ASCEND_VISIBLE_DEVICES", "").split(",")) if environ.get("ASCEND_VISIBLE_DEVICES") else 0
+            visible = environ.get("ASCEND_VISIBLE_DEVICES")
+            return len(visible.split(",")) if visible else 0
 
         config = resolver.resolve(rules=[{str(site)!r}])
         print(config.notes)

@@ -31,7 +31,9 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 def _python(code: str, cache: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, RESOLVER_CACHE_DIR=str(cache))
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def _entries(cache: Path) -> list[Path]:
@@ -84,7 +86,8 @@ def test_an_entry_calling_an_unregistered_function_is_not_used(cache, tmp_path):
     registered = (
         "import resolver\n"
         "resolver.register_function('site_twice')(lambda n: 2 * int(n))\n"
-        f"print(resolver.resolve(environment=resolver.Environment(variables={{'SITE_N': '3'}}), rules=[{str(site)!r}]).num_devices)\n"
+        "env = resolver.Environment(variables={'SITE_N': '3'})\n"
+        f"print(resolver.resolve(environment=env, rules=[{str(site)!r}]).num_devices)\n"
     )
     assert _python(registered, cache).stdout.strip() == "6"
     unregistered = (
