@@ -19,6 +19,8 @@ import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn
 
+from resolver.table import SLOT_TYPES
+
 __all__ = [
     "CallSpec",
     "DomainSpec",
@@ -31,7 +33,6 @@ __all__ = [
     "structure_file",
 ]
 
-SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
 _SCALAR = (str, int, float, bool)
 _SLOT_PYTHON: dict[str, tuple[type, ...]] = {
     "str": (str,),

@@ -11,8 +11,7 @@ variables (``NAME=VALUE`` with an upper-case name).
 from __future__ import annotations
 
 from pathlib import Path
-
-import attrs
+from typing import Any
 
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
@@ -47,7 +46,7 @@ def _int(token: str, value: str) -> int:
 def simulate(spec: str, base: Environment | None = None) -> Environment:
     """The environment a spec describes, on top of ``base`` (default: an empty CPU machine)."""
     env = base or Environment()
-    facts: dict[str, object] = {}
+    facts: dict[str, Any] = {}
     variables = dict(env.variables)
     explicit: dict[str, str] = {}
     cluster: tuple[str, int | None] | None = None
@@ -82,14 +81,14 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
             explicit[name] = value
         else:
             raise ResolutionError(f"--simulate: unknown token {raw!r}", hint=SIMULATE_HELP)
-    env = attrs.evolve(env, **facts)  # type: ignore[arg-type]
+    env = env.replace(**facts)
     if cluster is not None:
         kind, per_node = cluster
         if per_node is None:
             per_node = nodes if kind == "kubeflow" else max(1, env.cuda_device_count or env.xla_device_count)
         variables.update(_cluster_variables(kind, per_node, nodes, node, env.hostname))
     variables.update(explicit)  # NAME=VALUE tokens win over a preset's variables
-    return attrs.evolve(env, variables=variables)
+    return env.replace(variables=variables)
 
 
 def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname: str) -> dict[str, str]:

@@ -11,16 +11,19 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from resolver.config import FrozenMapping
 from resolver.errors import RuleTableError
-from resolver.schema import SLOT_TYPES, RuleSpec, SchemaProblem, SlotSpec, structure_file
+
+if TYPE_CHECKING:
+    from resolver.schema import RuleSpec, SchemaProblem, SlotSpec
 
 __all__ = ["SLOT_TYPES", "Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
 
+SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
 VARIABLE_PREFIX = "var."
 
 
@@ -227,6 +230,8 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
     Structural errors and those between files (a slot declared twice, an unknown stage or domain,
     a domain that includes itself) are raised here; the rules' meaning is checked at compile.
     """
+    from resolver.schema import SchemaProblem, structure_file  # cattrs: only when rule files are read
+
     table = TableData()
     seen_ids: dict[str, RawRule] = {}
     stages_from: tuple[str, int | None] | None = None
