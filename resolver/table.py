@@ -133,7 +133,7 @@ class TableData:
         return None
 
 
-_ID_LINE = re.compile(r'^\s*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+_ID_LINE = re.compile(r'^[ \t]*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
 
 
 def _id_lines(text: str) -> dict[str, list[int]]:
@@ -157,14 +157,14 @@ def _table_line(text: str, table: str, name: str) -> int | None:
     """The line of ``[table.NAME]`` (or ``table.NAME = ...``, ``NAME = ...`` inside ``[table]``)."""
     key = _key_pattern(name)
     for pattern in (
-        rf"^\s*\[\s*{table}\s*\.\s*{key}\s*\]",
-        rf"^\s*{table}\s*\.\s*{key}\s*[.=]",
-        rf"^\s*{key}\s*[.=]",
+        rf"^[ \t]*\[\s*{table}\s*\.\s*{key}\s*\]",
+        rf"^[ \t]*{table}\s*\.\s*{key}\s*[.=]",
+        rf"^[ \t]*{key}\s*[.=]",
     ):
         line = _line_of(text, pattern)
         if line is not None:
             return line
-    return _line_of(text, rf"^\s*\[\s*{table}\s*[.\]]")
+    return _line_of(text, rf"^[ \t]*\[\s*{table}\s*[.\]]")
 
 
 class _Locator:
@@ -192,7 +192,7 @@ class _Locator:
         if path and path[0] in ("slot", "domain", "removed") and len(path) > 1:
             line = _table_line(self.source.text, str(path[0]), str(path[1]))
         elif path and path[0] == "stages":
-            line = _line_of(self.source.text, r"^\s*stages\s*=")
+            line = _line_of(self.source.text, r"^[ \t]*stages\s*=")
         where = problem.where
         return RuleTableError(
             f"{where}: {problem.message}" if where else problem.message, file=self.source.name, line=line
@@ -203,7 +203,7 @@ class _Locator:
         return lines[occurrence] if occurrence < len(lines) else (lines[-1] if lines else None)
 
     def nth_rule_line(self, index: int) -> int | None:
-        matches = list(re.finditer(r"^\s*\[\[\s*rule\s*\]\]", self.source.text, re.MULTILINE))
+        matches = list(re.finditer(r"^[ \t]*\[\[\s*rule\s*\]\]", self.source.text, re.MULTILINE))
         if index < len(matches):
             return self.source.text.count("\n", 0, matches[index].start()) + 1
         return None
@@ -247,7 +247,7 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
         except SchemaProblem as problem:
             raise locate.error(problem) from None
         if spec.stages is not None:
-            line = _line_of(source.text, r"^\s*stages\s*=")
+            line = _line_of(source.text, r"^[ \t]*stages\s*=")
             if table.stages and table.stages != spec.stages:
                 first = f" in {stages_from[0]}" if stages_from else ""
                 raise RuleTableError(
