@@ -16,6 +16,7 @@ from resolver.config import Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
+from resolver.integers import MAX_INT_DIGITS, too_long
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
 
@@ -157,6 +158,11 @@ def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, slot, default in _ARG_SLOTS:
         value = _normalize_flag(flags.get(name, default))
+        if too_long(value):
+            raise ResolutionError(
+                f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
+                hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
+            )
         if name == "plugins":
             value = _plugins(value)
         values[slot] = value
