@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["MAX_DEVICES", "MAX_INT_DIGITS", "parse_int", "too_long"]
@@ -47,8 +48,10 @@ def too_long(value: Any) -> bool:
     if isinstance(value, int) and not isinstance(value, bool):
         limit = min(MAX_INT_DIGITS, sys.get_int_max_str_digits() or MAX_INT_DIGITS)
         return value.bit_length() > 3 * limit and _digits(value) > limit
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return any(too_long(item) for item in value)
+    if isinstance(value, Mapping):
+        return any(too_long(key) or too_long(item) for key, item in value.items())
     return False
 
 

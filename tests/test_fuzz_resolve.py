@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import random
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -174,6 +175,70 @@ def environments(draw: st.DrawFn) -> Environment:
     )
 
 
+def cluster_job(rng: random.Random) -> tuple[dict[str, Any], Environment]:
+    """Flags and the variables a cluster sets for one process of a job of num_nodes x devices, the
+    process's ranks sometimes pushed out of range (or made garbage) in one variable."""
+    cluster = rng.choice(["torchelastic", "slurm", "lsf", "mpi", "kubeflow", "local"])
+    nodes, devices = rng.randint(1, 3), rng.randint(1, 4)
+    if cluster == "kubeflow":
+        nodes, devices = nodes * devices, 1
+    node, local = rng.randrange(nodes), rng.randrange(devices)
+    rank, size = node * devices + local, nodes * devices
+    hosts = [f"node-{i}" for i in range(nodes)]
+    variables = {
+        "torchelastic": {
+            "WORLD_SIZE": size,
+            "RANK": rank,
+            "LOCAL_RANK": local,
+            "GROUP_RANK": node,
+            "LOCAL_WORLD_SIZE": devices,
+            "TORCHELASTIC_RUN_ID": "job",
+        },
+        "slurm": {
+            "SLURM_NTASKS": size,
+            "SLURM_PROCID": rank,
+            "SLURM_LOCALID": local,
+            "SLURM_NODEID": node,
+            "SLURM_NNODES": nodes,
+            "SLURM_NTASKS_PER_NODE": devices,
+            "SLURM_JOB_NAME": "train",
+            "SLURM_JOB_ID": "1",
+        },
+        "lsf": {
+            "JSM_NAMESPACE_SIZE": size,
+            "JSM_NAMESPACE_RANK": rank,
+            "JSM_NAMESPACE_LOCAL_RANK": local,
+            "LSB_JOBID": "1",
+            "LSB_MCPU_HOSTS": " ".join(["batch", "1"] + [f"{h} {devices}" for h in hosts]),
+        },
+        "mpi": {
+            "OMPI_COMM_WORLD_SIZE": size,
+            "OMPI_COMM_WORLD_RANK": rank,
+            "OMPI_COMM_WORLD_LOCAL_RANK": local,
+            "OMPI_COMM_WORLD_LOCAL_SIZE": devices,
+        },
+        "kubeflow": {
+            "WORLD_SIZE": size,
+            "RANK": rank,
+            "MASTER_ADDR": "master-0",
+            "MASTER_PORT": "23456",
+            "KUBERNETES_PORT": "tcp://10.0.0.1:443",
+        },
+        "local": {"LOCAL_RANK": local, "NODE_RANK": node},
+    }[cluster]
+    text = {name: str(value) for name, value in variables.items()}
+    if rng.random() < 0.6:  # push one variable out of range, or make it garbage
+        name = rng.choice(sorted(text))
+        text[name] = rng.choice([str(rng.randint(-3, 12)), rng.choice(_TRICKY_TEXT), "", "abc"])
+    flags = {"devices": devices, "num_nodes": nodes}
+    if rng.random() < 0.3:
+        flags["cluster_environment"] = cluster
+    if rng.random() < 0.2:  # the flags disagree with the job
+        flags[rng.choice(["devices", "num_nodes"])] = rng.randint(1, 5)
+    environment = Environment(hostname=rng.choice(hosts), cuda_device_count=rng.choice([0, devices, 8]), variables=text)
+    return flags, environment
+
+
 def check_invariants(config: ResolvedConfig) -> None:
     assert 0 <= config.global_rank < config.world_size, config
     assert 0 <= config.local_rank < config.num_devices, config
@@ -189,6 +254,18 @@ def test_resolve_gives_a_consistent_config_or_a_resolution_error(flags: dict[str
         config = resolve(**flags, environment=environment)
     except ResolutionError as error:
         assert error.message  # says what was wrong
+        return
+    check_invariants(config)
+
+
+@FUZZ
+@given(rng=st.randoms(use_true_random=False))
+def test_cluster_ranks_in_and_out_of_range(rng: random.Random):
+    flags, environment = cluster_job(rng)
+    try:
+        config = resolve(**flags, environment=environment)
+    except ResolutionError as error:
+        assert error.message
         return
     check_invariants(config)
 
