@@ -11,7 +11,7 @@ file and line.
 from __future__ import annotations
 
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -285,7 +285,7 @@ _CONVERTER = cattrs.Converter(forbid_extra_keys=True)
 
 def _table_of(cls: type) -> Any:
     """Structure an attrs class from a TOML table, refusing anything that is not a table."""
-    structure = make_dict_structure_fn(cls, _CONVERTER, _cattrs_forbid_extra_keys=True)
+    structure: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, _CONVERTER, _cattrs_forbid_extra_keys=True)
 
     def hook(value: Any, _: Any) -> Any:
         if not isinstance(value, dict):

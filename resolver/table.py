@@ -264,8 +264,8 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
         for name, slot_spec in spec.slot.items():
             line = locate.line("slot", name)
             if name in table.slots:
-                first = table.slots[name]
-                where = f"{first.file}:{first.line}" if first.line else str(first.file)
+                earlier = table.slots[name]
+                where = f"{earlier.file}:{earlier.line}" if earlier.line else str(earlier.file)
                 raise RuleTableError(f"slot {name!r} declared twice (first at {where})", file=source.name, line=line)
             table.slots[name] = _slot(name, slot_spec, source.name, line)
         for flag, removed in spec.removed.items():

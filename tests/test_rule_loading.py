@@ -325,7 +325,7 @@ def test_a_file_that_is_not_utf8_names_the_file_and_line(tmp_path):
 
 
 def test_operators_are_one_registry_used_by_loader_and_docs():
-    from resolver.conditions import OPERATORS
+    from resolver.operators import OPERATORS
 
     table = compile_sources(BASE)
     used = {op for rule in table.rules.values() for c in rule.when for op, _ in c.ops}
