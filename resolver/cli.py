@@ -12,6 +12,7 @@ from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
+from resolver.integers import parse_int
 from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
 
@@ -31,8 +32,8 @@ examples:
 
 
 def _devices(text: str) -> int | str:
-    stripped = text.strip()
-    return int(stripped) if stripped.lstrip("-").isdigit() and "," not in stripped else stripped
+    number = parse_int(text)
+    return text.strip() if number is None else number
 
 
 def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) -> None:
