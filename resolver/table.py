@@ -18,10 +18,10 @@ import attrs
 from resolver.config import FrozenMapping
 from resolver.errors import RuleTableError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files are loaded
     from resolver.schema import RuleSpec, SchemaProblem, SlotSpec
 
-__all__ = ["SLOT_TYPES", "Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
+__all__ = ["Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
 
 SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
 VARIABLE_PREFIX = "var."
@@ -139,8 +139,11 @@ _ID_LINE = re.compile(r'^[ \t]*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
 def _id_lines(text: str) -> dict[str, list[int]]:
     """The line of each ``id = "..."``, in order (an id written twice has two lines)."""
     lines: dict[str, list[int]] = {}
-    for match in _ID_LINE.finditer(text):
-        lines.setdefault(match.group(1), []).append(text.count("\n", 0, match.start()) + 1)
+    line, position = 1, 0
+    for match in _ID_LINE.finditer(text):  # count newlines incrementally: linear in the file's size
+        line += text.count("\n", position, match.start())
+        position = match.start()
+        lines.setdefault(match.group(1), []).append(line)
     return lines
 
 
