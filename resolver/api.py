@@ -88,7 +88,15 @@ def _evaluator(rules: RulesArg) -> Evaluator:
         return _builtin_evaluator()
     if isinstance(rules, CompiledTable):
         return _table_evaluator(rules)
-    items = [rules] if isinstance(rules, (str, os.PathLike)) else list(rules)
+    items = (
+        [rules] if isinstance(rules, (str, os.PathLike)) else list(rules) if isinstance(rules, Iterable) else [rules]
+    )
+    wrong = [item for item in items if not isinstance(item, (str, os.PathLike))]
+    if wrong:
+        raise ResolutionError(
+            f"rules={wrong[0]!r} is not a rule file",
+            hint="pass rules as a path, a list of paths, or a table from resolver.load_rules()",
+        )
     if not items:
         return _builtin_evaluator()
     key = []
@@ -240,6 +248,11 @@ def resolve(
         raise TypeError(f"resolve() got unexpected keyword argument(s): {', '.join(sorted(removed))}")
     if environment is None:
         environment = Environment.probe(table=_evaluator(rules).table)
+    elif not isinstance(environment, Environment):
+        raise ResolutionError(
+            f"environment={environment!r:.60} is not an Environment",
+            hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
+        )
     flags = {
         "accelerator": accelerator,
         "devices": devices,

@@ -10,8 +10,10 @@ import contextlib
 import io
 import os
 import random
+import re
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -288,3 +290,21 @@ def test_explain_never_shows_a_traceback(devices: str, num_nodes: str, plugin: s
             code = exit.code
     assert code in (0, 1, 2)
     assert "Traceback" not in out.getvalue() + err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"environment": 5}, "environment=5 is not an Environment"),
+        ({"environment": {"cuda_device_count": 2}}, "is not an Environment"),
+        ({"environment": Environment(), "rules": 5}, "rules=5 is not a rule file"),
+        ({"environment": Environment(), "rules": ["site.toml", 5]}, "rules=5 is not a rule file"),
+        ({"environment": Environment(), "accelerator": 10**5000}, "more than 4300 digits"),
+        ({"environment": Environment(), "devices": [0, 10**5000]}, "more than 4300 digits"),
+        ({"environment": Environment(), "plugins": "slurm"}, "SLURM_NTASKS is not set"),  # one plugin, not letters
+        ({"environment": Environment(), "plugins": 5}, "plugins=5 is not a list of plugin names"),
+    ],
+)
+def test_wrong_arguments_are_resolution_errors(arguments: dict[str, Any], message: str):
+    with pytest.raises(ResolutionError, match=re.escape(message)):
+        resolve(**arguments)
