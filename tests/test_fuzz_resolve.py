@@ -26,6 +26,7 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=EXAMPLES <= 300,  # CI: the same inputs every run; a campaign explores
+    database=None,  # nothing written into the checkout
 )
 
 # Text that looks like a number but is not one int() accepts, and numbers at the edges.
