@@ -158,6 +158,8 @@ class Environment:
             data = tomllib.loads(p.read_text())
         except OSError as exc:
             raise ResolutionError(f"cannot read environment file {p}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ResolutionError(f"{p}: not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ResolutionError(f"{p}: malformed TOML: {exc}") from exc
         if "environment" in data and isinstance(data["environment"], dict):

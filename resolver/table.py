@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files ar
 
 __all__ = ["Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
 
+SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
 VARIABLE_PREFIX = "var."
 
 
@@ -132,16 +133,17 @@ class TableData:
         return None
 
 
-_ID_LINE = re.compile(r'^\s*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+_ID_LINE = re.compile(r'^[ \t]*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
 
 
-def _id_lines(text: str) -> dict[str, int]:
-    lines: dict[str, int] = {}
+def _id_lines(text: str) -> dict[str, list[int]]:
+    """The line of each ``id = "..."``, in order (an id written twice has two lines)."""
+    lines: dict[str, list[int]] = {}
     line, position = 1, 0
     for match in _ID_LINE.finditer(text):  # count newlines incrementally: linear in the file's size
         line += text.count("\n", position, match.start())
         position = match.start()
-        lines.setdefault(match.group(1), line)
+        lines.setdefault(match.group(1), []).append(line)
     return lines
 
 
@@ -158,14 +160,14 @@ def _table_line(text: str, table: str, name: str) -> int | None:
     """The line of ``[table.NAME]`` (or ``table.NAME = ...``, ``NAME = ...`` inside ``[table]``)."""
     key = _key_pattern(name)
     for pattern in (
-        rf"^\s*\[\s*{table}\s*\.\s*{key}\s*\]",
-        rf"^\s*{table}\s*\.\s*{key}\s*[.=]",
-        rf"^\s*{key}\s*[.=]",
+        rf"^[ \t]*\[\s*{table}\s*\.\s*{key}\s*\]",
+        rf"^[ \t]*{table}\s*\.\s*{key}\s*[.=]",
+        rf"^[ \t]*{key}\s*[.=]",
     ):
         line = _line_of(text, pattern)
         if line is not None:
             return line
-    return _line_of(text, rf"^\s*\[\s*{table}\s*[.\]]")
+    return _line_of(text, rf"^[ \t]*\[\s*{table}\s*[.\]]")
 
 
 class _Locator:
@@ -185,7 +187,7 @@ class _Locator:
             entry = entries[path[1]] if isinstance(entries, list) and path[1] < len(entries) else None
             if isinstance(entry, dict) and isinstance(entry.get("id"), str):
                 rule = entry["id"]
-                line = self.ids.get(rule)
+                line = self.rule_line(rule)
             else:
                 line = self.nth_rule_line(path[1])
             message = f"{problem.message} (at {'.'.join(str(p) for p in path[2:]) or 'the rule'})"
@@ -193,14 +195,18 @@ class _Locator:
         if path and path[0] in ("slot", "domain", "removed") and len(path) > 1:
             line = _table_line(self.source.text, str(path[0]), str(path[1]))
         elif path and path[0] == "stages":
-            line = _line_of(self.source.text, r"^\s*stages\s*=")
+            line = _line_of(self.source.text, r"^[ \t]*stages\s*=")
         where = problem.where
         return RuleTableError(
             f"{where}: {problem.message}" if where else problem.message, file=self.source.name, line=line
         )
 
+    def rule_line(self, rule: str, occurrence: int = 0) -> int | None:
+        lines = self.ids.get(rule, [])
+        return lines[occurrence] if occurrence < len(lines) else (lines[-1] if lines else None)
+
     def nth_rule_line(self, index: int) -> int | None:
-        matches = list(re.finditer(r"^\s*\[\[\s*rule\s*\]\]", self.source.text, re.MULTILINE))
+        matches = list(re.finditer(r"^[ \t]*\[\[\s*rule\s*\]\]", self.source.text, re.MULTILINE))
         if index < len(matches):
             return self.source.text.count("\n", 0, matches[index].start()) + 1
         return None
@@ -227,7 +233,7 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
     Structural errors and those between files (a slot declared twice, an unknown stage or domain,
     a domain that includes itself) are raised here; the rules' meaning is checked at compile.
     """
-    from resolver.schema import SchemaProblem, structure_file
+    from resolver.schema import SchemaProblem, structure_file  # cattrs: only when rule files are read
 
     table = TableData()
     seen_ids: dict[str, RawRule] = {}
@@ -244,7 +250,7 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
         except SchemaProblem as problem:
             raise locate.error(problem) from None
         if spec.stages is not None:
-            line = _line_of(source.text, r"^\s*stages\s*=")
+            line = _line_of(source.text, r"^[ \t]*stages\s*=")
             if table.stages and table.stages != spec.stages:
                 first = f" in {stages_from[0]}" if stages_from else ""
                 raise RuleTableError(
@@ -261,15 +267,17 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
         for name, slot_spec in spec.slot.items():
             line = locate.line("slot", name)
             if name in table.slots:
-                first = table.slots[name]
-                where = f"{first.file}:{first.line}" if first.line else str(first.file)
+                earlier = table.slots[name]
+                where = f"{earlier.file}:{earlier.line}" if earlier.line else str(earlier.file)
                 raise RuleTableError(f"slot {name!r} declared twice (first at {where})", file=source.name, line=line)
             table.slots[name] = _slot(name, slot_spec, source.name, line)
         for flag, removed in spec.removed.items():
             table.removed[flag] = attrs.asdict(removed)
         entries = doc.get("rule", [])
+        occurrences: dict[str, int] = {}
         for entry, rule_spec in zip(entries, spec.rule, strict=True):
-            raw = RawRule(entry, source.name, locate.ids.get(rule_spec.id), rule_spec)
+            occurrence = occurrences[rule_spec.id] = occurrences.get(rule_spec.id, -1) + 1
+            raw = RawRule(entry, source.name, locate.rule_line(rule_spec.id, occurrence), rule_spec)
             first_rule = seen_ids.get(raw.id)
             if first_rule is not None:
                 where = first_rule.file + (f":{first_rule.line}" if first_rule.line else "")
@@ -320,4 +328,3 @@ def _check_declarations(table: TableData) -> None:
                 file=slot.file,
                 line=slot.line,
             )
-
