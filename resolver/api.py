@@ -235,7 +235,8 @@ def resolve(
 ) -> ResolvedConfig:
     """Resolve training flags against a machine snapshot.
 
-    ``environment=None`` probes the real machine (:meth:`Environment.probe`). ``rules`` adds rule
+    ``environment=None`` probes the real machine (:meth:`Environment.probe`), keeping every
+    variable and file the rule table in use reads. ``rules`` adds rule
     files (paths) to the built-in table, or replaces it with a compiled table. Raises
     :class:`ResolutionError` (a ``ValueError``); :class:`ConflictError` when two sources disagree.
     """
