@@ -10,11 +10,13 @@ from typing import Any
 
 import attrs
 
+from resolver.cache import cached_table
 from resolver.compiler import CompiledTable, compile_table
-from resolver.config import Provenance, ResolvedConfig
+from resolver.config import Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
+from resolver.integers import MAX_INT_DIGITS, too_long
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
 
@@ -58,11 +60,11 @@ def load_rules(extra: Iterable[str | os.PathLike[str]] = (), *, builtin: bool = 
     """Load and compile the rule table: the built-in files plus ``extra`` files or folders."""
     paths: list[str | Path] = [builtin_rules_dir()] if builtin else []
     paths.extend(Path(p) for p in extra)
-    return compile_table(load_sources(read_sources(paths)))
+    return cached_table(read_sources(paths), compile_sources)
 
 
 def compile_sources(sources: Sequence[RuleSource]) -> CompiledTable:
-    """Compile rule texts held in memory (used by tests and tools)."""
+    """Compile rule texts held in memory (used by tests and tools); never cached."""
     return compile_table(load_sources(sources))
 
 
@@ -86,7 +88,15 @@ def _evaluator(rules: RulesArg) -> Evaluator:
         return _builtin_evaluator()
     if isinstance(rules, CompiledTable):
         return _table_evaluator(rules)
-    items = [rules] if isinstance(rules, (str, os.PathLike)) else list(rules)
+    items = (
+        [rules] if isinstance(rules, (str, os.PathLike)) else list(rules) if isinstance(rules, Iterable) else [rules]
+    )
+    wrong = [item for item in items if not isinstance(item, (str, os.PathLike))]
+    if wrong:
+        raise ResolutionError(
+            f"rules={wrong[0]!r} is not a rule file",
+            hint="pass rules as a path, a list of paths, or a table from resolver.load_rules()",
+        )
     if not items:
         return _builtin_evaluator()
     key = []
@@ -134,43 +144,60 @@ def _normalize_flag(value: Any) -> Any:
     return value
 
 
-def _flag_values(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Provenance]]:
-    """The arg.* inputs: normalized values, with provenance showing what the user wrote."""
-    values: dict[str, Any] = {}
-    provenance: dict[str, Provenance] = {}
-    for name, default in FLAG_DEFAULTS.items():
-        written = flags.get(name, default)
-        value = _normalize_flag(written)
-        if name == "plugins":
-            value = tuple(_normalize_flag(p) for p in (value or ()))
-        values[f"arg.{name}"] = value
-        given = type(value) is not type(default) or value != default
-        provenance[f"arg.{name}"] = Provenance("flag", f"{name}={written!r}") if given else _NOT_GIVEN
-    return values, provenance
+def _plugins(value: Any) -> Any:
+    """Plugin names as a tuple: a single string is one plugin; anything but a list stays as it is
+    (the rules refuse it, naming the value)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, tuple):
+        return tuple(_normalize_flag(p) for p in value)
+    return value
 
 
+_ARG_SLOTS = tuple((name, f"arg.{name}", default) for name, default in FLAG_DEFAULTS.items())
+_ARG_NAMES = {slot: name for name, slot, _ in _ARG_SLOTS}
 _NOT_GIVEN = Provenance("default")
 
 
-@functools.lru_cache(maxsize=32)
-def _environment_values(
-    variables: tuple[str, ...], environment: Environment
-) -> tuple[Mapping[str, Any], Mapping[str, Provenance]]:
-    """The env.* and var.* inputs of a snapshot (cached: snapshots are frozen and hashable)."""
+def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The arg.* inputs, normalized."""
     values: dict[str, Any] = {}
-    provenance: dict[str, Provenance] = {}
-    for field in attrs.fields(Environment):
-        if field.name == "variables":
-            continue
-        value = getattr(environment, field.name)
-        values[f"env.{field.name}"] = value
-        provenance[f"env.{field.name}"] = Provenance("environment", f"{field.name}={value!r}")
-    for slot in variables:
-        name = slot[4:]
-        value = environment.variables.get(name)
+    for name, slot, default in _ARG_SLOTS:
+        value = _normalize_flag(flags.get(name, default))
+        if too_long(value):
+            raise ResolutionError(
+                f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
+                hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
+            )
+        if name == "plugins":
+            value = _plugins(value)
         values[slot] = value
-        provenance[slot] = Provenance("variable", f"{name}={value}" if value is not None else f"{name} (unset)")
-    return values, provenance
+    return values
+
+
+def _flag_provenance(flags: Mapping[str, Any], values: Mapping[str, Any], slot: str) -> Provenance | None:
+    """What the user wrote for an arg.* input (built only when someone asks)."""
+    name = _ARG_NAMES.get(slot)
+    if name is None:
+        return None
+    default = FLAG_DEFAULTS[name]
+    value = values[slot]
+    given = type(value) is not type(default) or value != default
+    return Provenance("flag", f"{name}={flags.get(name, default)!r}") if given else _NOT_GIVEN
+
+
+def _environment_values(evaluator: Evaluator, environment: Environment) -> tuple[dict[str, Any], dict[str, Provenance]]:
+    """The env.*, file.* and var.* inputs of a snapshot (kept per evaluator: snapshots are frozen)."""
+    cache = evaluator.__dict__.setdefault("_environment_inputs", {})
+    found = cache.get(environment)
+    if found is None:
+        found = environment.inputs(evaluator.table)
+        if len(cache) > 64:
+            cache.clear()
+        cache[environment] = found
+    return found
 
 
 def run_rules(
@@ -181,11 +208,15 @@ def run_rules(
 ) -> Evaluation:
     """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``."""
     evaluator = _evaluator(rules)
-    values, provenance = _flag_values(flags)
-    env_values, env_provenance = _environment_values(evaluator.table.variables, environment)
-    values.update(env_values)
-    provenance.update(env_provenance)
-    return evaluator.run(values, provenance, reporter)
+    env_values, env_provenance = _environment_values(evaluator, environment)
+    values = dict(env_values)  # a copy of a same-shaped dict: no rehashing, however many variables
+    values.update(_flag_values(flags))
+
+    def inputs(slot: str) -> Provenance | None:
+        found = env_provenance.get(slot)
+        return found if found is not None else _flag_provenance(flags, values, slot)
+
+    return evaluator.run(values, inputs, reporter)
 
 
 def resolve(
@@ -204,7 +235,8 @@ def resolve(
 ) -> ResolvedConfig:
     """Resolve training flags against a machine snapshot.
 
-    ``environment=None`` probes the real machine (:meth:`Environment.probe`). ``rules`` adds rule
+    ``environment=None`` probes the real machine (:meth:`Environment.probe`), keeping every
+    variable and file the rule table in use reads. ``rules`` adds rule
     files (paths) to the built-in table, or replaces it with a compiled table. Raises
     :class:`ResolutionError` (a ``ValueError``); :class:`ConflictError` when two sources disagree.
     """
@@ -215,7 +247,13 @@ def resolve(
             if error is not None:
                 raise error
         raise TypeError(f"resolve() got unexpected keyword argument(s): {', '.join(sorted(removed))}")
-    env = Environment.probe() if environment is None else environment
+    if environment is None:
+        environment = Environment.probe(table=_evaluator(rules).table)
+    elif not isinstance(environment, Environment):
+        raise ResolutionError(
+            f"environment={environment!r:.60} is not an Environment",
+            hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
+        )
     flags = {
         "accelerator": accelerator,
         "devices": devices,
@@ -225,17 +263,17 @@ def resolve(
         "cluster_environment": cluster_environment,
         "plugins": plugins,
     }
-    evaluation = run_rules(flags, env, rules, reporter)
+    evaluation = run_rules(flags, environment, rules, reporter)
     return config_from(evaluation)
 
 
 def config_from(evaluation: Evaluation) -> ResolvedConfig:
-    values, provenance = evaluation.values, evaluation.provenance
+    values = evaluation.values
     try:
         return ResolvedConfig(
             **{name: values[name] for name in _CONFIG_FIELDS},
-            provenance={name: provenance[name] for name in _CONFIG_FIELDS},
-            notes=tuple(evaluation.notes),
+            provenance=ProvenanceView(_CONFIG_FIELDS, evaluation.provenance),
+            notes=evaluation.notes,
         )
     except KeyError as exc:
         raise ResolutionError(f"the rule table has no slot {exc.args[0]!r}, a field of ResolvedConfig") from None

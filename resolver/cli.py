@@ -12,6 +12,7 @@ from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
+from resolver.integers import parse_int
 from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
 
@@ -31,8 +32,8 @@ examples:
 
 
 def _devices(text: str) -> int | str:
-    stripped = text.strip()
-    return int(stripped) if stripped.lstrip("-").isdigit() and "," not in stripped else stripped
+    number = parse_int(text)
+    return text.strip() if number is None else number
 
 
 def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) -> None:
@@ -130,8 +131,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _environment(spec: str | None) -> Environment:
-    return Environment.probe() if spec is None else simulate(spec)
+def _environment(spec: str | None, rules: list[str]) -> Environment:
+    """The simulated machine, or the real one probed for every variable the rules (with ``rules``) read."""
+    if spec is not None:
+        return simulate(spec)
+    return Environment.probe(table=load_rules(rules) if rules else builtin_table())
 
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -159,9 +163,8 @@ def _explain(args: argparse.Namespace) -> int:
     trace = RecordingReporter()
     try:
         _check_removed(args)
-        config = resolve(
-            **_flags(args), environment=_environment(args.simulate), rules=args.rules or None, reporter=trace
-        )
+        environment = _environment(args.simulate, args.rules)
+        config = resolve(**_flags(args), environment=environment, rules=args.rules or None, reporter=trace)
     except ResolutionError as error:
         if args.format == "json":
             print(explain_json(None, trace, error))
@@ -179,7 +182,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         _check_removed(args)
-        config = resolve(**_flags(args), environment=Environment.probe(), rules=args.rules or None)
+        config = resolve(**_flags(args), environment=_environment(None, args.rules), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
@@ -232,12 +235,22 @@ def _rules(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     out = Path(args.output)
-    if args.check:
-        if not out.exists() or out.read_text() != text:
-            print(f"{out} is stale: regenerate it with `resolver rules --output {out}`", file=sys.stderr)
-            return EXIT_ERROR
-        return EXIT_OK
-    out.write_text(text)
+    try:
+        if args.check:
+            if not out.exists() or out.read_text(encoding="utf-8") != text:
+                state = "is stale" if out.exists() else "does not exist"
+                print(f"{out} {state}: regenerate it with `resolver rules --output {out}`", file=sys.stderr)
+                return EXIT_ERROR
+            return EXIT_OK
+        out.write_text(text, encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        print(
+            f"error: cannot {'read' if args.check else 'write'} {out}: {reason}\n"
+            "  = help: pass --output a file in a folder that exists and that you can write",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     return EXIT_OK
 
 

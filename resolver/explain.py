@@ -7,8 +7,7 @@ from typing import Any
 
 import attrs
 
-from resolver.config import ResolvedConfig, converter
-from resolver.engine import display
+from resolver.config import ResolvedConfig, display, get_converter
 from resolver.errors import ResolutionError
 from resolver.reporter import RecordingReporter
 
@@ -37,6 +36,7 @@ def explain_text(config: ResolvedConfig, trace: RecordingReporter | None = None,
 
 
 def error_data(error: ResolutionError) -> dict[str, Any]:
+    converter = get_converter()
     return {
         "kind": type(error).__name__,
         "rule": error.rule,
@@ -51,6 +51,7 @@ def error_data(error: ResolutionError) -> dict[str, Any]:
 
 
 def explain_json(config: ResolvedConfig | None, trace: RecordingReporter | None, error: ResolutionError | None) -> str:
+    converter = get_converter()
     data: dict[str, Any] = {"ok": error is None}
     if config is not None:
         data["config"] = config.to_dict()

@@ -7,45 +7,17 @@ from typing import Any
 
 from resolver.compiler import CompiledRule, CompiledTable
 from resolver.conditions import Call, Const, Ref, ValueExpr
+from resolver.config import display
 
 __all__ = ["rules_markdown"]
 
 
 def _operand(value: Any) -> str:
-    if isinstance(value, Ref):
-        return f"`{value.slot}`"
-    if value is None:
-        return "none"
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_operand(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value) if isinstance(value, str) else str(value)
-
-
-_OPS = {
-    "eq": "=",
-    "ne": "≠",
-    "gt": ">",
-    "ge": "≥",
-    "lt": "<",
-    "le": "≤",
-    "in": "in",
-    "not_in": "not in",
-    "in_domain": "in domain",
-    "not_in_domain": "not in domain",
-    "is": "is",
-}
+    return f"`{value.slot}`" if isinstance(value, Ref) else display(value, quoted=True)
 
 
 def _condition_text(rule: CompiledRule) -> str:
-    parts = []
-    for condition in rule.when:
-        for op, operand in condition.ops:
-            if op == "set":
-                parts.append(f"`{condition.slot}` {'is set' if operand else 'is unset'}")
-            else:
-                parts.append(f"`{condition.slot}` {_OPS[op]} {_operand(operand)}")
+    parts = [text for condition in rule.when for text in condition.render()]
     return " and ".join(parts) if parts else "always"
 
 
@@ -56,8 +28,6 @@ def _expr(expr: ValueExpr) -> str:
         return f"{expr.fn}(" + ", ".join(_expr(a) for a in expr.args) + ")"
     assert isinstance(expr, Const)
     value = expr.value
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={_operand(v)}" for k, v in value.items()) + "}"
     return _operand(value)
 
 

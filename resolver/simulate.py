@@ -11,17 +11,19 @@ variables (``NAME=VALUE`` with an upper-case name).
 from __future__ import annotations
 
 from pathlib import Path
-
-import attrs
+from typing import Any
 
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
+from resolver.integers import parse_int
+from resolver.probing import PROBES
 
 __all__ = ["SIMULATE_HELP", "simulate"]
 
 SIMULATE_HELP = (
     "machine facts: cuda=N, mps, xla=N (or tpu=N), torch_xla, horovod, deepspeed, interactive, nofork, "
-    "hostname=NAME; clusters: slurm[=TASKS_PER_NODE], torchrun[=NPROC], lsf[=PER_NODE], mpi[=PER_NODE], "
+    "hostname=NAME, or any registered fact as FACT=VALUE (e.g. cuda_device_count=8); "
+    "clusters: slurm[=TASKS_PER_NODE], torchrun[=NPROC], lsf[=PER_NODE], mpi[=PER_NODE], "
     "kubeflow[=PODS] (one process per pod), with nodes=N and node=R; variables: NAME=VALUE; "
     "or a path to an environment TOML file"
 )
@@ -36,16 +38,28 @@ _FLAGS = {
 _CLUSTERS = ("slurm", "torchrun", "lsf", "mpi", "kubeflow")
 
 
+def _fact(default: bool | int | str, token: str, value: str) -> bool | int | str:
+    """A machine fact given as ``NAME=VALUE``, read as its probe's type."""
+    if isinstance(default, bool):
+        if value.lower() not in ("true", "false"):
+            raise ResolutionError(f"--simulate: {token!r} needs true or false", hint=SIMULATE_HELP)
+        return value.lower() == "true"
+    if isinstance(default, int):
+        return _int(token, value)
+    return value
+
+
 def _int(token: str, value: str) -> int:
-    if not value.strip().isdigit():
+    number = parse_int(value)
+    if number is None or number < 0:
         raise ResolutionError(f"--simulate: {token!r} needs a whole number", hint=SIMULATE_HELP)
-    return int(value)
+    return number
 
 
 def simulate(spec: str, base: Environment | None = None) -> Environment:
     """The environment a spec describes, on top of ``base`` (default: an empty CPU machine)."""
     env = base or Environment()
-    facts: dict[str, object] = {}
+    facts: dict[str, Any] = {}
     variables = dict(env.variables)
     explicit: dict[str, str] = {}
     cluster: tuple[str, int | None] | None = None
@@ -78,16 +92,18 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
             cluster = (key, _int(raw, value) if value else None)
         elif value and name.isupper():
             explicit[name] = value
+        elif value and name in PROBES:
+            facts[name] = _fact(PROBES[name].default, raw, value)
         else:
             raise ResolutionError(f"--simulate: unknown token {raw!r}", hint=SIMULATE_HELP)
-    env = attrs.evolve(env, **facts)  # type: ignore[arg-type]
+    env = env.replace(**facts)
     if cluster is not None:
         kind, per_node = cluster
         if per_node is None:
             per_node = nodes if kind == "kubeflow" else max(1, env.cuda_device_count or env.xla_device_count)
         variables.update(_cluster_variables(kind, per_node, nodes, node, env.hostname))
     variables.update(explicit)  # NAME=VALUE tokens win over a preset's variables
-    return attrs.evolve(env, variables=variables)
+    return env.replace(variables=variables)
 
 
 def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname: str) -> dict[str, str]:
