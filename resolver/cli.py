@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
+from resolver.config import ResolvedConfig
+from resolver.decision_graph import decision_graph
+from resolver.envreport import resolver_version
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
@@ -17,17 +21,56 @@ from resolver.simulate import SIMULATE_HELP, simulate
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
-_EPILOG = """\
-exit codes: 0 resolved, 1 resolution error (conflict or invalid input), 2 usage error.
+_EXIT_CODES = "exit codes: 0 resolved, 1 resolution error (conflict or invalid input), 2 usage error."
+
+_EPILOG = f"""\
+{_EXIT_CODES}
 
 examples:
   resolver explain --devices 2 --strategy ddp
   resolver explain --devices 8 --simulate cuda=8,slurm
   resolver explain --simulate my-cluster-node.toml --format json
   resolver run --devices 2 --strategy ddp train.py --epochs 3
+  resolver env
   resolver golden tests/golden
   resolver rules --output docs/rules.md
+
+`resolver COMMAND --help` describes each command, with examples.
 """
+
+#: Each subcommand's examples (its --help ends with them; a test parses every one).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "explain": (
+        "resolver explain --devices 2 --strategy ddp",
+        "resolver explain --devices 8 --simulate cuda=8,slurm",
+        "resolver explain --simulate my-cluster-node.toml,interactive --verbose",
+        "resolver explain --devices 2 --format json --verbose",
+        "resolver explain --devices 4 --simulate cuda=8,slurm --format dot > decision.dot",
+    ),
+    "run": (
+        "resolver run --devices 2 --strategy ddp train.py --epochs 3",
+        "resolver run --devices 2 --timeout 600 train.py",
+    ),
+    "env": (
+        "resolver env",
+        "resolver env --format json",
+    ),
+    "golden": (
+        "resolver golden tests/golden",
+        "resolver golden --update my-cluster/",
+        "resolver golden --rules site.toml my-cluster/",
+    ),
+    "rules": (
+        "resolver rules --output docs/rules.md",
+        "resolver rules --output docs/rules.md --check",
+        "resolver rules --rules site.toml",
+    ),
+}
+
+
+def _epilog(command: str, extra: str = "") -> str:
+    examples = "\n".join(f"  {line}" for line in EXAMPLES[command])
+    return (extra + "\n\n" if extra else "") + f"examples:\n{examples}\n"
 
 
 def _devices(text: str) -> int | str:
@@ -84,6 +127,18 @@ def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) ->
         parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
 
 
+def _subcommand(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, description: str, extra: str = ""
+) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=textwrap.fill(description, 88),
+        epilog=_epilog(name, extra),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resolver",
@@ -91,26 +146,41 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"resolver {resolver_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    explain = sub.add_parser(
+    explain = _subcommand(
+        sub,
         "explain",
-        help="print each resolved field, its value and why",
-        description="Print each resolved field, its value and why; on failure, a "
-        "diagnostic naming both sides and the fix.",
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "print each resolved field, its value and why",
+        "Resolve the flags for this machine (or a simulated one) and print each resolved field, its "
+        "value and why; on failure, a diagnostic naming both sides and the fix. --format json gives "
+        "the same as data, --format dot the decision graph for Graphviz.",
+        _EXIT_CODES,
     )
     _add_flags(explain)
-    explain.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    explain.add_argument("--verbose", "-v", action="store_true", help="also show every intermediate decision")
+    explain.add_argument(
+        "--format",
+        choices=("text", "json", "dot"),
+        default="text",
+        help="text (default), json (schema_version, environment, config or error), or dot (the decision "
+        "graph, for Graphviz: dot -Tsvg)",
+    )
+    explain.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also show every intermediate decision (text: extra rows; json: a `decisions` list; dot: all nodes)",
+    )
 
-    run = sub.add_parser(
+    run = _subcommand(
+        sub,
         "run",
-        help="resolve, then start a script under the resolved launcher (like torchrun)",
-        description="Resolve the flags, print a one-line summary, and start SCRIPT once per local "
-        "device with torchrun-compatible variables.",
+        "resolve, then start a script under the resolved launcher (like torchrun)",
+        "Resolve the flags, print a one-line summary, and start SCRIPT once per local device with "
+        "torchrun-compatible variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).",
+        _EXIT_CODES + " Otherwise the script's own exit code.",
     )
     _add_flags(run, can_simulate=False)
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
@@ -118,16 +188,50 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("script", help="the Python script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
 
-    golden = sub.add_parser("golden", help="check golden scenario files against the rules (or --update them)")
+    env = _subcommand(
+        sub,
+        "env",
+        "print this machine's versions, devices, cluster and variables, for a bug report",
+        "Print what a bug report needs: resolver, Python and OS versions; torch (with its CUDA, cuDNN and "
+        "NCCL versions), torch_xla, horovod and deepspeed versions or 'not installed'; the devices "
+        "and the cluster detected; the relevant environment variables, with secret-like values "
+        "(tokens, passwords, keys) masked. Imports torch only when it is installed.",
+    )
+    env.add_argument("--format", choices=("text", "json"), default="text", help="text to paste (default), or json")
+
+    golden = _subcommand(
+        sub,
+        "golden",
+        "check golden scenario files against the rules (or --update them)",
+        "Resolve each golden scenario (TOML: [flags], [environment], [expect]) and compare the "
+        "outcome with its [expect] table; --update rewrites [expect] from the current rules "
+        "(review the diff). Exit code 1 when a scenario fails.",
+    )
     golden.add_argument("paths", nargs="+", help="scenario files or folders of them")
     golden.add_argument("--update", action="store_true", help="rewrite each [expect] from the current rules")
     golden.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
 
-    rules = sub.add_parser("rules", help="write the rule table as Markdown (docs/rules.md)")
+    rules = _subcommand(
+        sub,
+        "rules",
+        "write the rule table as Markdown (docs/rules.md)",
+        "Write every rule of the table as Markdown, with the stage pipeline and the slot dependency "
+        "graph as Mermaid diagrams; --check exits 1 when --output is stale.",
+    )
     rules.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
     rules.add_argument("--output", metavar="FILE", help="write here instead of standard output")
     rules.add_argument("--check", action="store_true", help="exit 1 if --output differs from what would be written")
     return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse; an unknown option is reported with the usage of the subcommand it was given to."""
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def _environment(spec: str | None) -> Environment:
@@ -157,22 +261,35 @@ def _check_removed(args: argparse.Namespace) -> None:
 
 def _explain(args: argparse.Namespace) -> int:
     trace = RecordingReporter()
+    environment: Environment | None = None
+    config: ResolvedConfig | None = None
+    failure: ResolutionError | None = None
     try:
         _check_removed(args)
-        config = resolve(
-            **_flags(args), environment=_environment(args.simulate), rules=args.rules or None, reporter=trace
-        )
+        environment = _environment(args.simulate)
+        config = resolve(**_flags(args), environment=environment, rules=args.rules or None, reporter=trace)
     except ResolutionError as error:
-        if args.format == "json":
-            print(explain_json(None, trace, error))
-        else:
-            print(error.diagnostic(), file=sys.stderr)
-        return EXIT_ERROR
-    print(
-        explain_json(config, trace, None)
-        if args.format == "json"
-        else explain_text(config, trace, verbose=args.verbose)
-    )
+        failure = error
+    if args.format == "json":
+        print(explain_json(config, trace, failure, environment=environment, verbose=args.verbose))
+    elif args.format == "dot":
+        table = load_rules(args.rules) if args.rules else builtin_table()
+        sys.stdout.write(decision_graph(trace, table, error=failure, everything=args.verbose))
+        if failure is not None:
+            print(failure.diagnostic(), file=sys.stderr)
+    elif failure is not None:
+        print(failure.diagnostic(), file=sys.stderr)
+    else:
+        assert config is not None
+        print(explain_text(config, trace, verbose=args.verbose))
+    return EXIT_OK if failure is None else EXIT_ERROR
+
+
+def _env(args: argparse.Namespace) -> int:
+    from resolver.envreport import collect
+
+    report = collect()
+    print(report.to_json() if args.format == "json" else report.to_text())
     return EXIT_OK
 
 
@@ -242,8 +359,8 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    handlers = {"explain": _explain, "run": _run, "golden": _golden, "rules": _rules}
+    args = _parse(argv)
+    handlers = {"explain": _explain, "run": _run, "env": _env, "golden": _golden, "rules": _rules}
     try:
         return handlers[args.command](args)
     except RuleTableError as error:

@@ -9,10 +9,14 @@ import attrs
 
 from resolver.config import ResolvedConfig, converter
 from resolver.engine import display
+from resolver.environment import Environment
 from resolver.errors import ResolutionError
 from resolver.reporter import RecordingReporter
 
-__all__ = ["error_data", "explain_json", "explain_text"]
+__all__ = ["EXPLAIN_SCHEMA_VERSION", "error_data", "explain_json", "explain_text"]
+
+#: Bumped whenever a key of ``resolver explain --format json`` changes meaning or disappears.
+EXPLAIN_SCHEMA_VERSION = 1
 
 _FIELDS = tuple(a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes"))
 
@@ -26,8 +30,9 @@ def explain_text(config: ResolvedConfig, trace: RecordingReporter | None = None,
         for slot, (value, prov) in trace.decisions.items():
             if slot not in _FIELDS:
                 rows.append((slot, display(value), prov.describe()))
+    # every column as wide as its longest value, so a long value never runs into the next one
     width = max(len(r[0]) for r in rows) + 2
-    vwidth = min(max(len(r[1]) for r in rows) + 2, 24)
+    vwidth = max(len(r[1]) for r in rows) + 2
     lines = [f"{n:<{width}}{v:<{vwidth}}{w}".rstrip() for n, v, w in rows]
     if config.notes:
         lines.append("")
@@ -50,11 +55,24 @@ def error_data(error: ResolutionError) -> dict[str, Any]:
     }
 
 
-def explain_json(config: ResolvedConfig | None, trace: RecordingReporter | None, error: ResolutionError | None) -> str:
-    data: dict[str, Any] = {"ok": error is None}
+def explain_json(
+    config: ResolvedConfig | None,
+    trace: RecordingReporter | None,
+    error: ResolutionError | None,
+    *,
+    environment: Environment | None = None,
+    verbose: bool = False,
+) -> str:
+    """The JSON of ``resolver explain``: schema version, snapshot used, config or error.
+
+    ``decisions`` (every intermediate slot, in order) is there only with ``verbose``.
+    """
+    data: dict[str, Any] = {"schema_version": EXPLAIN_SCHEMA_VERSION, "ok": error is None}
+    if environment is not None:
+        data["environment"] = environment.to_dict()
     if config is not None:
         data["config"] = config.to_dict()
-    if trace is not None:
+    if verbose and trace is not None:
         data["decisions"] = [
             {"slot": slot, "value": converter.unstructure(value), "provenance": converter.unstructure(prov)}
             for slot, (value, prov) in trace.decisions.items()
