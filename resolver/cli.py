@@ -12,8 +12,8 @@ from typing import Any
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
 from resolver.config import ResolvedConfig
 from resolver.decision_graph import decision_graph
-from resolver.envreport import resolver_version
 from resolver.environment import Environment
+from resolver.envreport import resolver_version
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
 from resolver.reporter import RecordingReporter

@@ -9,13 +9,14 @@ chain of reasons. By default the graph holds what the resolved fields (and the e
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
-from resolver.compiler import CompiledTable
+from resolver.compiler import PLACEHOLDER, CompiledTable
 from resolver.config import Provenance, ResolvedConfig
 from resolver.engine import display
 from resolver.errors import ResolutionError
@@ -128,9 +129,9 @@ def decision_graph(
     for rule_id, text in notes:
         rule = table.rules.get(rule_id)
         stage = rule.stage if rule is not None else graph.table.stages[-1].name
-        note = graph.node(f"note:{rule_id}", "note", _wrap(f"note ({rule_id}): {text}"), stage)
+        note = graph.node(f"note:{rule_id}", "note", _wrap(f"note: {text}"), stage)
         for slot in rule.reads if rule is not None else ():
-            graph.edges.add((f"slot:{slot}", note, 'style=dashed'))
+            graph.edges.add((f"slot:{slot}", note, "style=dashed"))
     if error is not None:
         _add_error(graph, error, decisions, inputs_seen)
     return graph.render()
@@ -154,7 +155,22 @@ def _add_decision(graph: _Graph, slot: str, value: Any, provenance: Provenance) 
     graph.edges.add((rule, f"slot:{slot}", ""))
     for name, _ in provenance.inputs:
         graph.edges.add((f"slot:{name}", rule, ""))
+    compiled = graph.table.rules.get(provenance.rule)
+    if compiled is not None and compiled.note is not None:  # a choice made on the user's behalf
+        text = _render(compiled.note, {**dict(provenance.inputs), slot: value})
+        note = graph.node(f"note:{compiled.id}", "note", _wrap(f"note: {text}"), compiled.stage)
+        graph.edges.add((rule, note, "style=dashed"))
     return [name for name, _ in provenance.inputs]
+
+
+def _render(template: str, values: Mapping[str, Any]) -> str:
+    """A note's text with its {slot} placeholders filled from the values the rule saw."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return display(values[name]) if values.get(name) is not None else match.group(0)
+
+    return PLACEHOLDER.sub(substitute, template)
 
 
 def _add_error(

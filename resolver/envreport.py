@@ -33,7 +33,18 @@ ENGINES: tuple[tuple[str, str], ...] = (("torch_xla", "torch_xla"), ("horovod", 
 #: Variables that shape a distributed run without being read by the rules (shown for bug reports).
 DEBUG_VARIABLE_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "PYTORCH_", "CUDA_", "XLA_", "PJRT_", "TPU_", "OMP_", "MKL_")
 
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE")
+_SECRET_WORDS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "KEY",
+    "CREDENTIAL",
+    "AUTH",
+    "PRIVATE",
+    "COOKIE",
+)
 _SECRET_PARTS = frozenset({"PAT", "PWD", "SIGNATURE", "SESSION", "CERT"})
 _URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]*@")
 MASK = "<masked>"

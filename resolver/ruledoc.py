@@ -112,7 +112,8 @@ def _pipeline(table: CompiledTable) -> list[str]:
         lines.append(f'  st_{plan.name}["{plan.name}<br/>{detail}"]')
     names = [f"st_{plan.name}" for plan in table.stages]
     lines += [f"  {a} --> {b}" for a, b in zip(names, names[1:], strict=False)]
-    lines.append(f'  st_{table.stages[-1].name} --> frozen(["ResolvedConfig"])')
+    lines.append('  frozen(["ResolvedConfig"])')
+    lines.append(f"  st_{table.stages[-1].name} --> frozen")
     lines.append("```")
     return lines
 

@@ -66,8 +66,15 @@ def test_env_masks_secret_like_values_in_text_and_json():
 
 
 def test_env_reports_the_cluster_it_detects():
-    slurm = {"SLURM_NTASKS": "2", "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NODEID": "0",
-             "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_NAME": "train", "SLURM_JOB_ID": "7"}
+    slurm = {
+        "SLURM_NTASKS": "2",
+        "SLURM_PROCID": "1",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "0",
+        "SLURM_NTASKS_PER_NODE": "2",
+        "SLURM_JOB_NAME": "train",
+        "SLURM_JOB_ID": "7",
+    }
     data = json.loads(run_resolver("env", "--format", "json", env=slurm).stdout)
     assert data["cluster_environment"] == "slurm"
     assert "SLURM" in data["cluster_source"]
