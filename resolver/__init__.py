@@ -14,6 +14,7 @@ from resolver.config import FrozenMapping, Provenance, ResolvedConfig
 from resolver.environment import Environment
 from resolver.errors import ConflictError, ResolutionError, RuleTableError, Side
 from resolver.functions import register_function
+from resolver.probing import register_probe
 from resolver.reporter import RecordingReporter, Reporter
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "builtin_rules_dir",
     "load_rules",
     "register_function",
+    "register_probe",
     "resolve",
 ]
 

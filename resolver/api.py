@@ -10,8 +10,9 @@ from typing import Any
 
 import attrs
 
+from resolver.cache import cached_table
 from resolver.compiler import CompiledTable, compile_table
-from resolver.config import Provenance, ResolvedConfig
+from resolver.config import Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
@@ -58,11 +59,11 @@ def load_rules(extra: Iterable[str | os.PathLike[str]] = (), *, builtin: bool = 
     """Load and compile the rule table: the built-in files plus ``extra`` files or folders."""
     paths: list[str | Path] = [builtin_rules_dir()] if builtin else []
     paths.extend(Path(p) for p in extra)
-    return compile_table(load_sources(read_sources(paths)))
+    return cached_table(read_sources(paths), compile_sources)
 
 
 def compile_sources(sources: Sequence[RuleSource]) -> CompiledTable:
-    """Compile rule texts held in memory (used by tests and tools)."""
+    """Compile rule texts held in memory (used by tests and tools); never cached."""
     return compile_table(load_sources(sources))
 
 
@@ -134,43 +135,43 @@ def _normalize_flag(value: Any) -> Any:
     return value
 
 
-def _flag_values(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Provenance]]:
-    """The arg.* inputs: normalized values, with provenance showing what the user wrote."""
-    values: dict[str, Any] = {}
-    provenance: dict[str, Provenance] = {}
-    for name, default in FLAG_DEFAULTS.items():
-        written = flags.get(name, default)
-        value = _normalize_flag(written)
-        if name == "plugins":
-            value = tuple(_normalize_flag(p) for p in (value or ()))
-        values[f"arg.{name}"] = value
-        given = type(value) is not type(default) or value != default
-        provenance[f"arg.{name}"] = Provenance("flag", f"{name}={written!r}") if given else _NOT_GIVEN
-    return values, provenance
-
-
+_ARG_SLOTS = tuple((name, f"arg.{name}", default) for name, default in FLAG_DEFAULTS.items())
+_ARG_NAMES = {slot: name for name, slot, _ in _ARG_SLOTS}
 _NOT_GIVEN = Provenance("default")
 
 
-@functools.lru_cache(maxsize=32)
-def _environment_values(
-    variables: tuple[str, ...], environment: Environment
-) -> tuple[Mapping[str, Any], Mapping[str, Provenance]]:
-    """The env.* and var.* inputs of a snapshot (cached: snapshots are frozen and hashable)."""
+def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The arg.* inputs, normalized."""
     values: dict[str, Any] = {}
-    provenance: dict[str, Provenance] = {}
-    for field in attrs.fields(Environment):
-        if field.name == "variables":
-            continue
-        value = getattr(environment, field.name)
-        values[f"env.{field.name}"] = value
-        provenance[f"env.{field.name}"] = Provenance("environment", f"{field.name}={value!r}")
-    for slot in variables:
-        name = slot[4:]
-        value = environment.variables.get(name)
+    for name, slot, default in _ARG_SLOTS:
+        value = _normalize_flag(flags.get(name, default))
+        if name == "plugins":
+            value = tuple(_normalize_flag(p) for p in (value or ()))
         values[slot] = value
-        provenance[slot] = Provenance("variable", f"{name}={value}" if value is not None else f"{name} (unset)")
-    return values, provenance
+    return values
+
+
+def _flag_provenance(flags: Mapping[str, Any], values: Mapping[str, Any], slot: str) -> Provenance | None:
+    """What the user wrote for an arg.* input (built only when someone asks)."""
+    name = _ARG_NAMES.get(slot)
+    if name is None:
+        return None
+    default = FLAG_DEFAULTS[name]
+    value = values[slot]
+    given = type(value) is not type(default) or value != default
+    return Provenance("flag", f"{name}={flags.get(name, default)!r}") if given else _NOT_GIVEN
+
+
+def _environment_values(evaluator: Evaluator, environment: Environment) -> tuple[dict[str, Any], dict[str, Provenance]]:
+    """The env.*, file.* and var.* inputs of a snapshot (kept per evaluator: snapshots are frozen)."""
+    cache = evaluator.__dict__.setdefault("_environment_inputs", {})
+    found = cache.get(environment)
+    if found is None:
+        found = environment.inputs(evaluator.table)
+        if len(cache) > 64:
+            cache.clear()
+        cache[environment] = found
+    return found
 
 
 def run_rules(
@@ -181,11 +182,15 @@ def run_rules(
 ) -> Evaluation:
     """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``."""
     evaluator = _evaluator(rules)
-    values, provenance = _flag_values(flags)
-    env_values, env_provenance = _environment_values(evaluator.table.variables, environment)
+    values = _flag_values(flags)
+    env_values, env_provenance = _environment_values(evaluator, environment)
     values.update(env_values)
-    provenance.update(env_provenance)
-    return evaluator.run(values, provenance, reporter)
+
+    def inputs(slot: str) -> Provenance | None:
+        found = env_provenance.get(slot)
+        return found if found is not None else _flag_provenance(flags, values, slot)
+
+    return evaluator.run(values, inputs, reporter)
 
 
 def resolve(
@@ -215,7 +220,8 @@ def resolve(
             if error is not None:
                 raise error
         raise TypeError(f"resolve() got unexpected keyword argument(s): {', '.join(sorted(removed))}")
-    env = Environment.probe() if environment is None else environment
+    if environment is None:
+        environment = Environment.probe(table=_evaluator(rules).table)
     flags = {
         "accelerator": accelerator,
         "devices": devices,
@@ -225,17 +231,17 @@ def resolve(
         "cluster_environment": cluster_environment,
         "plugins": plugins,
     }
-    evaluation = run_rules(flags, env, rules, reporter)
+    evaluation = run_rules(flags, environment, rules, reporter)
     return config_from(evaluation)
 
 
 def config_from(evaluation: Evaluation) -> ResolvedConfig:
-    values, provenance = evaluation.values, evaluation.provenance
+    values = evaluation.values
     try:
         return ResolvedConfig(
             **{name: values[name] for name in _CONFIG_FIELDS},
-            provenance={name: provenance[name] for name in _CONFIG_FIELDS},
-            notes=tuple(evaluation.notes),
+            provenance=ProvenanceView(_CONFIG_FIELDS, evaluation.provenance),
+            notes=evaluation.notes,
         )
     except KeyError as exc:
         raise ResolutionError(f"the rule table has no slot {exc.args[0]!r}, a field of ResolvedConfig") from None

@@ -11,9 +11,7 @@ from typing import Any
 
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
 from resolver.config import ResolvedConfig
-from resolver.decision_graph import decision_graph
 from resolver.environment import Environment
-from resolver.envreport import resolver_version
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
 from resolver.reporter import RecordingReporter
@@ -127,6 +125,19 @@ def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) ->
         parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, reading the package metadata only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from resolver.envreport import resolver_version
+
+        print(f"resolver {resolver_version()}")
+        parser.exit()
+
+
 def _subcommand(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, description: str, extra: str = ""
 ) -> argparse.ArgumentParser:
@@ -146,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"resolver {resolver_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -273,6 +284,8 @@ def _explain(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(explain_json(config, trace, failure, environment=environment, verbose=args.verbose))
     elif args.format == "dot":
+        from resolver.decision_graph import decision_graph
+
         table = load_rules(args.rules) if args.rules else builtin_table()
         sys.stdout.write(decision_graph(trace, table, error=failure, everything=args.verbose))
         if failure is not None:

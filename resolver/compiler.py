@@ -10,19 +10,80 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import networkx as nx
 
 from resolver.conditions import CONDITION_OPS, TYPE_NAMES, Call, Condition, Const, Ref, ValueExpr
 from resolver.errors import RuleTableError
 from resolver.functions import FUNCTIONS
 from resolver.table import VARIABLE_PREFIX, RawRule, Slot, TableData
 
-__all__ = ["CompiledRule", "CompiledTable", "StagePlan", "compile_table"]
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = ["CompiledRule", "CompiledTable", "DomainRef", "StagePlan", "Template", "compile_table"]
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.:-]+)\}")
+_DOMAIN_PLACEHOLDER = "domain:"
+
+
+@attrs.frozen
+class SlotNode:
+    """A slot in the dependency graph."""
+
+    slot: str
+
+
+@attrs.frozen
+class RuleNode:
+    """A rule in the dependency graph (a rule may share its id with a slot's name)."""
+
+    rule: str
+
+
+@attrs.frozen
+class DomainRef:
+    """``{domain:NAME}`` in a message: the domain's members, listed."""
+
+    domain: str
+
+
+@attrs.frozen
+class Template:
+    """A message with ``{slot}`` and ``{domain:NAME}`` placeholders, parsed once at compile time.
+
+    ``parts`` alternates literal text with :class:`~resolver.conditions.Ref` (a slot's value) and
+    :class:`DomainRef` (a domain's members); ``text`` is the message as written.
+    """
+
+    text: str
+    parts: tuple[str | Ref | DomainRef, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Template:
+        parts: list[str | Ref | DomainRef] = []
+        position = 0
+        for match in PLACEHOLDER.finditer(text):
+            if match.start() > position:
+                parts.append(text[position : match.start()])
+            name = match.group(1)
+            if name.startswith(_DOMAIN_PLACEHOLDER):
+                parts.append(DomainRef(name.removeprefix(_DOMAIN_PLACEHOLDER)))
+            else:
+                parts.append(Ref(name))
+            position = match.end()
+        if position < len(text):
+            parts.append(text[position:])
+        return cls(text, tuple(parts))
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        return tuple(p.slot for p in self.parts if isinstance(p, Ref))
+
+    @property
+    def domains(self) -> tuple[str, ...]:
+        return tuple(p.domain for p in self.parts if isinstance(p, DomainRef))
 
 
 @attrs.frozen
@@ -40,6 +101,7 @@ class CompiledRule:
     note: str | None
     between: tuple[str, ...]
     reads: tuple[str, ...]
+    templates: Mapping[str, Template] = attrs.field(factory=dict, eq=False, repr=False)
 
     def set_of(self, slot: str) -> ValueExpr:
         """The expression this rule sets ``slot`` to."""
@@ -78,12 +140,48 @@ class CompiledTable:
     domains: Mapping[str, frozenset[str]]
     rules: Mapping[str, CompiledRule]
     removed: Mapping[str, Mapping[str, Any]]
-    variables: tuple[str, ...]
-    graph: nx.DiGraph = attrs.field(eq=False, repr=False)
+    #: The ``var.NAME`` slots the rules read, mapped to the environment variable NAME.
+    variables: Mapping[str, str]
     files: tuple[str, ...] = ()
 
     def stage_of(self, slot: str) -> str:
         return self.slots[slot].stage
+
+    @property
+    def functions(self) -> frozenset[str]:
+        """Names of the registered functions the rules call."""
+        return frozenset(
+            expr.fn for rule in self.rules.values() for _, expr in rule.sets if isinstance(expr, Call)
+        )
+
+    def graph(self) -> nx.DiGraph:
+        """The dependency graph: slot -> rule that reads it -> slot it sets (imports networkx)."""
+        return _graph(self.slots, self.rules.values(), {name: i for i, name in enumerate(p.name for p in self.stages)})
+
+
+def _graph(slots: Mapping[str, Slot], rules: Any, stage_index: Mapping[str, int]) -> nx.DiGraph:
+    import networkx as nx  # only when a table is compiled: loading from the disk cache never needs it
+
+    graph = nx.DiGraph()
+    for name, slot in slots.items():
+        graph.add_node(SlotNode(name), stage=stage_index[slot.stage])
+    for rule in rules:
+        node = RuleNode(rule.id)
+        graph.add_node(node, stage=stage_index[rule.stage])
+        for name in rule.reads:
+            graph.add_edge(SlotNode(name), node)
+        for name, _ in rule.sets:
+            graph.add_edge(node, SlotNode(name))
+    return graph
+
+
+def _sort_key(graph: nx.DiGraph) -> Any:
+    def key(node: SlotNode | RuleNode) -> tuple[int, int, str]:
+        if isinstance(node, RuleNode):
+            return (graph.nodes[node]["stage"], 0, node.rule)
+        return (graph.nodes[node]["stage"], 1, node.slot)
+
+    return key
 
 
 def compile_table(data: TableData) -> CompiledTable:
@@ -104,29 +202,25 @@ def compile_table(data: TableData) -> CompiledTable:
                 assert variable is not None
                 slots[name] = variable
 
-    graph = nx.DiGraph()
-    for name, slot in slots.items():
-        graph.add_node(f"slot:{name}", stage=stage_index[slot.stage])
+    import networkx as nx
+
+    graph = _graph(slots, rules, stage_index)
     by_id = {rule.id: rule for rule in rules}
-    for rule in rules:
-        node = f"rule:{rule.id}"
-        graph.add_node(node, stage=stage_index[rule.stage])
-        for name in rule.reads:
-            graph.add_edge(f"slot:{name}", node)
-        for name, _ in rule.sets:
-            graph.add_edge(node, f"slot:{name}")
     try:
         cycle = nx.find_cycle(graph)
     except nx.NetworkXNoCycle:
         cycle = None
     if cycle:
         path = [a for a, _ in cycle] + [cycle[0][0]]
-        first_rule = next(by_id[n[5:]] for n in path if n.startswith("rule:"))
+        first_rule = next(by_id[n.rule] for n in path if isinstance(n, RuleNode))
         raise RuleTableError(
-            "rules form a cycle: " + " -> ".join(path), file=first_rule.file, rule=first_rule.id, line=first_rule.line
+            "rules form a cycle: " + " -> ".join(_node_text(n) for n in path),
+            file=first_rule.file,
+            rule=first_rule.id,
+            line=first_rule.line,
         )
 
-    order = list(nx.lexicographical_topological_sort(graph, key=lambda n: f"{graph.nodes[n]['stage']:03d}{n}"))
+    order = list(nx.lexicographical_topological_sort(graph, key=_sort_key(graph)))
     setters: dict[str, list[CompiledRule]] = {}
     for rule in rules:
         for name, _ in rule.sets:
@@ -137,7 +231,7 @@ def compile_table(data: TableData) -> CompiledTable:
 
     plans = []
     for stage in data.stages:
-        stage_slots = tuple(n[5:] for n in order if n.startswith("slot:") and slots[n[5:]].stage == stage)
+        stage_slots = tuple(n.slot for n in order if isinstance(n, SlotNode) and slots[n.slot].stage == stage)
         checks = sorted((r for r in rules if r.stage == stage and not r.sets), key=lambda r: (-r.priority, r.id))
         plans.append(
             StagePlan(
@@ -153,10 +247,13 @@ def compile_table(data: TableData) -> CompiledTable:
         domains=domains,
         rules={r.id: r for r in sorted(rules, key=lambda r: r.id)},
         removed=data.removed,
-        variables=tuple(sorted(n for n in slots if n.startswith(VARIABLE_PREFIX))),
-        graph=graph,
+        variables={n: n.removeprefix(VARIABLE_PREFIX) for n in sorted(slots) if n.startswith(VARIABLE_PREFIX)},
         files=tuple(data.files),
     )
+
+
+def _node_text(node: SlotNode | RuleNode) -> str:
+    return f"slot:{node.slot}" if isinstance(node, SlotNode) else f"rule:{node.rule}"
 
 
 def _check_ambiguity(slot: str, group: list[CompiledRule]) -> None:
@@ -206,16 +303,19 @@ class _RuleCompiler:
         reads: list[str] = []
         when = tuple(self._condition(raw, name, spec, reads) for name, spec in sorted(d.get("when", {}).items()))
         sets = tuple(self._set(raw, name, expr, reads) for name, expr in sorted(d.get("set", {}).items()))
-        texts = [d.get(k) for k in ("why", "conflict", "hint", "note") if d.get(k) is not None]
-        for text in texts:
+        templates: dict[str, Template] = {}
+        for key in ("why", "conflict", "hint", "note"):
+            text = d.get(key)
+            if text is None:
+                continue
             if not isinstance(text, str):
                 raise raw.error("`why`, `conflict`, `hint` and `note` must be strings")
-            for name in PLACEHOLDER.findall(text):
-                if name.startswith("domain:"):
-                    if name[7:] not in self.domains:
-                        raise raw.error(f"template names unknown domain {name[7:]!r}")
-                else:
-                    self._read(raw, name, reads)
+            template = templates[key] = Template.parse(text)
+            for domain in template.domains:
+                if domain not in self.domains:
+                    raise raw.error(f"template names unknown domain {domain!r}")
+            for name in template.slots:
+                self._read(raw, name, reads)
         between = tuple(d.get("between", ()))
         if has_conflict:
             if not between:
@@ -247,6 +347,7 @@ class _RuleCompiler:
             note=d.get("note"),
             between=between,
             reads=tuple(dict.fromkeys(reads)),
+            templates=templates,
         )
 
     def _read(self, raw: RawRule, name: str, reads: list[str]) -> Slot:

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import cattrs
 
-__all__ = ["FrozenMapping", "Provenance", "ResolvedConfig", "converter"]
+if TYPE_CHECKING:
+    import cattrs
+
+__all__ = ["FrozenMapping", "Provenance", "ProvenanceView", "ResolvedConfig", "display", "get_converter"]
+
+
+def display(value: Any) -> str:
+    """A value as people read it in messages and tables: text bare, tuples as lists, booleans lowercase."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(display(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}={display(v)}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 class FrozenMapping(Mapping[str, Any]):
@@ -44,8 +58,36 @@ class FrozenMapping(Mapping[str, Any]):
         return f"FrozenMapping({self._data!r})"
 
 
+class ProvenanceView(Mapping[str, "Provenance"]):
+    """The provenance of named fields, looked up (and built) only when read."""
+
+    __slots__ = ("_names", "_source")
+
+    def __init__(self, names: tuple[str, ...], source: Mapping[str, Provenance]) -> None:
+        self._names = names
+        self._source = source
+
+    def __getitem__(self, key: str) -> Provenance:
+        if key not in self._names:
+            raise KeyError(key)
+        return self._source[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return f"ProvenanceView({dict(self)!r})"
+
+
 def _to_frozen_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
     return value if isinstance(value, FrozenMapping) else FrozenMapping(value)
+
+
+def _to_provenance_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return value if isinstance(value, FrozenMapping | ProvenanceView) else FrozenMapping(value)
 
 
 def _to_tuple(items: Iterable[Any]) -> tuple[Any, ...]:
@@ -108,13 +150,13 @@ class ResolvedConfig:
     node_rank: int
     strategy_options: FrozenMapping = attrs.field(factory=FrozenMapping, converter=_to_frozen_mapping)
     provenance: Mapping[str, Provenance] = attrs.field(
-        factory=FrozenMapping, converter=_to_frozen_mapping, eq=False, repr=False
+        factory=FrozenMapping, converter=_to_provenance_mapping, eq=False, repr=False
     )
     notes: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
 
     def to_dict(self, *, with_provenance: bool = True) -> dict[str, Any]:
         """Plain data (JSON/TOML-ready)."""
-        data: dict[str, Any] = converter.unstructure(self)
+        data: dict[str, Any] = get_converter().unstructure(self)
         if not with_provenance:
             data.pop("provenance", None)
         return data
@@ -124,7 +166,7 @@ class ResolvedConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ResolvedConfig:
-        return converter.structure(dict(data), cls)
+        return get_converter().structure(dict(data), cls)
 
     @classmethod
     def from_json(cls, text: str) -> ResolvedConfig:
@@ -149,9 +191,14 @@ class ResolvedConfig:
         return " ".join(parts)
 
 
-def _make_converter() -> cattrs.Converter:
+@functools.cache
+def get_converter() -> cattrs.Converter:
+    """The cattrs converter for configs and provenance (imports cattrs on first use)."""
+    import cattrs
+
     conv = cattrs.Converter()
     conv.register_unstructure_hook(FrozenMapping, lambda m: {k: conv.unstructure(v) for k, v in m.items()})
+    conv.register_unstructure_hook(ProvenanceView, lambda m: {k: conv.unstructure(v, Provenance) for k, v in m.items()})
     conv.register_structure_hook(FrozenMapping, lambda d, _: FrozenMapping(d))
 
     def _inputs_to_data(inputs: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
@@ -181,7 +228,7 @@ def _make_converter() -> cattrs.Converter:
     def _structure_provenance_map(d: Mapping[str, Any], _: Any) -> FrozenMapping:
         return FrozenMapping({k: conv.structure(v, Provenance) for k, v in d.items()})
 
-    is_provenance_map = lambda t: t == Mapping[str, Provenance]  # noqa: E731
+    is_provenance_map: Callable[[Any], bool] = lambda t: t == Mapping[str, Provenance]  # noqa: E731
     conv.register_structure_hook_func(is_provenance_map, _structure_provenance_map)
     conv.register_unstructure_hook_func(
         is_provenance_map, lambda m: {k: conv.unstructure(v, Provenance) for k, v in m.items()}
@@ -189,4 +236,7 @@ def _make_converter() -> cattrs.Converter:
     return conv
 
 
-converter = _make_converter()
+def __getattr__(name: str) -> Any:
+    if name == "converter":  # kept for callers of the old module attribute; builds on first use
+        return get_converter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,8 +17,7 @@ from typing import Any
 import attrs
 
 from resolver.compiler import PLACEHOLDER, CompiledTable
-from resolver.config import Provenance, ResolvedConfig
-from resolver.engine import display
+from resolver.config import Provenance, ResolvedConfig, display
 from resolver.errors import ResolutionError
 from resolver.reporter import RecordingReporter
 

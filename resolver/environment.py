@@ -1,27 +1,36 @@
 """A snapshot of the machine and cluster: the only input to resolution that is not a flag.
 
-Rules never read ``os.environ`` or probe hardware; they read an :class:`Environment`. Tests,
-golden files and ``resolver explain --simulate`` build one directly; ``Environment.probe()``
-reads the real machine.
+Rules never read ``os.environ``, files or hardware; they read an :class:`Environment`:
+
+* machine facts (``env.NAME`` in rules), one per registered probe (:func:`register_probe`):
+  ``cuda_device_count``, ``mps_available``, ``hostname``, ...;
+* environment variables (``var.NAME``);
+* the text of files that variables name (``file.NAME`` is the file whose path is in ``$NAME``,
+  e.g. LSF's ``LSB_DJOB_RANKFILE``).
+
+Tests, golden files and ``resolver explain --simulate`` build one directly; :meth:`Environment.probe`
+reads the real machine and keeps every variable and file the rule table reads.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from resolver.config import FrozenMapping
+from resolver.config import FrozenMapping, Provenance
 from resolver.errors import ResolutionError
+from resolver.probing import PROBES, register_probe
 
-__all__ = ["Environment", "RELEVANT_VARIABLE_PREFIXES", "RELEVANT_VARIABLES"]
+if TYPE_CHECKING:
+    from resolver.compiler import CompiledTable
 
-#: Variables a snapshot keeps (exact names), besides those starting with a relevant prefix.
+__all__ = ["Environment", "RELEVANT_VARIABLE_PREFIXES", "RELEVANT_VARIABLES", "register_probe"]
+
+#: Variables every probed snapshot keeps (exact names), besides those with a relevant prefix and
+#: those the loaded rule table reads.
 RELEVANT_VARIABLES = frozenset(
     {
         "RANK",
@@ -42,56 +51,103 @@ RELEVANT_VARIABLES = frozenset(
     }
 )
 RELEVANT_VARIABLE_PREFIXES = ("SLURM_", "LSB_", "JSM_", "OMPI_", "KUBERNETES_", "RESOLVER_", "HOROVOD_", "XRT_")
+_FACT_PREFIX, _FILE_PREFIX, _VARIABLE_PREFIX = "env.", "file.", "var."
+#: A file a variable names is read into the snapshot up to this size.
+MAX_FILE_BYTES = 1 << 20
 
 
-def _frozen_str_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
+def _text_mapping(value: Mapping[str, Any] | None, what: str) -> FrozenMapping:
+    if value is not None and not isinstance(value, Mapping):
+        raise ResolutionError(f"Environment {what} must be a table of NAME = text, got {value!r}")
     return FrozenMapping({str(k): str(v) for k, v in (value or {}).items()})
 
 
-def _non_negative(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ResolutionError(f"Environment.{attribute.name} must be an int >= 0, got {value!r}")
-
-
-@attrs.frozen(kw_only=True)
 class Environment:
-    """What resolution may know about the machine and the cluster.
+    """What resolution may know about the machine and the cluster (frozen, hashable).
 
-    ``variables`` holds the relevant environment variables (SLURM_*, torchrun's RANK/WORLD_SIZE,
-    LSF's LSB_*/JSM_*, OpenMPI's OMPI_*, KUBERNETES_*, CUDA_VISIBLE_DEVICES, RESOLVER_*).
+    ``Environment(cuda_device_count=8, hostname="gpu01", variables={"SLURM_NTASKS": "8"})``: keyword
+    arguments other than ``variables`` and ``files`` are machine facts, one per registered probe;
+    a fact not given has its probe's default. Facts read as attributes (``env.cuda_device_count``).
     """
 
-    cuda_device_count: int = attrs.field(default=0, validator=_non_negative)
-    mps_available: bool = False
-    xla_device_count: int = attrs.field(default=0, validator=_non_negative)
-    torch_xla_available: bool = False
-    horovod_available: bool = False
-    deepspeed_available: bool = False
-    interactive: bool = False
-    fork_available: bool = True
-    hostname: str = "localhost"
-    variables: FrozenMapping = attrs.field(factory=FrozenMapping, converter=_frozen_str_mapping)
+    __slots__ = ("facts", "variables", "files", "_hash")
+    facts: FrozenMapping
+    variables: FrozenMapping
+    files: FrozenMapping
+
+    def __init__(
+        self,
+        *,
+        variables: Mapping[str, str] | None = None,
+        files: Mapping[str, str] | None = None,
+        **facts: Any,
+    ) -> None:
+        unknown = sorted(set(facts) - PROBES.keys())
+        if unknown:
+            raise ResolutionError(
+                f"unknown environment field(s) {', '.join(unknown)}; known fields are "
+                f"{', '.join(sorted([*PROBES, 'files', 'variables']))}",
+                hint="a new machine fact needs a probe: resolver.register_probe(NAME, default=...)",
+            )
+        checked = {}
+        for name, probe in PROBES.items():
+            try:
+                checked[name] = probe.check(facts[name]) if name in facts else probe.default
+            except ValueError as exc:
+                raise ResolutionError(str(exc)) from None
+        object.__setattr__(self, "facts", FrozenMapping(checked))
+        object.__setattr__(self, "variables", _text_mapping(variables, "variables"))
+        object.__setattr__(self, "files", _text_mapping(files, "files"))
+        object.__setattr__(self, "_hash", None)
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_"):
+            facts = object.__getattribute__(self, "facts")
+            if name in facts:
+                return facts[name]
+            if name in PROBES:
+                return PROBES[name].default
+        raise AttributeError(f"Environment has no fact {name!r}; facts: {', '.join(sorted(PROBES))}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Environment is frozen; use .replace(...) for a changed copy")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Environment):
+            return NotImplemented
+        return (self.facts, self.variables, self.files) == (other.facts, other.variables, other.files)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash((self.facts, self.variables, self.files)))
+        return self._hash  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        given = [f"{k}={v!r}" for k, v in self.facts.items() if v != PROBES[k].default] if self.facts else []
+        if self.variables:
+            given.append(f"variables={dict(self.variables)!r}")
+        if self.files:
+            given.append(f"files={sorted(self.files)!r}")
+        return f"Environment({', '.join(given)})"
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (dict(self.facts), dict(self.variables), dict(self.files)))
 
     # -- construction -------------------------------------------------------------------------
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "environment") -> Environment:
         """Build from plain data (the TOML environment file's shape); unknown keys are errors."""
-        known = {a.name for a in attrs.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ResolutionError(
-                f"{source}: unknown environment field(s) {', '.join(unknown)}; "
-                f"known fields are {', '.join(sorted(known))}"
-            )
         try:
             return cls(**dict(data))
-        except (TypeError, ValueError) as exc:
+        except ResolutionError as exc:
+            raise ResolutionError(f"{source}: {exc.message}", hint=exc.hint) from None
+        except TypeError as exc:
             raise ResolutionError(f"{source}: {exc}") from exc
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> Environment:
-        """Load a snapshot from a TOML file whose keys are this class's field names.
+        """Load a snapshot from a TOML file: facts as keys, ``[variables]`` and ``[files]`` tables.
 
         A top-level ``[environment]`` table is accepted too, so a golden scenario file can be
         used as an environment file.
@@ -108,41 +164,104 @@ class Environment:
         return cls.from_dict(data, source=str(p))
 
     def to_dict(self) -> dict[str, Any]:
-        data = attrs.asdict(self, recurse=False)
+        data: dict[str, Any] = dict(self.facts)
         data["variables"] = dict(self.variables)
+        if self.files:
+            data["files"] = dict(self.files)
         return data
+
+    def replace(
+        self,
+        *,
+        variables: Mapping[str, str] | None = None,
+        files: Mapping[str, str] | None = None,
+        **facts: Any,
+    ) -> Environment:
+        """A copy with some facts, the variables or the files replaced."""
+        return Environment(
+            variables=self.variables if variables is None else variables,
+            files=self.files if files is None else files,
+            **{**self.facts, **facts},
+        )
 
     def with_variables(self, **variables: str) -> Environment:
         """A copy with extra (or replaced) variables."""
-        merged = dict(self.variables)
-        merged.update(variables)
-        return attrs.evolve(self, variables=merged)
+        return self.replace(variables={**self.variables, **variables})
+
+    # -- what the rules read ----------------------------------------------------------------------
+
+    def inputs(self, table: CompiledTable) -> tuple[dict[str, Any], dict[str, Provenance]]:
+        """The ``env.*``, ``file.*`` and ``var.*`` slot values the table reads, with provenance."""
+        values: dict[str, Any] = {}
+        provenance: dict[str, Provenance] = {}
+        input_stage = table.stages[0].name if table.stages else None
+        for slot_name, slot in table.slots.items():
+            if slot.stage != input_stage:
+                continue
+            if slot_name.startswith(_FACT_PREFIX):
+                name = slot_name.removeprefix(_FACT_PREFIX)
+                if name not in self.facts:
+                    raise ResolutionError(
+                        f"the rule table reads {slot_name!r}, a machine fact no probe provides",
+                        hint=f"register a probe before resolving: resolver.register_probe({name!r}, default=...)",
+                    )
+                value = values[slot_name] = self.facts[name]
+                provenance[slot_name] = Provenance("environment", f"{name}={value!r}")
+            elif slot_name.startswith(_FILE_PREFIX):
+                name = slot_name.removeprefix(_FILE_PREFIX)
+                values[slot_name] = self.files.get(name)
+                path = self.variables.get(name, "?")
+                provenance[slot_name] = Provenance(
+                    "environment", f"file {path} (named by {name})" if name in self.files else f"{name} file (unread)"
+                )
+        for slot_name, name in table.variables.items():
+            value = values[slot_name] = self.variables.get(name)
+            provenance[slot_name] = Provenance("variable", f"{name}={value}" if value is not None else f"{name} (unset)")
+        return values, provenance
 
     # -- probing the real machine ---------------------------------------------------------------
 
     @classmethod
-    def probe(cls, environ: Mapping[str, str] | None = None) -> Environment:
+    def probe(cls, environ: Mapping[str, str] | None = None, *, table: CompiledTable | None = None) -> Environment:
         """Read the real machine, cheaply.
 
-        GPUs are counted from the NVIDIA driver's files (respecting ``CUDA_VISIBLE_DEVICES``);
-        torch is imported only when the driver is present but cannot be read any other way.
-        Package availability is checked with ``importlib.util.find_spec`` (no import).
+        Every registered probe reads its fact (GPUs are counted from the NVIDIA driver's files,
+        respecting ``CUDA_VISIBLE_DEVICES``; package availability uses ``importlib.util.find_spec``,
+        no import). The snapshot keeps the variables ``table`` reads (default: the built-in table)
+        plus the built-in relevant ones, and the text of each file a ``file.NAME`` slot names.
         """
-        from resolver import probing
+        if table is None:
+            from resolver.api import builtin_table
 
+            table = builtin_table()
         env = dict(os.environ if environ is None else environ)
-        return cls(
-            cuda_device_count=probing.cuda_device_count(env),
-            mps_available=probing.mps_available(),
-            xla_device_count=probing.xla_device_count(env),
-            torch_xla_available=probing.module_available("torch_xla"),
-            horovod_available=probing.module_available("horovod"),
-            deepspeed_available=probing.module_available("deepspeed"),
-            interactive=probing.is_interactive(),
-            fork_available=probing.fork_available(),
-            hostname=socket.gethostname(),
-            variables={k: v for k, v in env.items() if is_relevant_variable(k)},
-        )
+        read = set(table.variables.values())
+        variables = {k: v for k, v in env.items() if k in read or is_relevant_variable(k)}
+        files = {}
+        for slot_name in table.slots:
+            if slot_name.startswith(_FILE_PREFIX):
+                name = slot_name.removeprefix(_FILE_PREFIX)
+                path = env.get(name)
+                if path:
+                    variables[name] = path
+                    text = _read_named_file(path)
+                    if text is not None:
+                        files[name] = text
+        facts = {name: probe.read(env) for name, probe in PROBES.items()}
+        return cls(variables=variables, files=files, **facts)
+
+
+def _rebuild(facts: dict[str, Any], variables: dict[str, str], files: dict[str, str]) -> Environment:
+    return Environment(variables=variables, files=files, **{k: v for k, v in facts.items() if k in PROBES})
+
+
+def _read_named_file(path: str) -> str | None:
+    """A file's text, or None when it cannot be read (the rules then see it unset)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(MAX_FILE_BYTES)
+    except OSError:
+        return None
 
 
 def is_relevant_variable(name: str) -> bool:

@@ -18,8 +18,8 @@ from typing import Any
 
 import attrs
 
-from resolver.config import converter
-from resolver.environment import Environment, is_relevant_variable
+from resolver.config import get_converter
+from resolver.environment import Environment
 from resolver.errors import ResolutionError
 
 __all__ = ["ENV_SCHEMA_VERSION", "EnvReport", "collect", "mask_variables", "resolver_version"]
@@ -104,6 +104,7 @@ class EnvReport:
     variables: Mapping[str, str]
 
     def to_dict(self) -> dict[str, Any]:
+        converter = get_converter()
         data: dict[str, Any] = {"schema_version": ENV_SCHEMA_VERSION}
         data.update(converter.unstructure(self))
         data["packages"] = {p.name: converter.unstructure(p) for p in self.packages}
@@ -245,13 +246,11 @@ def _cluster(environment: Environment) -> tuple[str | None, str]:
     return config.cluster_environment, config.provenance["cluster_environment"].describe()
 
 
-def report_variables(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables worth showing: those the rules read, and the engines' own (NCCL_*, TORCH_*...)."""
-    return {
-        name: value
-        for name, value in environ.items()
-        if is_relevant_variable(name) or name.startswith(DEBUG_VARIABLE_PREFIXES)
-    }
+def report_variables(environment: Environment, environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables worth showing: the snapshot's (those the rules read) and the engines' own."""
+    shown = dict(environment.variables)
+    shown.update((name, value) for name, value in environ.items() if name.startswith(DEBUG_VARIABLE_PREFIXES))
+    return shown
 
 
 def collect(environ: Mapping[str, str] | None = None) -> EnvReport:
@@ -274,5 +273,5 @@ def collect(environ: Mapping[str, str] | None = None) -> EnvReport:
         },
         cluster_environment=cluster,
         cluster_source=cluster_source,
-        variables=mask_variables(report_variables(env_vars)),
+        variables=mask_variables(report_variables(environment, env_vars)),
     )

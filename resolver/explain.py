@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.config import ResolvedConfig, converter
-from resolver.engine import display
-from resolver.environment import Environment
+from resolver.config import ResolvedConfig, display, get_converter
 from resolver.errors import ResolutionError
 from resolver.reporter import RecordingReporter
+
+if TYPE_CHECKING:
+    from resolver.environment import Environment
 
 __all__ = ["EXPLAIN_SCHEMA_VERSION", "error_data", "explain_json", "explain_text"]
 
@@ -42,6 +43,7 @@ def explain_text(config: ResolvedConfig, trace: RecordingReporter | None = None,
 
 
 def error_data(error: ResolutionError) -> dict[str, Any]:
+    converter = get_converter()
     return {
         "kind": type(error).__name__,
         "rule": error.rule,
@@ -67,6 +69,7 @@ def explain_json(
 
     ``decisions`` (every intermediate slot, in order) is there only with ``verbose``.
     """
+    converter = get_converter()
     data: dict[str, Any] = {"schema_version": EXPLAIN_SCHEMA_VERSION, "ok": error is None}
     if environment is not None:
         data["environment"] = environment.to_dict()

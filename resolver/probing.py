@@ -1,4 +1,11 @@
-"""Cheap facts about the real machine, for :meth:`resolver.Environment.probe`.
+"""Machine facts, each read by a named probe, for :meth:`resolver.Environment.probe`.
+
+A fact is a named, typed value with a default (``cuda_device_count = 0``); rules read it as the
+slot ``env.NAME``. Support for a new accelerator or package registers one more probe::
+
+    @resolver.register_probe("npu_device_count", default=0)
+    def npu_device_count(environ):
+        return len(glob.glob("/dev/davinci[0-9]*"))
 
 Nothing here imports torch unless the NVIDIA driver is loaded and its device list cannot be read
 from ``/proc``; package availability is answered by ``importlib.util.find_spec`` without imports.
@@ -9,11 +16,61 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import platform
+import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+import attrs
+
+__all__ = ["PROBES", "Probe", "register_probe"]
 
 _NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
+Reader = Callable[[Mapping[str, str]], Any]
+
+
+@attrs.frozen
+class Probe:
+    """How one machine fact is read: ``read(environ)`` returns a value of ``default``'s type."""
+
+    name: str
+    default: bool | int | str
+    read: Reader = attrs.field(eq=False)
+    doc: str = ""
+
+    def check(self, value: Any) -> Any:
+        """The value if it has this fact's type, else a ValueError saying what was expected."""
+        kind = type(self.default)
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"Environment.{self.name} must be an int >= 0, got {value!r}")
+        if kind is bool and not isinstance(value, bool):
+            raise ValueError(f"Environment.{self.name} must be true or false, got {value!r}")
+        if kind is str and not isinstance(value, str):
+            raise ValueError(f"Environment.{self.name} must be text, got {value!r}")
+        return value
+
+
+#: Every registered machine fact, by name.
+PROBES: dict[str, Probe] = {}
+
+
+def register_probe(name: str, *, default: bool | int | str, doc: str = "") -> Callable[[Reader], Reader]:
+    """Register ``read(environ) -> value`` as the probe of the machine fact ``name`` (rules read ``env.NAME``).
+
+    ``default`` is the value of a snapshot that does not give the fact, and fixes its type (bool,
+    int >= 0, or text). Registering a name again replaces its probe.
+    """
+    if not name.isidentifier() or name in ("variables", "files"):
+        raise ValueError(f"a machine fact needs an identifier name other than variables/files, got {name!r}")
+    if not isinstance(default, bool | int | str):
+        raise TypeError(f"the default of fact {name!r} must be a bool, int or str, got {default!r}")
+
+    def decorate(read: Reader) -> Reader:
+        PROBES[name] = Probe(name, default, read, doc or (read.__doc__ or "").strip().split("\n")[0])
+        return read
+
+    return decorate
 
 
 def module_available(name: str) -> bool:
@@ -85,3 +142,26 @@ def is_interactive() -> bool:
 
 def fork_available() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def _register_builtin() -> None:
+    facts: list[tuple[str, bool | int | str, Reader, str]] = [
+        ("cuda_device_count", 0, lambda environ: cuda_device_count(environ), "visible CUDA devices"),
+        ("mps_available", False, lambda environ: mps_available(), "Apple MPS usable"),
+        ("xla_device_count", 0, lambda environ: xla_device_count(environ), "XLA devices (TPU chips, or XLA on CPU)"),
+        ("torch_xla_available", False, lambda environ: module_available("torch_xla"), "torch_xla installed"),
+        ("horovod_available", False, lambda environ: module_available("horovod"), "horovod installed"),
+        ("deepspeed_available", False, lambda environ: module_available("deepspeed"), "deepspeed installed"),
+        ("interactive", False, lambda environ: is_interactive(), "a notebook or interactive interpreter"),
+        ("fork_available", True, lambda environ: fork_available(), "the fork start method exists"),
+        ("hostname", "localhost", lambda environ: hostname(), "this machine's host name"),
+    ]
+    for name, default, read, doc in facts:
+        register_probe(name, default=default, doc=doc)(read)
+
+
+_register_builtin()

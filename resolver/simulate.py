@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import attrs
 
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
@@ -80,14 +79,14 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
             explicit[name] = value
         else:
             raise ResolutionError(f"--simulate: unknown token {raw!r}", hint=SIMULATE_HELP)
-    env = attrs.evolve(env, **facts)  # type: ignore[arg-type]
+    env = env.replace(**facts)
     if cluster is not None:
         kind, per_node = cluster
         if per_node is None:
             per_node = nodes if kind == "kubeflow" else max(1, env.cuda_device_count or env.xla_device_count)
         variables.update(_cluster_variables(kind, per_node, nodes, node, env.hostname))
     variables.update(explicit)  # NAME=VALUE tokens win over a preset's variables
-    return attrs.evolve(env, variables=variables)
+    return env.replace(variables=variables)
 
 
 def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname: str) -> dict[str, str]:
