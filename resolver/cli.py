@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -375,7 +376,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     handlers = {"explain": _explain, "run": _run, "env": _env, "golden": _golden, "rules": _rules}
     try:
-        return handlers[args.command](args)
+        code = handlers[args.command](args)
+        sys.stdout.flush()  # here, so that a closed pipe is seen below and not at exit
+        return code
+    except BrokenPipeError:
+        # the reader stopped early (`resolver explain | head`): say nothing more, like `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
     except RuleTableError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR

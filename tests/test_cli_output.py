@@ -124,3 +124,20 @@ def test_explain_verbose_table_stays_aligned():
     rows = [line for line in result.stdout.splitlines() if line.strip() and not line.startswith("--")]
     rows = [line for line in rows if len(_columns(line)) >= 3 and not line.startswith(" ")]
     assert len({_columns(line)[2] for line in rows}) == 1
+
+
+@pytest.mark.parametrize("args", [("explain", "--simulate", "", "--verbose"), ("env",), ("rules",)])
+def test_a_reader_that_stops_early_gets_no_traceback(args):
+    """`resolver explain | head -1`: the pipe closes before the output is written."""
+    import subprocess
+
+    from cli_support import resolver_command
+
+    process = subprocess.Popen(
+        [str(resolver_command()), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # long before the command has started up
+    stderr = process.stderr.read()
+    process.wait(timeout=60)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
