@@ -7,7 +7,7 @@ import re
 import shlex
 
 import pytest
-from cli_support import run_resolver
+from cli_support import ROOT, run_resolver
 
 from resolver.cli import EXAMPLES, _parser
 
@@ -33,12 +33,30 @@ def test_help_has_a_description_and_examples(command):
     assert examples and all(line.strip().startswith(f"resolver {command}") for line in examples)
 
 
+def parses(line: str) -> None:
+    """A command line as a user types it parses (what follows a pipe or a redirection aside)."""
+    words = shlex.split(re.split(r" [|>] ", line.split("  #")[0])[0])
+    assert words[0] == "resolver", line
+    try:
+        _parser().parse_args(words[1:])
+    except SystemExit as exc:
+        raise AssertionError(f"`{line}` is not valid usage") from exc
+
+
 @pytest.mark.parametrize("example", [e for lines in EXAMPLES.values() for e in lines])
 def test_every_help_example_is_valid_usage(example):
-    """A documented example is a test: each one parses (shell redirections aside)."""
-    words = shlex.split(example.split(" > ")[0])
-    assert words[0] == "resolver"
-    _parser().parse_args(words[1:])
+    """A documented example is a test: each one parses."""
+    parses(example)
+
+
+def test_every_command_line_in_the_usage_doc_is_valid():
+    text = (ROOT / "docs" / "usage.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    lines = [line.strip() for block in blocks for line in block.splitlines()]
+    commands = [line for line in lines if line.startswith("resolver ") and "..." not in line]
+    assert len(commands) >= 10
+    for line in commands:
+        parses(line)
 
 
 def test_top_level_help_lists_every_command_and_version():
@@ -46,6 +64,10 @@ def test_top_level_help_lists_every_command_and_version():
     for command in subcommands():
         assert re.search(rf"^    {command} ", result.stdout, re.M), command
     assert "--version" in result.stdout
+    examples = result.stdout.split("examples:\n", 1)[1].split("\n\n")[0].strip().splitlines()
+    assert len(examples) >= len(subcommands())
+    for line in examples:
+        parses(line.strip())
 
 
 @pytest.mark.parametrize(
