@@ -128,3 +128,12 @@ def test_ordinary_names_are_shown(name):
 def test_passwords_inside_urls_are_masked():
     masked = mask_variables({"MASTER_ADDR": "https://alice:pa55@store.example:443/x", "SLURM_JOB_ID": "1"})
     assert masked == {"MASTER_ADDR": "https://alice:<masked>@store.example:443/x", "SLURM_JOB_ID": "1"}
+
+
+def test_env_still_reports_when_this_machine_does_not_resolve():
+    """People run `resolver env` when something is wrong: a bad override variable is reported, not fatal."""
+    result = run_resolver("env", env={"RESOLVER_STRATEGY": "dpp"})
+    assert result.returncode == 0, result.stderr
+    cluster = next(line for line in result.stdout.splitlines() if line.startswith("- cluster detected:"))
+    assert "resolving with default flags fails here: unknown strategy 'dpp'" in cluster
+    assert "  - RESOLVER_STRATEGY=dpp" in result.stdout
