@@ -63,6 +63,7 @@ _LABELS = {
 }
 #: The machine as the resolver's own probe sees it (no torch needed).
 _DEVICE_LABELS = {
+    "cpu_count": "CPUs",
     "cuda_device_count": "CUDA devices seen",
     "mps_available": "MPS available",
     "xla_device_count": "XLA devices seen",
@@ -266,6 +267,7 @@ def collect(environ: Mapping[str, str] | None = None) -> EnvReport:
         platform=platform.platform(),
         packages=(_torch(), *(_engine(module, dist) for module, dist in ENGINES)),
         devices={
+            "cpu_count": os.cpu_count(),
             "cuda_device_count": environment.cuda_device_count,
             "mps_available": environment.mps_available,
             "xla_device_count": environment.xla_device_count,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -52,6 +53,7 @@ def test_env_text_report_has_every_section():
     for engine in ("torch_xla", "horovod", "deepspeed"):
         assert fields[engine]  # a version or "not installed"
     assert fields["CUDA devices seen"] == "0"
+    assert fields["CPUs"] == str(os.cpu_count())
     assert fields["cluster detected"].startswith("local (rule ")  # SLURM_JOB_ID alone is not an srun step
     assert "  - SLURM_JOB_ID=4711" in out and "  - NCCL_DEBUG=INFO" in out and "  - MASTER_PORT=29512" in out
 
