@@ -105,7 +105,8 @@ def decision_graph(
 
     wanted: list[str] = list(decisions) if everything else [s for s in RESULT_FIELDS if s in decisions]
     if error is not None:
-        wanted += [side.slot for side in error.sides]
+        failed = table.rules.get(error.rule or "")
+        wanted += [side.slot for side in error.sides] + list(failed.reads if failed is not None else ())
     notes = [event for kind, event in trace.events if kind == "noted"]
     for rule_id, _ in notes:
         rule = table.rules.get(rule_id)
@@ -132,7 +133,7 @@ def decision_graph(
         for slot in rule.reads if rule is not None else ():
             graph.edges.add((f"slot:{slot}", note, "style=dashed"))
     if error is not None:
-        _add_error(graph, error, decisions, inputs_seen)
+        _add_error(graph, error, decisions)
     return graph.render()
 
 
@@ -172,9 +173,8 @@ def _render(template: str, values: Mapping[str, Any]) -> str:
     return PLACEHOLDER.sub(substitute, template)
 
 
-def _add_error(
-    graph: _Graph, error: ResolutionError, decisions: Mapping[str, Any], inputs_seen: Mapping[str, Any]
-) -> None:
+def _add_error(graph: _Graph, error: ResolutionError, decisions: Mapping[str, Any]) -> None:
+    """The error node, with an arrow from each side it names (bold) and each other slot its rule read."""
     head = f"error[{error.rule}]" if error.rule else "error"
     text = f"{head}: {error.message}" + (f"\nhelp: {error.hint}" if error.hint else "")
     label = "\n".join(_wrap(part) for part in text.split("\n"))
@@ -183,12 +183,6 @@ def _add_error(
     rule = graph.table.rules.get(error.rule or "")
     sides = [side.slot for side in error.sides]
     for slot in _unique([*sides, *(rule.reads if rule is not None else ())]):
-        if f"slot:{slot}" not in graph.nodes:
-            if slot not in decisions and slot not in inputs_seen:
-                continue
-            value = decisions[slot][0] if slot in decisions else inputs_seen[slot]
-            kind = "input" if slot not in decisions else "slot"
-            graph.node(f"slot:{slot}", kind, f"{slot} = {display(value)}", graph.stage_of_slot(slot))
         style = 'color="#c62828", penwidth=2' if slot in sides else 'color="#c62828", style=dashed'
         graph.edges.add((f"slot:{slot}", node, style))
 
