@@ -16,7 +16,6 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,8 @@ __all__ = ["cache_dir", "cache_key", "cached_table"]
 
 #: Bump when the pickled shape of a compiled table changes.
 CACHE_FORMAT = 1
+#: Entries kept per folder; older ones (edited rule files, upgrades) are removed when one is written.
+MAX_ENTRIES = 32
 _OFF = ("off", "0", "none", "false")
 
 
@@ -85,6 +86,8 @@ def _load(path: Path) -> CompiledTable | None:
 
 
 def _store(directory: Path, path: Path, table: CompiledTable) -> None:
+    import tempfile
+
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pickle")
@@ -97,11 +100,16 @@ def _store(directory: Path, path: Path, table: CompiledTable) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        entries = sorted(directory.glob("table-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[MAX_ENTRIES:]:
+            old.unlink(missing_ok=True)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         pass  # a cache that cannot be written only costs time
 
 
-def cached_table(sources: Sequence[RuleSource], compile_sources: Callable[[Sequence[RuleSource]], CompiledTable]) -> CompiledTable:
+def cached_table(
+    sources: Sequence[RuleSource], compile_sources: Callable[[Sequence[RuleSource]], CompiledTable]
+) -> CompiledTable:
     """The compiled table for ``sources``: from the disk cache when an entry matches, else compiled and stored."""
     directory = cache_dir()
     if directory is None:

@@ -246,8 +246,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _environment(spec: str | None) -> Environment:
-    return Environment.probe() if spec is None else simulate(spec)
+def _environment(spec: str | None, rules: list[str]) -> Environment:
+    """The simulated machine, or the real one probed for every variable the rules (with ``rules``) read."""
+    if spec is not None:
+        return simulate(spec)
+    return Environment.probe(table=load_rules(rules) if rules else builtin_table())
 
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -278,7 +281,7 @@ def _explain(args: argparse.Namespace) -> int:
     failure: ResolutionError | None = None
     try:
         _check_removed(args)
-        environment = _environment(args.simulate)
+        environment = _environment(args.simulate, args.rules)
         config = resolve(**_flags(args), environment=environment, rules=args.rules or None, reporter=trace)
     except ResolutionError as error:
         failure = error
@@ -310,7 +313,7 @@ def _env(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         _check_removed(args)
-        config = resolve(**_flags(args), environment=Environment.probe(), rules=args.rules or None)
+        config = resolve(**_flags(args), environment=_environment(None, args.rules), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR

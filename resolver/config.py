@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,14 +14,22 @@ if TYPE_CHECKING:
 __all__ = ["FrozenMapping", "Provenance", "ProvenanceView", "ResolvedConfig", "display", "get_converter"]
 
 
-def display(value: Any) -> str:
-    """A value as people read it in messages and tables: text bare, tuples as lists, booleans lowercase."""
+def display(value: Any, *, quoted: bool = False) -> str:
+    """A value as people read it: tuples as lists, booleans lowercase, mappings as ``{k=v}``.
+
+    Text is bare in messages; ``quoted=True`` (the generated rule docs) quotes it and writes
+    ``None`` as ``none``, so ``"4"`` and ``4`` read differently.
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, tuple):
-        return "[" + ", ".join(display(v) for v in value) + "]"
+        return "[" + ", ".join(display(v, quoted=quoted) for v in value) + "]"
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}={display(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}={display(v, quoted=quoted)}" for k, v in value.items()) + "}"
+    if quoted and isinstance(value, str):
+        return repr(value)
+    if quoted and value is None:
+        return "none"
     return str(value)
 
 
@@ -162,6 +169,8 @@ class ResolvedConfig:
         return data
 
     def to_json(self, *, with_provenance: bool = True) -> str:
+        import json
+
         return json.dumps(self.to_dict(with_provenance=with_provenance), sort_keys=True)
 
     @classmethod
@@ -170,6 +179,8 @@ class ResolvedConfig:
 
     @classmethod
     def from_json(cls, text: str) -> ResolvedConfig:
+        import json
+
         return cls.from_dict(json.loads(text))
 
     @property

@@ -6,23 +6,24 @@ order wins; otherwise the slot's default), then runs its checks (conflict and no
 verifies its slots' types and domains. Everything a person may want to watch goes through a
 :class:`~resolver.reporter.Reporter`.
 
-Evaluation is compiled ahead, once per table: each slot gets a dispatch table keyed by the value of
-the slot its setters test most for equality, so a resolution looks up a short list of candidate
-rules and tests only their remaining conditions. Provenance is built only when someone asks.
+Evaluation is compiled ahead, once per table: each slot's setters and each stage's checks become a
+decision tree over the slots they test (:mod:`resolver.dispatch`), so a resolution looks up a short
+list of candidate rules and runs only their remaining tests. Provenance is built only when asked for.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import attrs
 
+from resolver import dispatch
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
-from resolver.conditions import Call, Condition, Const, NotANumber, Ref, ValueExpr
+from resolver.conditions import Call, Const, NotANumber, Ref, ValueExpr
 from resolver.config import FrozenMapping, Provenance, display
+from resolver.dispatch import lookup
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.functions import FUNCTIONS, InvalidInput
 from resolver.reporter import Reporter
@@ -41,33 +42,21 @@ _CONST, _REF, _CALL = 0, 1, 2
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 
-@attrs.frozen
-class _Choice:
-    """A setter rule as one dispatch branch sees it: the tests left to run and how to get the value."""
+class _Choice(NamedTuple):
+    """A setter rule and how it gets the slot's value (a constant, another slot, or a function)."""
 
     rule: CompiledRule
-    tests: tuple[Predicate, ...]
     kind: int
     payload: Any
     expr: ValueExpr
 
 
-@attrs.frozen
-class _SlotProgram:
+class _SlotProgram(NamedTuple):
+    """How one slot is decided: the decision tree over its setters, and its default."""
+
     slot: str
-    dispatch: str | None
-    branches: Mapping[Any, tuple[_Choice, ...]]
-    other: tuple[_Choice, ...]
+    tree: dispatch.Node[_Choice] | dispatch.Leaf[_Choice]
     default: Any
-
-
-@attrs.frozen
-class _StageProgram:
-    name: str
-    slots: tuple[str, ...]
-    programs: tuple[_SlotProgram, ...]
-    checks: _CheckIndex
-    verify: tuple[tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool], ...]
 
 
 class Evaluation:
@@ -76,7 +65,11 @@ class Evaluation:
     __slots__ = ("values", "provenance", "notes", "_evaluator")
 
     def __init__(
-        self, evaluator: Evaluator, values: Mapping[str, Any], provenance: Mapping[str, Provenance], notes: tuple[str, ...]
+        self,
+        evaluator: Evaluator,
+        values: Mapping[str, Any],
+        provenance: Mapping[str, Provenance],
+        notes: tuple[str, ...],
     ) -> None:
         self._evaluator = evaluator
         self.values = values
@@ -95,13 +88,23 @@ class Evaluator:
     def __init__(self, table: CompiledTable) -> None:
         self.table = table
         self._stage_classes: dict[str, type] = {}
-        self._stages = tuple(
-            _StageProgram(
-                name=plan.name,
-                slots=plan.slots,
-                programs=tuple(_slot_program(table, slot, plan.setters.get(slot, ())) for slot in plan.slots),
-                checks=_CheckIndex(plan.checks),
-                verify=tuple(v for v in (_slot_check(table, name) for name in plan.slots) if v is not None),
+        self._input_stage = table.stages[0].name if table.stages else None
+        #: Inputs are given by the caller; a missing one takes its slot's default.
+        self._input_slots = frozenset(table.stages[0].slots) if table.stages else frozenset()
+        self._plan = tuple(
+            (
+                plan.name,
+                tuple(
+                    _slot_program(table, slot, plan.setters.get(slot, ()))
+                    for slot in plan.slots
+                    if slot not in self._input_slots
+                ),
+                dispatch.build([(rule, rule.when) for rule in plan.checks]),
+                tuple(
+                    v
+                    for v in (_slot_check(table, name, plan.setters.get(name, ())) for name in plan.slots)
+                    if v is not None
+                ),
             )
             for plan in table.stages
         )
@@ -113,7 +116,7 @@ class Evaluator:
             return template.text
         out = []
         for part in template.parts:
-            if type(part) is str:
+            if isinstance(part, str):
                 out.append(part)
             elif isinstance(part, DomainRef):
                 out.append(", ".join(sorted(self.table.domains[part.domain])))
@@ -133,31 +136,25 @@ class Evaluator:
         provenance = ProvenanceMap(self, values, inputs, origins)
         notes: list[str] = []
         rule: CompiledRule | None = None
+        missing = self._input_slots - values.keys()
+        for slot in missing:
+            values[slot] = self.table.slots[slot].default
+            origins[slot] = None
         try:
-            for stage in self._stages:
-                for program in stage.programs:
-                    slot = program.slot
-                    if slot in values:
-                        continue
-                    choices = program.other
-                    if program.dispatch is not None:
-                        try:
-                            choices = program.branches.get(values.get(program.dispatch), choices)
-                        except TypeError:  # an unhashable value equals none of the constants
-                            pass
-                    for choice in choices:
-                        rule = choice.rule
-                        for test in choice.tests:
+            for name, programs, checks, verify in self._plan:
+                for slot, tree, default in programs:
+                    for choice, tests in lookup(tree, values):
+                        rule, kind, payload, _ = choice
+                        for test in tests:
                             if not test(values):
                                 break
                         else:
-                            kind = choice.kind
                             if kind == _CONST:
-                                values[slot] = choice.payload
+                                values[slot] = payload
                             elif kind == _REF:
-                                values[slot] = values.get(choice.payload)
+                                values[slot] = values.get(payload)
                             else:
-                                values[slot] = self._call(rule, choice.payload, values, provenance)
+                                values[slot] = self._call(rule, payload, values, provenance)
                             origins[slot] = choice
                             if rule.note is not None:
                                 note = self.render(rule.templates["note"], values)
@@ -165,12 +162,12 @@ class Evaluator:
                                     notes.append(note)  # type: ignore[arg-type]
                             break
                     else:
-                        values[slot] = program.default
+                        values[slot] = default
                         origins[slot] = None
                     rule = None
                     if reporter is not None:
                         reporter.decided(slot, values[slot], provenance[slot])
-                for check, tests in stage.checks.candidates(values):
+                for check, tests in lookup(checks, values):
                     rule = check
                     for test in tests:
                         if not test(values):
@@ -186,9 +183,10 @@ class Evaluator:
                         if reporter is not None:
                             reporter.noted(check.id, note)  # type: ignore[arg-type]
                 rule = None
-                self._verify(stage, values)
+                if verify:
+                    _verify(name, verify, values)
                 if reporter is not None:
-                    reporter.stage_finished(stage.name, self.stage_value(stage.name, values))
+                    reporter.stage_finished(name, self.stage_value(name, values))
         except NotANumber as exc:
             raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id if rule else None) from None
         return Evaluation(self, values, provenance, tuple(notes))
@@ -205,8 +203,10 @@ class Evaluator:
 
     # -- pieces ---------------------------------------------------------------------------------
 
-    def _call(self, rule: CompiledRule, expr: Call, values: Mapping[str, Any], provenance: Mapping[str, Provenance]) -> Any:
-        args = [values.get(a.slot) if type(a) is Ref else a.value for a in expr.args]
+    def _call(
+        self, rule: CompiledRule, expr: Call, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> Any:
+        args = [values.get(a.slot) if isinstance(a, Ref) else a.value for a in expr.args]
         if None in args:
             return None  # a function of an unset value is unset; the stage's checks say why
         try:
@@ -221,7 +221,9 @@ class Evaluator:
                     message = f"{label}: {message}"
             raise ResolutionError(message, hint=exc.hint, rule=rule.id, sides=sides) from None
 
-    def provenance_of(self, choice: _Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]) -> Provenance:
+    def provenance_of(
+        self, choice: _Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> Provenance:
         rule, expr = choice.rule, choice.expr
         why = self.render(rule.templates.get("why"), values)
         inputs = tuple((s, values.get(s)) for s in rule.reads)
@@ -247,125 +249,42 @@ class Evaluator:
             hint=self.render(rule.templates.get("hint"), values),
         )
 
-    @staticmethod
-    def _verify(stage: _StageProgram, values: Mapping[str, Any]) -> None:
-        for name, expected, members, required in stage.verify:
-            value = values[name]
-            if value is None:
-                if required:
-                    raise ResolutionError(
-                        f"no rule decided {name!r} in stage {stage.name!r} for these flags and this environment",
-                        hint="this is a gap in the rule table: add a rule for this case (resolver explain "
-                        "shows what was decided so far)",
-                    )
-                continue
-            if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
-                raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
-            if members is not None and isinstance(value, str) and value not in members:
+
+def _verify(stage: str, verify: tuple[Any, ...], values: Mapping[str, Any]) -> None:
+    for name, expected, members, required in verify:
+        value = values[name]
+        if value is None:
+            if required:
                 raise ResolutionError(
-                    f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
+                    f"no rule decided {name!r} in stage {stage!r} for these flags and this environment",
+                    hint="this is a gap in the rule table: add a rule for this case (resolver explain "
+                    "shows what was decided so far)",
                 )
+            continue
+        if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
+            raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
+        if members is not None and isinstance(value, str) and value not in members:
+            raise ResolutionError(
+                f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
+            )
 
 
-# -- compiling a slot's setters into a dispatch table ---------------------------------------------
+# -- compiling a slot's setters and a stage's checks into decision trees ------------------------------
 
 
-def _equality_members(condition: Condition) -> frozenset[Any] | None:
-    """The constants a condition accepts when it is a plain equality or membership test, else None.
-
-    Only text and booleans qualify: they equal only themselves, so a dict lookup decides them
-    exactly as the condition would (integers may equal numeric text and are left to the test).
-    """
-    if len(condition.ops) != 1:
-        return None
-    op, operand = condition.ops[0]
-    if op == "eq" and isinstance(operand, (str, bool)):
-        return frozenset([operand])
-    if op == "in" and isinstance(operand, tuple) and operand and all(isinstance(o, (str, bool)) for o in operand):
-        return frozenset(operand)
-    return None
-
-
-def _choice(rule: CompiledRule, slot: str, skip: str | None) -> _Choice:
-    tests = tuple(c.predicate for c in rule.when if c.slot != skip)
+def _choice(rule: CompiledRule, slot: str) -> _Choice:
     expr = rule.set_of(slot)
     if isinstance(expr, Const):
         value = FrozenMapping(expr.value) if isinstance(expr.value, dict) else expr.value
-        return _Choice(rule, tests, _CONST, value, expr)
+        return _Choice(rule, _CONST, value, expr)
     if isinstance(expr, Ref):
-        return _Choice(rule, tests, _REF, expr.slot, expr)
-    return _Choice(rule, tests, _CALL, expr, expr)
+        return _Choice(rule, _REF, expr.slot, expr)
+    return _Choice(rule, _CALL, expr, expr)
 
 
 def _slot_program(table: CompiledTable, slot: str, setters: tuple[CompiledRule, ...]) -> _SlotProgram:
-    default = table.slots[slot].default
-    counts: Counter[str] = Counter()
-    for rule in setters:
-        for condition in rule.when:
-            if _equality_members(condition) is not None:
-                counts[condition.slot] += 1
-    if not counts:
-        return _SlotProgram(slot, None, {}, tuple(_choice(r, slot, None) for r in setters), default)
-    dispatch = min(counts, key=lambda s: (-counts[s], s))
-    accepted: list[frozenset[Any] | None] = []
-    for rule in setters:
-        condition = next((c for c in rule.when if c.slot == dispatch), None)
-        accepted.append(_equality_members(condition) if condition is not None else None)
-    constants = set().union(*(a for a in accepted if a is not None))
-    branches = {
-        value: tuple(
-            _choice(rule, slot, dispatch if members is not None else None)
-            for rule, members in zip(setters, accepted, strict=True)
-            if members is None or value in members
-        )
-        for value in constants
-    }
-    other = tuple(_choice(r, slot, None) for r, members in zip(setters, accepted, strict=True) if members is None)
-    return _SlotProgram(slot, dispatch, branches, other, default)
-
-
-class _CheckIndex:
-    """A stage's checks, indexed by an equality each must satisfy, so most are never evaluated.
-
-    A check whose conditions include ``slot = "text"`` (or a boolean) can only fire when the slot
-    holds that value; the others are always candidates. Candidates keep the stage's order
-    (priority, then id), so indexing changes nothing but the work done. Each candidate comes with
-    the tests left to run (the guard is already known to hold).
-    """
-
-    def __init__(self, checks: tuple[CompiledRule, ...]) -> None:
-        self._always: list[tuple[int, CompiledRule, tuple[Predicate, ...]]] = []
-        self._guarded: dict[str, dict[Any, list[tuple[int, CompiledRule, tuple[Predicate, ...]]]]] = {}
-        for position, rule in enumerate(checks):
-            guard = next((c for c in rule.when if _equality_members(c) is not None), None)
-            if guard is None:
-                self._always.append((position, rule, tuple(c.predicate for c in rule.when)))
-                continue
-            tests = tuple(c.predicate for c in rule.when if c is not guard)
-            by_value = self._guarded.setdefault(guard.slot, {})
-            for value in _equality_members(guard) or ():
-                by_value.setdefault(value, []).append((position, rule, tests))
-        self._always_pairs = [(rule, tests) for _, rule, tests in self._always]
-        self._guards = tuple(self._guarded.items())
-
-    def candidates(self, values: Mapping[str, Any]) -> list[tuple[CompiledRule, tuple[Predicate, ...]]]:
-        found: list[tuple[int, CompiledRule, tuple[Predicate, ...]]] | None = None
-        for slot, by_value in self._guards:
-            value = values.get(slot)
-            if value is not None and isinstance(value, Hashable):
-                hits = by_value.get(value)
-                if hits:
-                    if found is None:
-                        found = list(self._always)
-                    found.extend(hits)
-        if found is None:
-            return self._always_pairs
-        found.sort(key=_first)
-        return [(rule, tests) for _, rule, tests in found]
-
-
-def _first(item: tuple[int, CompiledRule, tuple[Predicate, ...]]) -> int:
-    return item[0]
+    tree = dispatch.build([(_choice(rule, slot), rule.when) for rule in setters])
+    return _SlotProgram(slot, tree, table.slots[slot].default)
 
 
 class ProvenanceMap(Mapping[str, Provenance]):
@@ -418,16 +337,38 @@ def _input_label(table: CompiledTable, slot: str) -> str:
     return slot.removeprefix("arg.")
 
 
-def _slot_check(table: CompiledTable, name: str) -> tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool] | None:
-    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check."""
-    if name in table.variables:
-        return None  # variables are text or unset by construction
+def _slot_check(
+    table: CompiledTable, name: str, setters: tuple[CompiledRule, ...]
+) -> tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool] | None:
+    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check.
+
+    A slot only ever set to constants that pass, whose default passes too, is proven at compile
+    time and skipped; so are variables and files (text or unset by construction).
+    """
+    if name in table.variables or name.startswith(("var.", "file.")):
+        return None
     slot = table.slots[name]
     members = table.domains[slot.domain] if slot.domain is not None else None
     expected = _PYTHON_TYPES.get(slot.type)
     if expected is None and members is None and not slot.required:
         return None
+    exprs = [rule.set_of(name) for rule in setters]
+    constants = [e.value for e in exprs if isinstance(e, Const)]
+    if len(constants) == len(exprs):
+        candidates = [*constants, slot.default]
+        if all(_passes(v, expected, members, slot.required) for v in candidates):
+            return None
     return name, expected, members, slot.required
+
+
+def _passes(value: Any, expected: tuple[type, ...] | None, members: frozenset[str] | None, required: bool) -> bool:
+    if value is None:
+        return not required
+    if isinstance(value, dict):
+        value = FrozenMapping(value)
+    if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
+        return False
+    return members is None or not isinstance(value, str) or value in members
 
 
 def _class_name(stage: str) -> str:

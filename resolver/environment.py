@@ -15,7 +15,6 @@ reads the real machine and keeps every variable and file the rule table reads.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,6 +151,8 @@ class Environment:
         A top-level ``[environment]`` table is accepted too, so a golden scenario file can be
         used as an environment file.
         """
+        import tomllib
+
         p = Path(path)
         try:
             data = tomllib.loads(p.read_text())
@@ -216,7 +217,9 @@ class Environment:
                 )
         for slot_name, name in table.variables.items():
             value = values[slot_name] = self.variables.get(name)
-            provenance[slot_name] = Provenance("variable", f"{name}={value}" if value is not None else f"{name} (unset)")
+            provenance[slot_name] = Provenance(
+                "variable", f"{name}={value}" if value is not None else f"{name} (unset)"
+            )
         return values, provenance
 
     # -- probing the real machine ---------------------------------------------------------------

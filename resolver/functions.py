@@ -196,3 +196,18 @@ def available_accelerators(xla_count: int, torch_xla: bool, mps: bool, cuda_coun
         found.append("cuda")
     found.append("cpu")
     return tuple(found)
+
+
+@register_function("rankfile_node_rank")
+def rankfile_node_rank(text: str, hostname: str) -> int:
+    """Node rank from LSF's rank file (``LSB_DJOB_RANKFILE``): one host per line, the first line is
+    the launch node; the rank is this host's place among the distinct compute hosts."""
+    hosts = [line.strip() for line in text.splitlines()[1:] if line.strip()]
+    unique = list(dict.fromkeys(hosts))
+    if hostname not in unique:
+        raise InvalidInput(
+            f"this host ({hostname}) is not among the compute hosts of the LSF rank file "
+            f"({', '.join(unique) or 'none'})",
+            "run under jsrun inside the LSF job that wrote LSB_DJOB_RANKFILE, or pass cluster_environment='local'",
+        )
+    return unique.index(hostname)

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from tomli_w import dumps
 
 from resolver.api import FLAG_DEFAULTS, RulesArg, config_from, run_rules
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
-from resolver.tomlwrite import dumps
 
 __all__ = ["Scenario", "load_scenario", "outcome", "check", "update"]
 

@@ -14,9 +14,6 @@ from ``/proc``; package availability is answered by ``importlib.util.find_spec``
 from __future__ import annotations
 
 import importlib.util
-import multiprocessing
-import platform
-import socket
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -110,6 +107,8 @@ def cuda_device_count(environ: Mapping[str, str]) -> int:
 
 
 def mps_available() -> bool:
+    import platform
+
     if sys.platform != "darwin" or platform.machine() != "arm64":
         return False
     return module_available("torch")
@@ -141,10 +140,14 @@ def is_interactive() -> bool:
 
 
 def fork_available() -> bool:
+    import multiprocessing
+
     return "fork" in multiprocessing.get_all_start_methods()
 
 
 def hostname() -> str:
+    import socket
+
     return socket.gethostname()
 
 

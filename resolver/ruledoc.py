@@ -8,20 +8,13 @@ from typing import Any
 
 from resolver.compiler import CompiledRule, CompiledTable
 from resolver.conditions import Call, Const, Ref, ValueExpr
+from resolver.config import display
 
 __all__ = ["rules_markdown"]
 
 
 def _operand(value: Any) -> str:
-    if isinstance(value, Ref):
-        return f"`{value.slot}`"
-    if value is None:
-        return "none"
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_operand(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value) if isinstance(value, str) else str(value)
+    return f"`{value.slot}`" if isinstance(value, Ref) else display(value, quoted=True)
 
 
 _OPS = {
@@ -57,8 +50,6 @@ def _expr(expr: ValueExpr) -> str:
         return f"{expr.fn}(" + ", ".join(_expr(a) for a in expr.args) + ")"
     assert isinstance(expr, Const)
     value = expr.value
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={_operand(v)}" for k, v in value.items()) + "}"
     return _operand(value)
 
 

@@ -11,7 +11,7 @@ variables (``NAME=VALUE`` with an upper-case name).
 from __future__ import annotations
 
 from pathlib import Path
-
+from typing import Any
 
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
@@ -44,7 +44,7 @@ def _int(token: str, value: str) -> int:
 def simulate(spec: str, base: Environment | None = None) -> Environment:
     """The environment a spec describes, on top of ``base`` (default: an empty CPU machine)."""
     env = base or Environment()
-    facts: dict[str, object] = {}
+    facts: dict[str, Any] = {}
     variables = dict(env.variables)
     explicit: dict[str, str] = {}
     cluster: tuple[str, int | None] | None = None

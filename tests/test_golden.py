@@ -37,7 +37,7 @@ from resolver.compiler import CompiledTable
 from resolver.errors import ResolutionError
 from resolver.reporter import RecordingReporter
 from resolver.table import RuleSource, read_sources
-from resolver.tomlwrite import dumps
+from tomli_w import dumps
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 SCENARIO_PATHS = sorted(GOLDEN_DIR.glob("*.toml"))

@@ -1,0 +1,110 @@
+"""How fast the rule engine is: warm resolve(), a cold ``resolver explain`` process, and how the cost
+grows with the number of rules. Disabled by default (pytest-benchmark); run with timings:
+
+    pytest tests/benchmarks/test_engine_speed.py --benchmark-enable
+
+No result is cached between calls: every resolve() evaluates the compiled table. The comparison
+with PyTorch Lightning's ``_AcceleratorConnector`` runs when ``pytorch_lightning`` is importable
+(see ``compare_lightning.py`` and README.md in this folder for the side-by-side figures).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from engine_cases import CASES, LIGHTNING_DEFAULTS, inert_rules
+
+from resolver import Environment, load_rules, resolve
+
+LAPTOP = Environment()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_warm_resolve(benchmark, case):
+    benchmark.group = f"warm: {case}"
+    flags, _ = CASES[case]
+    resolve(**flags, environment=LAPTOP)  # warm: table loaded and compiled
+    config = benchmark(lambda: resolve(**flags, environment=LAPTOP))
+    assert config.world_size >= 1
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_lightning_connector(benchmark, case):
+    """The reference: Lightning 2.x's connector on the same flags, in the same run."""
+    connector = pytest.importorskip(
+        "pytorch_lightning.trainer.connectors.accelerator_connector",
+        reason="pytorch_lightning is not installed beside the project; see tests/benchmarks/README.md",
+    )
+    benchmark.group = f"warm: {case}"
+    _, flags = CASES[case]
+    arguments = {**LIGHTNING_DEFAULTS, **flags}
+    connector._AcceleratorConnector(**arguments)
+    benchmark(lambda: connector._AcceleratorConnector(**arguments))
+
+
+@pytest.mark.parametrize("factor", [0, 10, 100])
+def test_resolve_with_inert_rules(benchmark, tmp_path, factor):
+    """Warm resolve() with 10x and 100x the built-in table's rules added (none fires): linear at most."""
+    builtin = len(load_rules().rules)
+    paths = []
+    if factor:
+        extra = tmp_path / "inert.toml"
+        extra.write_text(inert_rules(builtin * factor))
+        paths.append(extra)
+    table = load_rules(paths)
+    benchmark.group = "rules: warm resolve"
+    benchmark.extra_info["rules"] = len(table.rules)
+    config = benchmark(lambda: resolve(devices=2, strategy="ddp", environment=LAPTOP, rules=table))
+    assert config.notes == ()
+
+
+@pytest.mark.parametrize("factor", [0, 10, 100])
+def test_compile_with_inert_rules(benchmark, tmp_path, factor, monkeypatch):
+    """Loading and compiling (no disk cache) with 10x and 100x extra rules: linear at most."""
+    monkeypatch.setenv("RESOLVER_CACHE_DIR", "off")
+    builtin = len(load_rules().rules)
+    paths = []
+    if factor:
+        extra = tmp_path / "inert.toml"
+        extra.write_text(inert_rules(builtin * factor))
+        paths.append(extra)
+    benchmark.group = "rules: load and compile"
+    table = benchmark.pedantic(lambda: load_rules(paths), rounds=3 if factor < 100 else 1, iterations=1)
+    benchmark.extra_info["rules"] = len(table.rules)
+
+
+def _process_seconds(args: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=60)
+    return time.perf_counter() - started
+
+
+def test_cold_explain_process(benchmark, tmp_path):
+    """A new ``resolver explain`` process against ``python -c pass``, interleaved, warm disk caches.
+
+    The reported figure is the explain process; ``extra_info`` holds both medians and their difference.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["RESOLVER_CACHE_DIR"] = str(tmp_path / "cache")
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")  # byte code cached, as in an installed package
+    explain = [sys.executable, "-m", "resolver", "explain", "--devices", "2", "--strategy", "ddp"]
+    baseline = [sys.executable, "-c", "pass"]
+    for _ in range(2):  # fill the table cache and the byte-code cache
+        _process_seconds(explain, env)
+        _process_seconds(baseline, env)
+    explains, passes = [], []
+    for _ in range(15):
+        passes.append(_process_seconds(baseline, env))
+        explains.append(_process_seconds(explain, env))
+    benchmark.extra_info["python_pass_median_ms"] = round(1000 * statistics.median(passes), 1)
+    benchmark.extra_info["explain_median_ms"] = round(1000 * statistics.median(explains), 1)
+    benchmark.extra_info["difference_ms"] = round(1000 * (statistics.median(explains) - statistics.median(passes)), 1)
+    benchmark.group = "cold process"
+    benchmark.pedantic(lambda: _process_seconds(explain, env), rounds=5, iterations=1)
+    assert Path(env["RESOLVER_CACHE_DIR"]).is_dir()

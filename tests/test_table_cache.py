@@ -1,0 +1,117 @@
+"""The compiled rule table is cached on disk, keyed by the rule files' content; a stale or broken
+entry is never used. Each test runs with its own cache folder (``RESOLVER_CACHE_DIR``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from resolver import Environment, load_rules, resolve
+from resolver.cache import cache_dir
+
+SITE_RULE = """
+[[rule]]
+id = "site.note"
+stage = "placed"
+when = {{ "var.SITE_FLAG" = {{ set = true }} }}
+note = "{text}"
+"""
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("RESOLVER_CACHE_DIR", str(folder))
+    return folder
+
+
+def _python(code: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, RESOLVER_CACHE_DIR=str(cache))
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def _entries(cache: Path) -> list[Path]:
+    return sorted(cache.glob("table-*.pickle"))
+
+
+def test_a_warm_cache_resolves_without_importing_networkx_or_cattrs(cache):
+    code = (
+        "import sys, resolver\n"
+        "config = resolver.resolve(devices=2, strategy='ddp', environment=resolver.Environment())\n"
+        "print(config.launcher, 'networkx' in sys.modules, 'cattrs' in sys.modules)\n"
+    )
+    cold = _python(code, cache)
+    assert cold.stdout.split() == ["subprocess", "True", "False"], cold.stderr  # compiled: networkx needed once
+    assert len(_entries(cache)) == 1
+    warm = _python(code, cache)
+    assert warm.stdout.split() == ["subprocess", "False", "False"], warm.stderr
+    serialized = _python(code + "config.to_json(); print('cattrs' in sys.modules)\n", cache)
+    assert serialized.stdout.split()[-1] == "True"
+
+
+def test_editing_a_rule_file_makes_a_new_entry(cache, tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text(SITE_RULE.format(text="first"))
+    env = Environment(variables={"SITE_FLAG": "1"})
+    assert load_rules([site]).rules["site.note"].note == "first"
+    site.write_text(SITE_RULE.format(text="second"))
+    assert len(_entries(cache)) == 1
+    assert load_rules([site]).rules["site.note"].note == "second"
+    assert len(_entries(cache)) == 2
+    assert "second" in resolve(environment=env, rules=load_rules([site])).notes
+
+
+def test_a_corrupt_entry_is_compiled_again(cache):
+    load_rules()
+    (entry,) = _entries(cache)
+    entry.write_bytes(b"\x80\x05not a pickle")
+    table = load_rules()
+    assert "strategy.auto.ddp" in table.rules
+    with entry.open("rb") as f:
+        assert f.read(2) != b"\x80\x05n"  # rewritten with a good entry
+
+
+def test_an_entry_calling_an_unregistered_function_is_not_used(cache, tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text(
+        '[[rule]]\nid = "site.twice"\nstage = "placed"\nwhen = { "var.SITE_N" = { set = true } }\n'
+        'set = { "num_devices" = { fn = "site_twice", args = ["var.SITE_N"] } }\npriority = 1000\n'
+    )
+    registered = (
+        "import resolver\n"
+        "resolver.register_function('site_twice')(lambda n: 2 * int(n))\n"
+        "env = resolver.Environment(variables={'SITE_N': '3'})\n"
+        f"print(resolver.resolve(environment=env, rules=[{str(site)!r}]).num_devices)\n"
+    )
+    assert _python(registered, cache).stdout.strip() == "6"
+    unregistered = (
+        "import resolver\n"
+        "try:\n"
+        f"    resolver.load_rules([{str(site)!r}])\n"
+        "except resolver.RuleTableError as exc:\n"
+        "    print(exc)\n"
+    )
+    assert "unknown function 'site_twice'" in _python(unregistered, cache).stdout
+
+
+def test_cache_off_and_unwritable_folders_only_cost_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESOLVER_CACHE_DIR", "off")
+    assert cache_dir() is None
+    assert "strategy.auto.ddp" in load_rules().rules
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("RESOLVER_CACHE_DIR", str(blocker / "cache"))  # cannot be created
+    assert "strategy.auto.ddp" in load_rules().rules
+
+
+def test_default_folder_is_the_user_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("RESOLVER_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    if sys.platform.startswith("linux"):
+        assert cache_dir() == tmp_path / "resolver"
