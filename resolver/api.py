@@ -137,6 +137,20 @@ def _normalize_flag(value: Any) -> Any:
 
 _ARG_SLOTS = tuple((name, f"arg.{name}", default) for name, default in FLAG_DEFAULTS.items())
 _ARG_NAMES = {slot: name for name, slot, _ in _ARG_SLOTS}
+
+
+def _plugins(value: Any) -> Any:
+    """Plugin names as a tuple: a single string is one plugin; anything but a list stays as it is
+    (the rules refuse it, naming the value)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, tuple):
+        return tuple(_normalize_flag(p) for p in value)
+    return value
+
+
 _NOT_GIVEN = Provenance("default")
 
 
@@ -146,7 +160,7 @@ def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     for name, slot, default in _ARG_SLOTS:
         value = _normalize_flag(flags.get(name, default))
         if name == "plugins":
-            value = tuple(_normalize_flag(p) for p in (value or ()))
+            value = _plugins(value)
         values[slot] = value
     return values
 

@@ -15,6 +15,7 @@ from resolver.config import ResolvedConfig
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
+from resolver.integers import parse_int
 from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
 
@@ -73,8 +74,8 @@ def _epilog(command: str, extra: str = "") -> str:
 
 
 def _devices(text: str) -> int | str:
-    stripped = text.strip()
-    return int(stripped) if stripped.lstrip("-").isdigit() and "," not in stripped else stripped
+    number = parse_int(text)
+    return text.strip() if number is None else number
 
 
 def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) -> None:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.conditions import CONDITION_OPS, TYPE_NAMES, Call, Condition, Const, Ref, ValueExpr
+from resolver.conditions import OPERATORS, Call, Condition, Const, InvalidOperand, OperandContext, Ref, ValueExpr
 from resolver.errors import RuleTableError
-from resolver.functions import FUNCTIONS
+from resolver.functions import call_problem
 from resolver.table import VARIABLE_PREFIX, RawRule, Slot, TableData
 
 if TYPE_CHECKING:
@@ -375,30 +375,23 @@ class _RuleCompiler:
 
     def _condition(self, raw: RawRule, name: str, spec: Any, reads: list[str]) -> Condition:
         slot = self._read(raw, name, reads)
+        context = OperandContext(name, self.domains, lambda value: self._check_value(raw, slot, value))
         ops: list[tuple[str, Any]] = []
         items = spec.items() if isinstance(spec, dict) and "ref" not in spec else [("eq", spec)]
         for op, operand in items:
-            if op not in CONDITION_OPS:
-                raise raw.error(f"unknown condition operator {op!r} on {name!r}; use one of {', '.join(CONDITION_OPS)}")
+            operator = OPERATORS.get(op)
+            if operator is None:
+                raise raw.error(f"unknown condition operator {op!r} on {name!r}; use one of {', '.join(OPERATORS)}")
             if isinstance(operand, dict):
-                if set(operand) != {"ref"}:
-                    raise raw.error(f'operand of {op!r} on {name!r} must be a value or {{ ref = "slot" }}')
+                if not operator.takes_ref:
+                    raise raw.error(f"{op!r} on {name!r} takes a constant, not {{ ref }}")
                 self._read(raw, operand["ref"], reads)
                 ops.append((op, Ref(operand["ref"])))
                 continue
-            if op in ("in", "not_in") and not isinstance(operand, list):
-                raise raw.error(f"{op!r} on {name!r} needs a list")
-            if op in ("in_domain", "not_in_domain") and operand not in self.domains:
-                raise raw.error(f"{op!r} on {name!r} names unknown domain {operand!r}")
-            if op == "is" and operand not in TYPE_NAMES:
-                raise raw.error(f"'is' on {name!r} takes one of {', '.join(TYPE_NAMES)}")
-            if op in ("gt", "ge", "lt", "le") and (isinstance(operand, bool) or not isinstance(operand, (int, float))):
-                raise raw.error(f"{op!r} on {name!r} needs a number")
-            if op in ("eq", "ne", "in", "not_in"):
-                operand = self._check_value(raw, slot, operand)
-                if op in ("in", "not_in"):
-                    operand = tuple(operand)
-            ops.append((op, operand))
+            try:
+                ops.append((op, operator.validate(operand, context)))
+            except InvalidOperand as exc:
+                raise raw.error(str(exc)) from None
         return Condition.build(name, tuple(ops), self.domains)
 
     def _set(self, raw: RawRule, name: str, expr: Any, reads: list[str]) -> tuple[str, ValueExpr]:
@@ -415,8 +408,6 @@ class _RuleCompiler:
             if set(expr) == {"const"}:
                 return name, Const(expr["const"])
             if "fn" in expr and set(expr) <= {"fn", "args"}:
-                if expr["fn"] not in FUNCTIONS:
-                    raise raw.error(f"unknown function {expr['fn']!r}; registered: {', '.join(sorted(FUNCTIONS))}")
                 args: list[Ref | Const] = []
                 for arg in expr.get("args", []):
                     if isinstance(arg, dict) and set(arg) == {"const"}:
@@ -430,6 +421,13 @@ class _RuleCompiler:
                         args.append(Ref(arg))
                     else:
                         raise raw.error("function arguments are slot names, { const = value } or { domain = name }")
+                problem = call_problem(
+                    expr["fn"],
+                    [("slot", self.data.slots[a.slot].type if a.slot in self.data.slots else "str")
+                     if isinstance(a, Ref) else ("const", a.value) for a in args],
+                )
+                if problem is not None:
+                    raise raw.error(problem)
                 return name, Call(expr["fn"], tuple(args))
             raise raw.error(f"set value of {name!r} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}")
         return name, Const(self._check_value(raw, slot, expr))

@@ -1,24 +1,41 @@
 """Declarative conditions (``when``) and value expressions (``set``), compiled to closures.
 
-A condition maps a slot to a scalar (equality) or to a table of operators, all of which must hold:
-``eq ne in not_in gt ge lt le set is in_domain not_in_domain``. An operand may be ``{ ref =
-"slot" }``. An unset slot (None) satisfies only ``set = false``, ``is = "none"`` and ``eq = "none"``
-on a nullable slot. Strings that hold integers (environment variables) compare as integers with
-integers.
+A condition maps a slot to a scalar (equality) or to a table of operators, all of which must hold.
+Each operator is one :class:`Operator` object in :data:`OPERATORS`: it checks its operand when the
+table loads (``validate``), builds the test run at resolution (``predicate``), says what values it
+admits for the ambiguity check (``shape``) and writes itself for ``docs/rules.md`` (``render``).
+An operand may be ``{ ref = "slot" }``. An unset slot (None) satisfies only ``set = false``,
+``is = "none"``, ``is_not`` of another type and ``eq = "none"`` on a nullable slot. Strings that hold
+integers (environment variables) compare as integers with integers.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
 from resolver.errors import ResolutionError
+from resolver.integers import parse_int
 
-__all__ = ["Condition", "Const", "Call", "Ref", "ValueExpr", "CONDITION_OPS", "Shape", "as_number"]
+__all__ = [
+    "CONDITION_OPS",
+    "OPERATORS",
+    "Call",
+    "Condition",
+    "Const",
+    "InvalidOperand",
+    "OperandContext",
+    "Operator",
+    "Ref",
+    "Shape",
+    "TYPE_NAMES",
+    "ValueExpr",
+    "as_number",
+]
 
-CONDITION_OPS = ("eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "set", "is", "in_domain", "not_in_domain")
 TYPE_NAMES = ("int", "str", "bool", "tuple", "none", "mapping")
 Values = Mapping[str, Any]
 Predicate = Callable[[Values], bool]
@@ -26,6 +43,10 @@ Predicate = Callable[[Values], bool]
 
 class NotANumber(ResolutionError):
     """A slot compared as a number holds something else (e.g. ``SLURM_NTASKS=abc``)."""
+
+
+class InvalidOperand(Exception):
+    """An operator's operand is not what it takes (raised when the table loads)."""
 
 
 @attrs.frozen
@@ -48,18 +69,21 @@ ValueExpr = Const | Ref | Call
 
 
 def as_number(value: Any, slot: str) -> int | float:
+    """A value compared as a number: ints and floats as they are, integer text parsed."""
     if isinstance(value, bool):
         raise NotANumber(f"{slot} is a boolean ({value}), not a number")
     if isinstance(value, (int, float)):
         return value
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lstrip("-").isdigit():
-            return int(text)
-    raise NotANumber(
-        f"{slot.removeprefix('var.')}={value!r} is not an integer",
-        hint=f"set {slot.removeprefix('var.')} to a whole number or unset it",
-    )
+    parsed = parse_int(value)
+    if parsed is not None:
+        return parsed
+    label = slot.removeprefix("var.")
+    shown = value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "..."
+    raise NotANumber(f"{label}={shown!r} is not an integer", hint=f"set {label} to a whole number or unset it")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -67,10 +91,10 @@ def _same(a: Any, b: Any) -> bool:
         return a is b  # True is not the number 1 here
     if a == b:
         return True
-    if isinstance(a, str) and isinstance(b, int) and not isinstance(b, bool):
-        return a.strip().lstrip("-").isdigit() and int(a) == b
-    if isinstance(b, str) and isinstance(a, int) and not isinstance(a, bool):
-        return b.strip().lstrip("-").isdigit() and int(b) == a
+    if isinstance(a, str) and _is_int(b):
+        return parse_int(a) == b
+    if isinstance(b, str) and _is_int(a):
+        return parse_int(b) == a
     return False
 
 
@@ -90,11 +114,12 @@ def _type_of(value: Any) -> str:
     return type(value).__name__
 
 
-def _operand(operand: Any) -> Callable[[Values], Any]:
-    if isinstance(operand, Ref):
-        name = operand.slot
-        return lambda values: values.get(name)
-    return lambda values: operand
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 @attrs.frozen
@@ -107,6 +132,23 @@ class Shape:
     high: float = float("inf")
     is_set: bool | None = None
     types: frozenset[str] | None = None
+
+    def meet(self, other: Shape) -> Shape:
+        """What both shapes admit (the conditions of one slot all hold)."""
+        allowed = (
+            self.allowed
+            if other.allowed is None
+            else (other.allowed if self.allowed is None else self.allowed & other.allowed)
+        )
+        types = self.types if other.types is None else (other.types if self.types is None else self.types & other.types)
+        return Shape(
+            allowed,
+            self.denied | other.denied,
+            max(self.low, other.low),
+            min(self.high, other.high),
+            self.is_set if other.is_set is None else other.is_set,
+            types,
+        )
 
     def admits(self, value: Any) -> bool:
         """Whether a (non-None) constant could satisfy this shape."""
@@ -136,6 +178,288 @@ class Shape:
         return self.high < other.low or other.high < self.low
 
 
+_ANY = Shape()
+
+
+@attrs.frozen
+class OperandContext:
+    """What an operator may consult while checking its operand: the domains, and the slot's own
+    check of a constant (domain membership, ``"none"`` on a nullable slot)."""
+
+    slot: str
+    domains: Mapping[str, frozenset[str]]
+    check_value: Callable[[Any], Any]
+
+
+def _operand_text(value: Any) -> str:
+    if isinstance(value, Ref):
+        return f"`{value.slot}`"
+    if value is None:
+        return "none"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_operand_text(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+_SCALARS = (str, int, float, bool)
+
+
+class Operator:
+    """One condition operator: ``validate`` its operand at load, build its ``predicate``, give its
+    ``shape`` for the ambiguity check and ``render`` it for the docs. Subclasses set ``name``,
+    ``symbol`` and ``takes_ref`` (whether ``{ ref = "slot" }`` is accepted)."""
+
+    name: str = ""
+    symbol: str = ""
+    takes_ref: bool = True
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        """The operand as the predicate uses it; raise :class:`InvalidOperand` if it is wrong."""
+        raise NotImplementedError
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        raise NotImplementedError
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        return _ANY
+
+    def render(self, slot: str, operand: Any) -> str:
+        return f"`{slot}` {self.symbol} {_operand_text(operand)}"
+
+
+def _value(operand: Any, op: str, context: OperandContext) -> Any:
+    """A constant to compare with: a scalar, or a list of scalars (compared as a tuple)."""
+    if isinstance(operand, list):
+        return tuple(_scalar(item, op, context) for item in operand)
+    return _scalar(operand, op, context)
+
+
+def _scalar(operand: Any, op: str, context: OperandContext) -> Any:
+    if not isinstance(operand, _SCALARS):
+        raise InvalidOperand(f"{op!r} on {context.slot!r} takes a string, number or boolean, not {operand!r}")
+    return context.check_value(operand)
+
+
+class _Equal(Operator):
+    name, symbol = "eq", "="
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        return _value(operand, self.name, context)
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        if operand is None:
+            return lambda v: v.get(slot) is None
+        if isinstance(operand, Ref):
+            other = operand.slot
+            return lambda v: (x := v.get(slot)) is not None and (y := v.get(other)) is not None and _same(x, y)
+        if not _is_int(operand):
+            return lambda v: v.get(slot) == operand  # a non-integer constant equals only itself
+        return lambda v: (x := v.get(slot)) is not None and _same(x, operand)
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if isinstance(operand, Ref):
+            return _ANY
+        if operand is None:
+            return Shape(is_set=False)
+        return Shape(allowed=frozenset([operand]), is_set=True)
+
+
+class _NotEqual(Operator):
+    name, symbol = "ne", "≠"
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        return _value(operand, self.name, context)
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        if isinstance(operand, Ref):
+            other = operand.slot
+            return lambda v: (x := v.get(slot)) is not None and (y := v.get(other)) is not None and not _same(x, y)
+        if operand is None:
+            return lambda v: v.get(slot) is not None
+        if not _is_int(operand):
+            return lambda v: (x := v.get(slot)) is not None and x != operand
+        return lambda v: (x := v.get(slot)) is not None and not _same(x, operand)
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if isinstance(operand, Ref):
+            return _ANY
+        return Shape(denied=frozenset([operand]), is_set=True)
+
+
+class _Member(Operator):
+    """``in`` and ``not_in``: a list of constants, or a slot holding a list."""
+
+    def __init__(self, name: str, symbol: str, inside: bool) -> None:
+        self.name, self.symbol, self.inside = name, symbol, inside
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if not isinstance(operand, list):
+            raise InvalidOperand(f"{self.name!r} on {context.slot!r} needs a list, not {operand!r}")
+        return tuple(_scalar(item, self.name, context) for item in operand)
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        inside = self.inside
+        if isinstance(operand, Ref):
+            other = operand.slot
+
+            def by_ref(values: Values) -> bool:
+                x, items = values.get(slot), values.get(other)
+                if x is None or items is None:
+                    return False
+                if isinstance(items, (str, Mapping)) or not hasattr(items, "__iter__"):
+                    items = (items,)
+                return any(_same(x, o) for o in items) == inside
+
+            return by_ref
+        if not any(_is_int(o) for o in operand):
+            members = frozenset(operand)  # may hold None: `in = ["none", ...]` on a nullable slot
+            if inside:
+                return lambda v: _hashable(x := v.get(slot)) and x in members
+            return lambda v: (x := v.get(slot)) is not None and not (_hashable(x) and x in members)
+        return lambda v: (x := v.get(slot)) is not None and any(_same(x, o) for o in operand) == inside
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if isinstance(operand, Ref):
+            return _ANY
+        members = frozenset(operand)
+        return Shape(allowed=members, is_set=True) if self.inside else Shape(denied=members, is_set=True)
+
+
+class _Compare(Operator):
+    """``gt ge lt le``: numbers; integer text (environment variables) compares as a number."""
+
+    def __init__(self, name: str, symbol: str, compare: Callable[[Any, Any], bool]) -> None:
+        self.name, self.symbol, self.compare = name, symbol, compare
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if isinstance(operand, bool) or not isinstance(operand, (int, float)):
+            raise InvalidOperand(f"{self.name!r} on {context.slot!r} needs a number, not {operand!r}")
+        return operand
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        compare = self.compare
+        if isinstance(operand, Ref):
+            other = operand.slot
+
+            def by_ref(values: Values) -> bool:
+                x, y = values.get(slot), values.get(other)
+                if x is None or y is None:
+                    return False
+                return compare(as_number(x, slot), as_number(y, other))
+
+            return by_ref
+
+        def numeric(values: Values) -> bool:
+            x = values.get(slot)
+            if x is None:
+                return False
+            if type(x) is int:
+                return compare(x, operand)
+            return compare(as_number(x, slot), operand)
+
+        return numeric
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if isinstance(operand, Ref):
+            return _ANY
+        step = 1 if isinstance(operand, int) and self.name in ("gt", "lt") else 0
+        if self.name in ("gt", "ge"):
+            return Shape(low=operand + step, is_set=True)
+        return Shape(high=operand - step, is_set=True)
+
+
+class _IsSet(Operator):
+    name, takes_ref = "set", False
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if not isinstance(operand, bool):
+            raise InvalidOperand(f"'set' on {context.slot!r} takes true or false, not {operand!r}")
+        return operand
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        want = operand
+        return lambda v: (v.get(slot) is not None) == want
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        return Shape(is_set=operand)
+
+    def render(self, slot: str, operand: Any) -> str:
+        return f"`{slot}` {'is set' if operand else 'is unset'}"
+
+
+class _IsType(Operator):
+    """``is`` and ``is_not``: the value's type, one of :data:`TYPE_NAMES`."""
+
+    takes_ref = False
+
+    def __init__(self, name: str, symbol: str, positive: bool) -> None:
+        self.name, self.symbol, self.positive = name, symbol, positive
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if operand not in TYPE_NAMES or not isinstance(operand, str):
+            raise InvalidOperand(f"{self.name!r} on {context.slot!r} takes one of {', '.join(TYPE_NAMES)}")
+        return operand
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        positive = self.positive
+        return lambda v: (_type_of(v.get(slot)) == operand) == positive
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        types = frozenset([operand]) if self.positive else frozenset(TYPE_NAMES) - {operand}
+        is_set = (operand != "none") if self.positive else (None if operand != "none" else True)
+        return Shape(types=types, is_set=is_set)
+
+
+class _InDomain(Operator):
+    """``in_domain`` and ``not_in_domain``: membership of a named domain (a set slot only)."""
+
+    takes_ref = False
+
+    def __init__(self, name: str, symbol: str, inside: bool) -> None:
+        self.name, self.symbol, self.inside = name, symbol, inside
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if not isinstance(operand, str) or operand not in context.domains:
+            raise InvalidOperand(
+                f"{self.name!r} on {context.slot!r} names unknown domain {operand!r}; "
+                f"domains: {', '.join(sorted(context.domains))}"
+            )
+        return operand
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        members, inside = domains[operand], self.inside
+        return lambda v: (x := v.get(slot)) is not None and (_hashable(x) and x in members) == inside
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if self.inside:
+            return Shape(allowed=domains[operand], is_set=True)
+        return Shape(denied=domains[operand], is_set=True)
+
+
+#: Every condition operator, by the name rule files use.
+OPERATORS: dict[str, Operator] = {
+    op.name: op
+    for op in (
+        _Equal(),
+        _NotEqual(),
+        _Member("in", "in", True),
+        _Member("not_in", "not in", False),
+        _Compare("gt", ">", operator.gt),
+        _Compare("ge", "≥", operator.ge),
+        _Compare("lt", "<", operator.lt),
+        _Compare("le", "≤", operator.le),
+        _IsSet(),
+        _IsType("is", "is", True),
+        _IsType("is_not", "is not", False),
+        _InDomain("in_domain", "in domain", True),
+        _InDomain("not_in_domain", "not in domain", False),
+    )
+}
+CONDITION_OPS = tuple(OPERATORS)
+
+
 @attrs.frozen
 class Condition:
     """One ``slot = spec`` entry of a rule's ``when``."""
@@ -149,128 +473,18 @@ class Condition:
     def refs(self) -> tuple[str, ...]:
         return tuple(v.slot for _, v in self.ops if isinstance(v, Ref))
 
+    def render(self) -> tuple[str, ...]:
+        """Each operator of the condition, written for the docs."""
+        return tuple(OPERATORS[op].render(self.slot, operand) for op, operand in self.ops)
+
     @classmethod
     def build(cls, slot: str, ops: tuple[tuple[str, Any], ...], domains: Mapping[str, frozenset[str]]) -> Condition:
-        preds = [_make_predicate(slot, op, operand, domains) for op, operand in ops]
+        preds = [OPERATORS[op].predicate(slot, operand, domains) for op, operand in ops]
         if len(preds) == 1:
             predicate = preds[0]
         else:
             predicate = lambda values: all(p(values) for p in preds)  # noqa: E731
-        return cls(slot, ops, predicate, _shape(ops, domains))
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _make_predicate(slot: str, op: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
-    if op == "set":
-        want = bool(operand)
-        return lambda v: (v.get(slot) is not None) == want
-    if op == "is":
-        return lambda v: _type_of(v.get(slot)) == operand
-    if op == "eq" and operand is None:
-        return lambda v: v.get(slot) is None
-    if op in ("in_domain", "not_in_domain"):
-        members = domains[operand]
-        inside = op == "in_domain"
-        return lambda v: (x := v.get(slot)) is not None and (x in members) == inside
-    if not isinstance(operand, Ref):
-        fast = _constant_predicate(slot, op, operand)
-        if fast is not None:
-            return fast
-    get = _operand(operand)
-
-    def predicate(values: Values) -> bool:
-        x = values.get(slot)
-        if x is None:
-            return False
-        other = get(values)
-        if other is None:
-            return False
-        if op == "eq":
-            return _same(x, other)
-        if op == "ne":
-            return not _same(x, other)
-        if op == "in":
-            return any(_same(x, o) for o in other)
-        if op == "not_in":
-            return not any(_same(x, o) for o in other)
-        left, right = as_number(x, slot), as_number(other, getattr(operand, "slot", "value"))
-        if op == "gt":
-            return left > right
-        if op == "ge":
-            return left >= right
-        if op == "lt":
-            return left < right
-        return left <= right
-
-    return predicate
-
-
-def _constant_predicate(slot: str, op: str, operand: Any) -> Predicate | None:
-    """Fast paths for comparisons with a constant (the common case)."""
-    if op in ("eq", "ne") and not _is_int(operand):
-        # A non-integer constant equals only itself: no str/int coercion can apply.
-        if op == "eq":
-            return lambda v: v.get(slot) == operand
-        return lambda v: (x := v.get(slot)) is not None and x != operand
-    if op in ("in", "not_in") and not any(_is_int(o) for o in operand):
-        try:
-            members = frozenset(operand)
-        except TypeError:
-            return None
-        if op == "in":
-            return lambda v: v.get(slot) in members
-        return lambda v: (x := v.get(slot)) is not None and x not in members
-    if op in ("gt", "ge", "lt", "le"):
-        import operator
-
-        compare = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}[op]
-
-        def numeric(values: Values) -> bool:
-            x = values.get(slot)
-            if x is None:
-                return False
-            if type(x) is int:
-                return compare(x, operand)
-            return compare(as_number(x, slot), operand)
-
-        return numeric
-    return None
-
-
-def _shape(ops: tuple[tuple[str, Any], ...], domains: Mapping[str, frozenset[str]]) -> Shape:
-    allowed: frozenset[Any] | None = None
-    denied: set[Any] = set()
-    low, high = float("-inf"), float("inf")
-    is_set: bool | None = None
-    types: frozenset[str] | None = None
-    for op, operand in ops:
-        if isinstance(operand, Ref):
-            continue
-        if op == "eq":
-            allowed = frozenset([operand]) if operand is not None else None
-            is_set = operand is not None
-        elif op == "in":
-            allowed = frozenset(operand)
-        elif op == "in_domain":
-            allowed = domains[operand]
-        elif op == "ne":
-            denied.add(operand)
-        elif op == "not_in":
-            denied.update(operand)
-        elif op == "not_in_domain":
-            denied.update(domains[operand])
-        elif op == "set":
-            is_set = bool(operand)
-        elif op == "is":
-            types = frozenset([operand])
-            is_set = operand != "none"
-        elif op in ("gt", "ge") and isinstance(operand, (int, float)):
-            low = max(low, operand + (1 if op == "gt" and isinstance(operand, int) else 0))
-        elif op in ("lt", "le") and isinstance(operand, (int, float)):
-            high = min(high, operand - (1 if op == "lt" and isinstance(operand, int) else 0))
-    if allowed is not None or denied or low > float("-inf") or high < float("inf"):
-        is_set = True if is_set is None else is_set
-    return Shape(allowed, frozenset(denied), low, high, is_set, types)
+        shape = _ANY
+        for op, operand in ops:
+            shape = shape.meet(OPERATORS[op].shape(operand, domains))
+        return cls(slot, ops, predicate, shape)

@@ -7,10 +7,15 @@ Register more with :func:`register_function`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from types import NoneType, UnionType
 from typing import Any
 
-__all__ = ["FUNCTIONS", "InvalidInput", "register_function"]
+from resolver.integers import MAX_DEVICES, parse_int
+
+__all__ = ["FUNCTIONS", "InvalidInput", "call_problem", "register_function"]
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
 
@@ -34,12 +39,86 @@ def register_function(name: str) -> Callable[[Callable[..., Any]], Callable[...,
     return decorate
 
 
-_DEVICES_FORMS = "an int >= 1, -1 for all, a string such as '2', '-1', '0,1' or '1,', or a list of ids like [0, 2]"
+_SLOT_TYPES: dict[str, type] = {"str": str, "int": int, "bool": bool, "tuple": tuple, "mapping": Mapping}
+
+
+def _accepts(annotation: Any, kind: type) -> bool:
+    """Whether a parameter annotated ``annotation`` takes values of Python type ``kind``."""
+    if annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (UnionType, typing.Union):
+        return any(_accepts(a, kind) for a in typing.get_args(annotation) if a is not NoneType)
+    target = origin if origin is not None else annotation
+    if target is bool:
+        return kind is bool
+    try:
+        return issubclass(kind, target)
+    except TypeError:
+        return True  # an annotation this check cannot read: the function checks at run time
+
+
+def call_problem(name: str, args: Sequence[tuple[str, Any]]) -> str | None:
+    """Why a rule's call of function ``name`` cannot work, or None: checked when the table loads.
+
+    Each argument is ``("slot", slot_type)`` (a slot of that declared type, ``"any"`` unknown) or
+    ``("const", value)``. The count must fit the signature and each type the parameter's hint.
+    """
+    fn = FUNCTIONS.get(name)
+    if fn is None:
+        return f"unknown function {name!r}; registered: {', '.join(sorted(FUNCTIONS))}"
+    signature = inspect.signature(fn)
+    try:
+        bound = signature.bind(*range(len(args)))
+    except TypeError:
+        wanted = ", ".join(signature.parameters)
+        return f"function {name!r} takes ({wanted}), but the rule passes {len(args)} argument(s)"
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - unresolvable hints of a user's function: checked at run time
+        hints = {}
+    for parameter, position in bound.arguments.items():
+        if not isinstance(position, int):
+            continue  # *args: not checked
+        annotation = hints.get(parameter, Any)
+        kind, info = args[position]
+        if kind == "slot":
+            if info == "any" or info not in _SLOT_TYPES:
+                continue
+            python_type = _SLOT_TYPES[info]
+            shown = f"a slot of type {info}"
+        else:
+            python_type = tuple if isinstance(info, list) else type(info)
+            shown = f"{info!r}"
+        if not _accepts(annotation, python_type):
+            wanted = getattr(annotation, "__name__", str(annotation))
+            return f"function {name!r}: argument {parameter!r} takes {wanted}, but the rule passes {shown}"
+    return None
+
+
+_DEVICES_FORMS = (
+    f"an int from 1 to {MAX_DEVICES}, -1 for all, a string such as '2', '-1', '0,1' or '1,', "
+    "or a list of ids like [0, 2]"
+)
+_LIMIT_WHY = (
+    f"at most {MAX_DEVICES} devices per node are supported: no machine has more, and a larger "
+    "count (usually a typo) would build a list of that many device ids"
+)
+
+
+def _shown(value: Any) -> str:
+    text = repr(list(value) if isinstance(value, tuple) else value)  # a list the user wrote stays a list
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def _devices_error(value: Any, problem: str) -> InvalidInput:
-    shown = list(value) if isinstance(value, tuple) else value  # a list the user wrote stays a list
-    return InvalidInput(f"devices={shown!r} {problem}", f"pass devices as {_DEVICES_FORMS}")
+    return InvalidInput(f"devices={_shown(value)} {problem}", f"pass devices as {_DEVICES_FORMS}")
+
+
+def _too_many(value: Any) -> InvalidInput:
+    return InvalidInput(
+        f"devices={_shown(value)} asks for too many devices: {_LIMIT_WHY}", f"pass devices as {_DEVICES_FORMS}"
+    )
 
 
 def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
@@ -47,12 +126,14 @@ def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
     for item in items:
         if isinstance(item, bool) or not isinstance(item, (int, str)):
             raise _devices_error(original, f"contains {item!r}, which is not a device index")
-        if isinstance(item, str):
-            if not item.strip().isdigit():
-                raise _devices_error(original, f"contains {item!r}, which is not a device index")
-            item = int(item)
+        index = parse_int(item)
+        if index is None:
+            raise _devices_error(original, f"contains {_shown(item)}, which is not a device index")
+        item = index
         if item < 0:
             raise _devices_error(original, f"contains the negative index {item}")
+        if item >= MAX_DEVICES:
+            raise _too_many(original)
         if item in ids:
             raise _devices_error(original, f"names device {item} twice")
         ids.append(item)
@@ -68,25 +149,29 @@ def parse_devices(value: Any) -> str | int | tuple[int, ...]:
         return "auto"
     if isinstance(value, bool):
         raise _devices_error(value, "is a boolean")
-    if isinstance(value, int):
-        if value == -1 or value >= 1:
-            return value
-        raise _devices_error(value, "selects no device" if value == 0 else "is negative")
     if isinstance(value, (list, tuple)):
+        if len(value) > MAX_DEVICES:
+            raise _too_many(value)
         return _ids(value, value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text == "-1":
-            return -1
-        if "," in text:
-            parts = [p.strip() for p in text.split(",")]
-            return _ids([p for p in parts if p] if parts[-1] == "" else parts, value)
-        if text.isdigit():
-            if int(text) == 0:
-                raise _devices_error(value, "selects no device")
-            return int(text)
-        raise _devices_error(value, "is not a device count or list of ids")
-    raise _devices_error(value, f"has type {type(value).__name__}")
+    if isinstance(value, str) and "," in value:
+        if len(value) > 8 * MAX_DEVICES:
+            raise _too_many(value)
+        parts = [p.strip() for p in value.strip().split(",")]
+        return _ids([p for p in parts if p] if parts[-1] == "" else parts, value)
+    number = parse_int(value)
+    if number is None:
+        if isinstance(value, str):
+            raise _devices_error(value, "is not a device count or list of ids")
+        raise _devices_error(value, f"has type {type(value).__name__}")
+    if number == -1:
+        return -1
+    if number == 0:
+        raise _devices_error(value, "selects no device")
+    if number < 0:
+        raise _devices_error(value, "is negative")
+    if number > MAX_DEVICES:
+        raise _too_many(value)
+    return number
 
 
 @register_function("to_text")
@@ -99,12 +184,11 @@ def to_text(value: Any) -> str | None:
 
 @register_function("to_int")
 def to_int(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    text = str(value).strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    raise InvalidInput(f"{value!r} is not an integer", "use a whole number")
+    """A whole number from an int or integer text (``"-2"``); anything else is refused."""
+    number = parse_int(value)
+    if number is None:
+        raise InvalidInput(f"{_shown(value)} is not an integer", "use a whole number")
+    return number
 
 
 @register_function("count")
@@ -114,14 +198,16 @@ def count(ids: Sequence[Any]) -> int:
 
 @register_function("first_ids")
 def first_ids(n: int) -> tuple[int, ...]:
-    """Device ids ``0..n-1``."""
-    return tuple(range(int(n)))
+    """Device ids ``0..n-1`` (at most :data:`~resolver.integers.MAX_DEVICES`)."""
+    number = to_int(n)
+    if number > MAX_DEVICES:
+        raise InvalidInput(f"{number} devices: {_LIMIT_WHY}", f"ask for at most {MAX_DEVICES} devices per node")
+    return tuple(range(max(number, 0)))
 
 
 @register_function("multiply")
 def multiply(a: Any, b: Any) -> int:
     return to_int(a) * to_int(b)
-
 
 
 @register_function("floor_divide")
@@ -136,8 +222,6 @@ def floor_divide(a: Any, b: Any) -> int:
 def local_rank_in_world(node_rank: Any, num_devices: Any, local_rank: Any) -> int:
     """Global rank of a process: ``node_rank * num_devices + local_rank``."""
     return to_int(node_rank) * to_int(num_devices) + to_int(local_rank)
-
-
 
 
 @register_function("lsf_node_rank")

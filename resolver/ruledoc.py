@@ -17,29 +17,8 @@ def _operand(value: Any) -> str:
     return f"`{value.slot}`" if isinstance(value, Ref) else display(value, quoted=True)
 
 
-_OPS = {
-    "eq": "=",
-    "ne": "≠",
-    "gt": ">",
-    "ge": "≥",
-    "lt": "<",
-    "le": "≤",
-    "in": "in",
-    "not_in": "not in",
-    "in_domain": "in domain",
-    "not_in_domain": "not in domain",
-    "is": "is",
-}
-
-
 def _condition_text(rule: CompiledRule) -> str:
-    parts = []
-    for condition in rule.when:
-        for op, operand in condition.ops:
-            if op == "set":
-                parts.append(f"`{condition.slot}` {'is set' if operand else 'is unset'}")
-            else:
-                parts.append(f"`{condition.slot}` {_OPS[op]} {_operand(operand)}")
+    parts = [text for condition in rule.when for text in condition.render()]
     return " and ".join(parts) if parts else "always"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
+from resolver.integers import parse_int
 
 __all__ = ["SIMULATE_HELP", "simulate"]
 
@@ -36,9 +37,10 @@ _CLUSTERS = ("slurm", "torchrun", "lsf", "mpi", "kubeflow")
 
 
 def _int(token: str, value: str) -> int:
-    if not value.strip().isdigit():
+    number = parse_int(value)
+    if number is None or number < 0:
         raise ResolutionError(f"--simulate: {token!r} needs a whole number", hint=SIMULATE_HELP)
-    return int(value)
+    return number
 
 
 def simulate(spec: str, base: Environment | None = None) -> Environment:

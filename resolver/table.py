@@ -17,13 +17,11 @@ import attrs
 
 from resolver.config import FrozenMapping
 from resolver.errors import RuleTableError
+from resolver.schema import SLOT_TYPES, RuleSpec, SchemaProblem, SlotSpec, structure_file
 
-__all__ = ["Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
+__all__ = ["SLOT_TYPES", "Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
 
-SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
-RULE_KEYS = {"id", "stage", "when", "set", "why", "conflict", "hint", "between", "note", "priority"}
 VARIABLE_PREFIX = "var."
-_NO_DEFAULT = object()
 
 
 @attrs.frozen
@@ -37,9 +35,19 @@ class RuleSource:
     def from_path(cls, path: str | Path) -> RuleSource:
         p = Path(path)
         try:
-            return cls(str(p), p.read_text())
+            data = p.read_bytes()
         except OSError as exc:
             raise RuleTableError(f"cannot read rule file: {exc.strerror}", file=str(p)) from exc
+        try:
+            return cls(str(p), data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            raise RuleTableError(
+                f"not UTF-8 text: byte {data[exc.start]:#04x} at offset {exc.start} ({exc.reason}); "
+                "save the file as UTF-8",
+                file=str(p),
+                line=line,
+            ) from exc
 
 
 @attrs.frozen
@@ -54,6 +62,8 @@ class Slot:
     required: bool = False
     default: Any = None
     doc: str = ""
+    file: str | None = attrs.field(default=None, eq=False)
+    line: int | None = attrs.field(default=None, eq=False)
 
 
 @attrs.define
@@ -62,6 +72,8 @@ class Domain:
 
     values: set[str] = attrs.field(factory=set)
     include: set[str] = attrs.field(factory=set)
+    #: Where each ``include`` was written (file, line), for errors.
+    where: dict[str, tuple[str, int | None]] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -71,6 +83,7 @@ class RawRule:
     data: Mapping[str, Any]
     file: str
     line: int | None
+    spec: RuleSpec | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -91,15 +104,22 @@ class TableData:
     removed: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     files: list[str] = attrs.field(factory=list)
 
-    def expand_domain(self, name: str, _seen: frozenset[str] = frozenset()) -> frozenset[str]:
-        if name in _seen:
-            raise RuleTableError(f"domain {name!r} includes itself")
-        domain = self.domains.get(name)
-        if domain is None:
-            raise RuleTableError(f"unknown domain {name!r}; known domains: {', '.join(sorted(self.domains))}")
+    def expand_domain(self, name: str, _seen: tuple[str, ...] = ()) -> frozenset[str]:
+        domain = self.domains[name]
         values = set(domain.values)
-        for inner in domain.include:
-            values |= self.expand_domain(inner, _seen | {name})
+        for inner in sorted(domain.include):
+            file, line = domain.where.get(inner, (None, None))
+            if inner in _seen or inner == name:
+                cycle = " -> ".join((*_seen, name, inner))
+                raise RuleTableError(f"domain {name!r} includes itself ({cycle})", file=file, line=line)
+            if inner not in self.domains:
+                raise RuleTableError(
+                    f"[domain.{name}] includes unknown domain {inner!r}; known domains: "
+                    + ", ".join(sorted(self.domains)),
+                    file=file,
+                    line=line,
+                )
+            values |= self.expand_domain(inner, (*_seen, name))
         return frozenset(values)
 
     def slot(self, name: str) -> Slot | None:
@@ -120,6 +140,70 @@ def _id_lines(text: str) -> dict[str, int]:
     return lines
 
 
+def _line_of(text: str, pattern: str) -> int | None:
+    match = re.search(pattern, text, re.MULTILINE)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def _key_pattern(name: str) -> str:
+    return "(?:" + "|".join((re.escape(f'"{name}"'), re.escape(f"'{name}'"), re.escape(name))) + ")"
+
+
+def _table_line(text: str, table: str, name: str) -> int | None:
+    """The line of ``[table.NAME]`` (or ``table.NAME = ...``, ``NAME = ...`` inside ``[table]``)."""
+    key = _key_pattern(name)
+    for pattern in (
+        rf"^\s*\[\s*{table}\s*\.\s*{key}\s*\]",
+        rf"^\s*{table}\s*\.\s*{key}\s*[.=]",
+        rf"^\s*{key}\s*[.=]",
+    ):
+        line = _line_of(text, pattern)
+        if line is not None:
+            return line
+    return _line_of(text, rf"^\s*\[\s*{table}\s*[.\]]")
+
+
+class _Locator:
+    """Lines of one file's declarations, for messages."""
+
+    def __init__(self, source: RuleSource, document: Mapping[str, Any]) -> None:
+        self.source = source
+        self.document = document
+        self.ids = _id_lines(source.text)
+
+    def error(self, problem: SchemaProblem) -> RuleTableError:
+        path = problem.path
+        rule = None
+        line = None
+        if path and path[0] == "rule" and len(path) > 1 and isinstance(path[1], int):
+            entries = self.document.get("rule")
+            entry = entries[path[1]] if isinstance(entries, list) and path[1] < len(entries) else None
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                rule = entry["id"]
+                line = self.ids.get(rule)
+            else:
+                line = self.nth_rule_line(path[1])
+            message = f"{problem.message} (at {'.'.join(str(p) for p in path[2:]) or 'the rule'})"
+            return RuleTableError(message, file=self.source.name, rule=rule, line=line)
+        if path and path[0] in ("slot", "domain", "removed") and len(path) > 1:
+            line = _table_line(self.source.text, str(path[0]), str(path[1]))
+        elif path and path[0] == "stages":
+            line = _line_of(self.source.text, r"^\s*stages\s*=")
+        where = problem.where
+        return RuleTableError(
+            f"{where}: {problem.message}" if where else problem.message, file=self.source.name, line=line
+        )
+
+    def nth_rule_line(self, index: int) -> int | None:
+        matches = list(re.finditer(r"^\s*\[\[\s*rule\s*\]\]", self.source.text, re.MULTILINE))
+        if index < len(matches):
+            return self.source.text.count("\n", 0, matches[index].start()) + 1
+        return None
+
+    def line(self, table: str, name: str) -> int | None:
+        return _table_line(self.source.text, table, name)
+
+
 def read_sources(paths: Iterable[str | Path]) -> list[RuleSource]:
     """The rule sources of the given files or folders (``*.toml`` in a folder, sorted)."""
     sources: list[RuleSource] = []
@@ -133,88 +217,99 @@ def read_sources(paths: Iterable[str | Path]) -> list[RuleSource]:
 
 
 def load_sources(sources: Iterable[RuleSource]) -> TableData:
-    """Parse and merge rule sources; structural errors are raised here, semantic ones at compile."""
+    """Parse, check against the declared shape (:mod:`resolver.schema`) and merge rule sources.
+
+    Structural errors and those between files (a slot declared twice, an unknown stage or domain,
+    a domain that includes itself) are raised here; the rules' meaning is checked at compile.
+    """
     table = TableData()
     seen_ids: dict[str, RawRule] = {}
+    stages_from: tuple[str, int | None] | None = None
     for source in sources:
         table.files.append(source.name)
         try:
             doc = tomllib.loads(source.text)
         except tomllib.TOMLDecodeError as exc:
             raise RuleTableError(f"malformed TOML: {exc}", file=source.name) from exc
-        unknown = sorted(set(doc) - {"stages", "domain", "slot", "rule", "removed"})
-        if unknown:
-            raise RuleTableError(
-                f"unknown top-level key(s) {', '.join(unknown)}; "
-                "expected stages, [domain.*], [slot.*], [[rule]], [removed.*]",
-                file=source.name,
-            )
-        _merge_stages(table, doc.get("stages"), source.name)
-        for name, spec in doc.get("domain", {}).items():
-            _merge_domain(table, name, spec, source.name)
-        for name, spec in doc.get("slot", {}).items():
-            _merge_slot(table, name, spec, source.name)
-        for flag, spec in doc.get("removed", {}).items():
-            table.removed[flag] = dict(spec)
-        lines = _id_lines(source.text)
-        for entry in doc.get("rule", []):
-            raw = RawRule(entry, source.name, lines.get(str(entry.get("id"))))
-            if "id" not in entry or not isinstance(entry["id"], str) or not entry["id"]:
-                raise raw.error("every rule needs a non-empty string `id`")
-            stray = sorted(set(entry) - RULE_KEYS)
-            if stray:
-                raise raw.error(f"unknown key(s) {', '.join(stray)}; a rule has {', '.join(sorted(RULE_KEYS))}")
-            first = seen_ids.get(raw.id)
-            if first is not None:
-                where = first.file + (f":{first.line}" if first.line else "")
+        locate = _Locator(source, doc)
+        try:
+            spec = structure_file(doc)
+        except SchemaProblem as problem:
+            raise locate.error(problem) from None
+        if spec.stages is not None:
+            line = _line_of(source.text, r"^\s*stages\s*=")
+            if table.stages and table.stages != spec.stages:
+                first = f" in {stages_from[0]}" if stages_from else ""
+                raise RuleTableError(
+                    f"`stages` redefined as {spec.stages}, already {table.stages}{first}", file=source.name, line=line
+                )
+            table.stages = list(spec.stages)
+            stages_from = stages_from or (source.name, line)
+        for name, domain_spec in spec.domain.items():
+            domain = table.domains.setdefault(name, Domain())
+            domain.values.update(domain_spec.values)
+            for inner in domain_spec.include:
+                domain.include.add(inner)
+                domain.where.setdefault(inner, (source.name, locate.line("domain", name)))
+        for name, slot_spec in spec.slot.items():
+            line = locate.line("slot", name)
+            if name in table.slots:
+                first = table.slots[name]
+                where = f"{first.file}:{first.line}" if first.line else str(first.file)
+                raise RuleTableError(f"slot {name!r} declared twice (first at {where})", file=source.name, line=line)
+            table.slots[name] = _slot(name, slot_spec, source.name, line)
+        for flag, removed in spec.removed.items():
+            table.removed[flag] = attrs.asdict(removed)
+        entries = doc.get("rule", [])
+        for entry, rule_spec in zip(entries, spec.rule, strict=True):
+            raw = RawRule(entry, source.name, locate.ids.get(rule_spec.id), rule_spec)
+            first_rule = seen_ids.get(raw.id)
+            if first_rule is not None:
+                where = first_rule.file + (f":{first_rule.line}" if first_rule.line else "")
                 raise raw.error(f"duplicate rule id (first defined at {where})")
             seen_ids[raw.id] = raw
             table.rules.append(raw)
     if not table.stages:
-        raise RuleTableError("no `stages` list in any rule file")
+        raise RuleTableError("no `stages` list in any rule file", file=", ".join(table.files) or None)
+    _check_declarations(table)
     return table
 
 
-def _merge_stages(table: TableData, stages: Any, file: str) -> None:
-    if stages is None:
-        return
-    if not isinstance(stages, list) or not all(isinstance(s, str) for s in stages):
-        raise RuleTableError("`stages` must be a list of names", file=file)
-    if table.stages and table.stages != stages:
-        raise RuleTableError(f"`stages` redefined as {stages}, already {table.stages}", file=file)
-    table.stages = list(stages)
-
-
-def _merge_domain(table: TableData, name: str, spec: Any, file: str) -> None:
-    if not isinstance(spec, dict) or set(spec) - {"values", "include"}:
-        raise RuleTableError(f"[domain.{name}] takes `values` and `include` lists", file=file)
-    domain = table.domains.setdefault(name, Domain())
-    domain.values.update(str(v) for v in spec.get("values", []))
-    domain.include.update(str(v) for v in spec.get("include", []))
-
-
-def _merge_slot(table: TableData, name: str, spec: Any, file: str) -> None:
-    allowed = {"stage", "type", "domain", "nullable", "required", "default", "doc"}
-    if not isinstance(spec, dict) or set(spec) - allowed:
-        raise RuleTableError(f"[slot.{name!r}] takes only {', '.join(sorted(allowed))}", file=file)
-    if name in table.slots:
-        raise RuleTableError(f"slot {name!r} declared twice", file=file)
-    if spec.get("type", "any") not in SLOT_TYPES:
-        raise RuleTableError(f"slot {name!r}: type must be one of {', '.join(SLOT_TYPES)}", file=file)
-    if "stage" not in spec:
-        raise RuleTableError(f"slot {name!r} needs a `stage`", file=file)
-    default = spec.get("default")
+def _slot(name: str, spec: SlotSpec, file: str, line: int | None) -> Slot:
+    default = spec.default
     if isinstance(default, list):
         default = tuple(default)
     elif isinstance(default, dict):
         default = FrozenMapping(default)
-    table.slots[name] = Slot(
+    return Slot(
         name=name,
-        stage=spec["stage"],
-        type=spec.get("type", "any"),
-        domain=spec.get("domain"),
-        nullable=bool(spec.get("nullable", False)),
-        required=bool(spec.get("required", False)),
+        stage=spec.stage,
+        type=spec.type,
+        domain=spec.domain,
+        nullable=spec.nullable,
+        required=spec.required,
         default=default,
-        doc=spec.get("doc", ""),
+        doc=spec.doc,
+        file=file,
+        line=line,
     )
+
+
+def _check_declarations(table: TableData) -> None:
+    """What needs every file: each slot's stage and domain exist; domains include known domains."""
+    for name in sorted(table.domains):
+        table.expand_domain(name)
+    for slot in table.slots.values():
+        if slot.stage not in table.stages:
+            raise RuleTableError(
+                f"slot {slot.name!r} names unknown stage {slot.stage!r}; stages are {', '.join(table.stages)}",
+                file=slot.file,
+                line=slot.line,
+            )
+        if slot.domain is not None and slot.domain not in table.domains:
+            raise RuleTableError(
+                f"slot {slot.name!r} names unknown domain {slot.domain!r}; domains: "
+                + ", ".join(sorted(table.domains)),
+                file=slot.file,
+                line=slot.line,
+            )

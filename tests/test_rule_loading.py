@@ -221,8 +221,8 @@ def test_exclusive_rules_at_one_priority_are_fine():
             'set = { launcher = "spawn" }\n',
             "needs a number",
         ),
-        ('[[rule]]\nstage = "planned"\nset = { launcher = "spawn" }\n', "non-empty string `id`"),
-        ("bogus = 1\n", "unknown top-level key(s) bogus"),
+        ('[[rule]]\nstage = "planned"\nset = { launcher = "spawn" }\n', "missing required key `id`"),
+        ("bogus = 1\n", "unknown key(s) bogus; expected stages"),
     ],
 )
 def test_other_table_mistakes(snippet: str, message: str):

@@ -1,0 +1,41 @@
+"""Reading whole numbers from flags and environment variables, in one place.
+
+``str.isdigit`` accepts "²" and "①", which ``int`` rejects, and ``lstrip("-")`` accepts "--2";
+:func:`parse_int` accepts exactly an optional sign and ASCII digits, and refuses text longer than
+Python's own limit on integer conversion before converting it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+__all__ = ["MAX_DEVICES", "MAX_INT_DIGITS", "parse_int"]
+
+#: Longest integer text accepted (CPython refuses to convert more than 4,300 digits by default).
+MAX_INT_DIGITS = 4300
+
+#: The most devices (processes) one node may be asked for. The largest machines have tens of
+#: accelerators and CPU runs rarely start more processes than cores; a count above this is a typo,
+#: and it is refused before any list of device ids is built (``devices=10**8`` would need gigabytes).
+MAX_DEVICES = 4096
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int(value: Any) -> int | None:
+    """``value`` as an int, or None when it is not one: an int (not a bool) or ASCII integer text."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not _INTEGER.fullmatch(text):
+        return None
+    digits = len(text) - (text[0] in "+-")
+    if digits > min(MAX_INT_DIGITS, sys.get_int_max_str_digits() or MAX_INT_DIGITS):
+        return None
+    return int(text)

@@ -1,0 +1,193 @@
+"""No input crashes resolve(): flags of every type and cluster variables with garbage or
+out-of-range values give a ResolvedConfig or a ResolutionError, and every config is consistent.
+
+CI runs a bounded number of examples; ``RESOLVER_FUZZ_EXAMPLES=100000`` runs a campaign.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from resolver import Environment, ResolutionError, ResolvedConfig, resolve
+from resolver.cli import main
+
+EXAMPLES = int(os.environ.get("RESOLVER_FUZZ_EXAMPLES", "300"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    derandomize=EXAMPLES <= 300,  # CI: the same inputs every run; a campaign explores
+)
+
+# Text that looks like a number but is not one int() accepts, and numbers at the edges.
+_TRICKY_TEXT = ["²", "①", "--2", "+3", " 2 ", "-1", "0", "1,", ",", "0,0", "1" * 4301, "9" * 30, "", "٣", "2.0", "1e3"]
+_INTS = st.one_of(
+    st.integers(min_value=-3, max_value=20),
+    st.sampled_from([2**31, 2**63, 10**8, 4096, 4097, -(2**63), 10**100]),
+)
+_GARBAGE = st.one_of(
+    st.none(),
+    st.booleans(),
+    _INTS,
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.sampled_from(_TRICKY_TEXT),
+    st.lists(st.one_of(_INTS, st.text(max_size=3), st.none()), max_size=4),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.tuples(st.integers(min_value=-1, max_value=9)),
+)
+
+
+def _flag(*known: Any) -> st.SearchStrategy[Any]:
+    return st.one_of(st.sampled_from(known), _GARBAGE)
+
+
+ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps", "xla", "tpu", "CUDA")
+STRATEGIES = (
+    "auto",
+    "single_device",
+    "ddp",
+    "ddp_spawn",
+    "ddp_fork",
+    "ddp_notebook",
+    "fsdp",
+    "deepspeed",
+    "xla",
+    "single_xla",
+    "horovod",
+    "deepspeed_stage_2",
+    "fsdp_cpu_offload",
+)
+PRECISIONS = (None, "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", 16, 32, 64, "bf16")
+CLUSTERS = ("auto", "local", "torchelastic", "slurm", "lsf", "mpi", "kubeflow", "xla")
+PLUGINS = ("slurm", "lsf", "torchelastic", "mpi", "kubeflow", "bf16-mixed", "16-mixed", "ddp", "nonsense")
+
+flags = st.fixed_dictionaries(
+    {
+        "accelerator": _flag(*ACCELERATORS),
+        "devices": st.one_of(
+            st.integers(min_value=-2, max_value=10),
+            st.sampled_from(["auto", "-1", "2", "0,1", "1,", [0, 2], [1], (0, 1), [0, 0]]),
+            _GARBAGE,
+        ),
+        "strategy": _flag(*STRATEGIES),
+        "precision": _flag(*PRECISIONS),
+        "num_nodes": st.one_of(st.integers(min_value=-1, max_value=4), _GARBAGE),
+        "cluster_environment": _flag(*CLUSTERS),
+        "plugins": st.one_of(
+            st.lists(st.sampled_from(PLUGINS), max_size=3),
+            st.sampled_from(PLUGINS),
+            _GARBAGE,
+        ),
+    }
+)
+
+# Cluster variables: sensible, out of range, or garbage.
+_VALUE = st.one_of(
+    st.integers(min_value=-2, max_value=9).map(str),
+    st.sampled_from(_TRICKY_TEXT),
+    st.text(max_size=6),
+)
+_CLUSTER_VARIABLES = {
+    "torchelastic": ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID"],
+    "slurm": [
+        "SLURM_NTASKS",
+        "SLURM_PROCID",
+        "SLURM_LOCALID",
+        "SLURM_NODEID",
+        "SLURM_NNODES",
+        "SLURM_NTASKS_PER_NODE",
+        "SLURM_JOB_NAME",
+        "SLURM_JOB_ID",
+    ],
+    "lsf": ["JSM_NAMESPACE_SIZE", "JSM_NAMESPACE_RANK", "JSM_NAMESPACE_LOCAL_RANK", "LSB_JOBID", "LSB_MCPU_HOSTS"],
+    "mpi": ["OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"],
+    "kubeflow": ["KUBERNETES_PORT", "WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"],
+    "local": [
+        "LOCAL_RANK",
+        "NODE_RANK",
+        "GROUP_RANK",
+        "CUDA_VISIBLE_DEVICES",
+        "RESOLVER_DEVICES",
+        "RESOLVER_NUM_NODES",
+        "RESOLVER_ACCELERATOR",
+        "RESOLVER_STRATEGY",
+        "RESOLVER_PRECISION",
+        "RESOLVER_CLUSTER_ENVIRONMENT",
+        "MASTER_PORT",
+        "PJRT_DEVICE",
+        "TPU_NUM_DEVICES",
+    ],
+}
+
+
+@st.composite
+def environments(draw: st.DrawFn) -> Environment:
+    names = draw(st.lists(st.sampled_from(sorted(_CLUSTER_VARIABLES)), max_size=2, unique=True))
+    variables = {}
+    for name in names:
+        # Often a whole, nearly sensible set (small ranks and sizes, some out of range), so that
+        # resolution gets as far as the rank checks; otherwise a random subset of any values.
+        coherent = draw(st.booleans())
+        for variable in _CLUSTER_VARIABLES[name]:
+            if coherent:
+                variables[variable] = str(draw(st.integers(min_value=-1, max_value=3)))
+            elif draw(st.booleans()):
+                variables[variable] = draw(_VALUE)
+    if "LSB_MCPU_HOSTS" in variables and draw(st.booleans()):
+        variables["LSB_MCPU_HOSTS"] = draw(st.sampled_from(["batch 1 node-a 4", "batch 1 host 2 node-b 2", ""]))
+    return Environment(
+        cuda_device_count=draw(st.one_of(st.integers(min_value=0, max_value=9), st.sampled_from([4096, 10**6]))),
+        mps_available=draw(st.booleans()),
+        xla_device_count=draw(st.integers(min_value=0, max_value=8)),
+        torch_xla_available=draw(st.booleans()),
+        horovod_available=draw(st.booleans()),
+        deepspeed_available=draw(st.booleans()),
+        interactive=draw(st.booleans()),
+        fork_available=draw(st.booleans()),
+        hostname=draw(st.sampled_from(["node-a", "node-b", "host"])),
+        variables=variables,
+    )
+
+
+def check_invariants(config: ResolvedConfig) -> None:
+    assert 0 <= config.global_rank < config.world_size, config
+    assert 0 <= config.local_rank < config.num_devices, config
+    assert 0 <= config.node_rank < config.num_nodes, config
+    assert len(config.device_ids) == config.num_devices, config
+    assert config.world_size == config.num_nodes * config.num_devices, config
+
+
+@FUZZ
+@given(flags=flags, environment=environments())
+def test_resolve_gives_a_consistent_config_or_a_resolution_error(flags: dict[str, Any], environment: Environment):
+    try:
+        config = resolve(**flags, environment=environment)
+    except ResolutionError as error:
+        assert error.message  # says what was wrong
+        return
+    check_invariants(config)
+
+
+@settings(FUZZ, max_examples=max(EXAMPLES // 10, 30))
+@given(
+    devices=st.one_of(st.sampled_from(["²", "①", "--2", "1" * 4301, "0x10", "1,,2", "٣,1"]), st.text(max_size=6)),
+    num_nodes=st.one_of(st.integers(min_value=-2, max_value=3).map(str), st.sampled_from(["²", "x"])),
+    plugin=st.one_of(st.sampled_from(PLUGINS), st.text(max_size=5)),
+)
+def test_explain_never_shows_a_traceback(devices: str, num_nodes: str, plugin: str):
+    argv = ["explain", f"--devices={devices}", f"--num-nodes={num_nodes}", f"--plugin={plugin}", "--simulate", "cuda=2"]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit:  # argparse's usage errors
+            code = exit.code
+    assert code in (0, 1, 2)
+    assert "Traceback" not in out.getvalue() + err.getvalue()
