@@ -281,8 +281,8 @@ def _explain(args: argparse.Namespace) -> int:
     config: ResolvedConfig | None = None
     failure: ResolutionError | None = None
     try:
-        _check_removed(args)
         environment = _environment(args.simulate, args.rules)
+        _check_removed(args)
         config = resolve(**_flags(args), environment=environment, rules=args.rules or None, reporter=trace)
     except ResolutionError as error:
         failure = error

@@ -163,3 +163,19 @@ def test_a_reader_that_stops_early_gets_no_traceback(args):
     stderr = process.stderr.read()
     process.wait(timeout=60)
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+def test_explain_json_of_a_removed_flag_still_has_the_snapshot():
+    result = run_resolver("explain", "--gpus", "2", "--simulate", "cuda=2", "--format", "json")
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert data["error"]["rule"] == "removed.gpus"
+    assert data["environment"]["cuda_device_count"] == 2
+
+
+def test_explain_json_of_a_bad_simulate_has_no_snapshot():
+    result = run_resolver("explain", "--simulate", "quantum", "--format", "json")
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert data["schema_version"] == 1 and "environment" not in data
+    assert "unknown token 'quantum'" in data["error"]["message"]
