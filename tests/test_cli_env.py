@@ -139,3 +139,13 @@ def test_env_still_reports_when_this_machine_does_not_resolve():
     cluster = next(line for line in result.stdout.splitlines() if line.startswith("- cluster detected:"))
     assert "resolving with default flags fails here: unknown strategy 'dpp'" in cluster
     assert "  - RESOLVER_STRATEGY=dpp" in result.stdout
+
+
+def test_env_shows_a_torch_that_fails_to_import(bare_python, tmp_path):
+    broken = tmp_path / "site" / "torch"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("libcudart.so.12: cannot open shared object file")\n')
+    result = run_resolver("env", python=bare_python, env={"PYTHONPATH": str(broken.parent)})
+    assert result.returncode == 0, result.stderr
+    torch_line = next(line for line in result.stdout.splitlines() if line.startswith("- torch:"))
+    assert "fails to import: ImportError: libcudart.so.12: cannot open shared object file" in torch_line
