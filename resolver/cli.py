@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
+from resolver.cli_help import COMMANDS, TOP_DESCRIPTION, TOP_EPILOG
 from resolver.config import ResolvedConfig
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
@@ -20,58 +20,6 @@ from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-
-_EXIT_CODES = "exit codes: 0 resolved, 1 resolution error (conflict or invalid input), 2 usage error."
-
-_EPILOG = f"""\
-{_EXIT_CODES}
-
-examples:
-  resolver explain --devices 2 --strategy ddp
-  resolver explain --devices 8 --simulate cuda=8,slurm
-  resolver explain --simulate my-cluster-node.toml --format json
-  resolver run --devices 2 --strategy ddp train.py --epochs 3
-  resolver env
-  resolver golden tests/golden
-  resolver rules --output docs/rules.md
-
-`resolver COMMAND --help` describes each command, with examples.
-"""
-
-#: Each subcommand's examples (its --help ends with them; a test parses every one).
-EXAMPLES: dict[str, tuple[str, ...]] = {
-    "explain": (
-        "resolver explain --devices 2 --strategy ddp",
-        "resolver explain --devices 8 --simulate cuda=8,slurm",
-        "resolver explain --simulate my-cluster-node.toml,interactive --verbose",
-        "resolver explain --devices 2 --format json --verbose",
-        "resolver explain --devices 4 --simulate cuda=8,slurm --format dot > decision.dot",
-    ),
-    "run": (
-        "resolver run --devices 2 --strategy ddp train.py --epochs 3",
-        "resolver run --devices 2 --timeout 600 train.py",
-    ),
-    "env": (
-        "resolver env",
-        "resolver env --format json",
-    ),
-    "golden": (
-        "resolver golden tests/golden",
-        "resolver golden --update my-cluster/",
-        "resolver golden --rules site.toml my-cluster/",
-    ),
-    "rules": (
-        "resolver rules --output docs/rules.md",
-        "resolver rules --output docs/rules.md --check",
-        "resolver rules --rules site.toml",
-    ),
-}
-
-
-def _epilog(command: str, extra: str = "") -> str:
-    examples = "\n".join(f"  {line}" for line in EXAMPLES[command])
-    return (extra + "\n\n" if extra else "") + f"examples:\n{examples}\n"
-
 
 def _devices(text: str) -> int | str:
     number = parse_int(text)
@@ -140,14 +88,13 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def _subcommand(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, description: str, extra: str = ""
-) -> argparse.ArgumentParser:
+def _subcommand(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> argparse.ArgumentParser:
+    text = COMMANDS[name]
     return sub.add_parser(
         name,
-        help=summary,
-        description=textwrap.fill(description, 88),
-        epilog=_epilog(name, extra),
+        help=text.summary,
+        description=text.wrapped_description(),
+        epilog=text.epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
@@ -155,23 +102,15 @@ def _subcommand(
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resolver",
-        description="Resolve distributed-training flags against a machine, and say why.",
-        epilog=_EPILOG,
+        description=TOP_DESCRIPTION,
+        epilog=TOP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    explain = _subcommand(
-        sub,
-        "explain",
-        "print each resolved field, its value and why",
-        "Resolve the flags for this machine (or a simulated one) and print each resolved field, its "
-        "value and why; on failure, a diagnostic naming both sides and the fix. --format json gives "
-        "the same as data, --format dot the decision graph for Graphviz.",
-        _EXIT_CODES,
-    )
+    explain = _subcommand(sub, "explain")
     _add_flags(explain)
     explain.add_argument(
         "--format",
@@ -187,50 +126,22 @@ def _parser() -> argparse.ArgumentParser:
         help="also show every intermediate decision (text: extra rows; json: a `decisions` list; dot: all nodes)",
     )
 
-    run = _subcommand(
-        sub,
-        "run",
-        "resolve, then start a script under the resolved launcher (like torchrun)",
-        "Resolve the flags, print a one-line summary, and start SCRIPT once per local device with "
-        "torchrun-compatible variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).",
-        _EXIT_CODES + " Otherwise the script's own exit code.",
-    )
+    run = _subcommand(sub, "run")
     _add_flags(run, can_simulate=False)
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="stop every rank (and fail) if the run takes longer than this")
     run.add_argument("script", help="the Python script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
 
-    env = _subcommand(
-        sub,
-        "env",
-        "print this machine's versions, devices, cluster and variables, for a bug report",
-        "Print what a bug report needs: resolver, Python and OS versions; torch (with its CUDA, cuDNN and "
-        "NCCL versions), torch_xla, horovod and deepspeed versions or 'not installed'; the devices "
-        "and the cluster detected; the relevant environment variables, with secret-like values "
-        "(tokens, passwords, keys) masked. Imports torch only when it is installed.",
-    )
+    env = _subcommand(sub, "env")
     env.add_argument("--format", choices=("text", "json"), default="text", help="text to paste (default), or json")
 
-    golden = _subcommand(
-        sub,
-        "golden",
-        "check golden scenario files against the rules (or --update them)",
-        "Resolve each golden scenario (TOML: [flags], [environment], [expect]) and compare the "
-        "outcome with its [expect] table; --update rewrites [expect] from the current rules "
-        "(review the diff). Exit code 1 when a scenario fails.",
-    )
+    golden = _subcommand(sub, "golden")
     golden.add_argument("paths", nargs="+", help="scenario files or folders of them")
     golden.add_argument("--update", action="store_true", help="rewrite each [expect] from the current rules")
     golden.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
 
-    rules = _subcommand(
-        sub,
-        "rules",
-        "write the rule table as Markdown (docs/rules.md)",
-        "Write every rule of the table as Markdown, with the stage pipeline and the slot dependency "
-        "graph as Mermaid diagrams; --check exits 1 when --output is stale.",
-    )
+    rules = _subcommand(sub, "rules")
     rules.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
     rules.add_argument("--output", metavar="FILE", help="write here instead of standard output")
     rules.add_argument("--check", action="store_true", help="exit 1 if --output differs from what would be written")

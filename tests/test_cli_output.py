@@ -9,7 +9,8 @@ import shlex
 import pytest
 from cli_support import ROOT, run_resolver
 
-from resolver.cli import EXAMPLES, _parser
+from resolver.cli import _parser
+from resolver.cli_help import COMMANDS
 
 
 def subcommands() -> list[str]:
@@ -18,8 +19,8 @@ def subcommands() -> list[str]:
     return sorted(action.choices)
 
 
-def test_every_subcommand_has_examples_declared():
-    assert sorted(EXAMPLES) == subcommands()
+def test_every_subcommand_has_its_help_declared():
+    assert sorted(COMMANDS) == subcommands()
 
 
 @pytest.mark.parametrize("command", subcommands())
@@ -43,7 +44,7 @@ def parses(line: str) -> None:
         raise AssertionError(f"`{line}` is not valid usage") from exc
 
 
-@pytest.mark.parametrize("example", [e for lines in EXAMPLES.values() for e in lines])
+@pytest.mark.parametrize("example", [e for text in COMMANDS.values() for e in text.examples])
 def test_every_help_example_is_valid_usage(example):
     """A documented example is a test: each one parses."""
     parses(example)
