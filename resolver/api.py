@@ -135,10 +135,6 @@ def _normalize_flag(value: Any) -> Any:
     return value
 
 
-_ARG_SLOTS = tuple((name, f"arg.{name}", default) for name, default in FLAG_DEFAULTS.items())
-_ARG_NAMES = {slot: name for name, slot, _ in _ARG_SLOTS}
-
-
 def _plugins(value: Any) -> Any:
     """Plugin names as a tuple: a single string is one plugin; anything but a list stays as it is
     (the rules refuse it, naming the value)."""
@@ -151,6 +147,8 @@ def _plugins(value: Any) -> Any:
     return value
 
 
+_ARG_SLOTS = tuple((name, f"arg.{name}", default) for name, default in FLAG_DEFAULTS.items())
+_ARG_NAMES = {slot: name for name, slot, _ in _ARG_SLOTS}
 _NOT_GIVEN = Provenance("default")
 
 

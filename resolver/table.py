@@ -11,13 +11,14 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from resolver.config import FrozenMapping
 from resolver.errors import RuleTableError
-from resolver.schema import SLOT_TYPES, RuleSpec, SchemaProblem, SlotSpec, structure_file
+if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files are loaded
+    from resolver.schema import RuleSpec, SchemaProblem, SlotSpec
 
 __all__ = ["SLOT_TYPES", "Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
 
@@ -135,8 +136,11 @@ _ID_LINE = re.compile(r'^\s*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
 
 def _id_lines(text: str) -> dict[str, int]:
     lines: dict[str, int] = {}
-    for match in _ID_LINE.finditer(text):
-        lines.setdefault(match.group(1), text.count("\n", 0, match.start()) + 1)
+    line, position = 1, 0
+    for match in _ID_LINE.finditer(text):  # count newlines incrementally: linear in the file's size
+        line += text.count("\n", position, match.start())
+        position = match.start()
+        lines.setdefault(match.group(1), line)
     return lines
 
 
@@ -222,6 +226,8 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
     Structural errors and those between files (a slot declared twice, an unknown stage or domain,
     a domain that includes itself) are raised here; the rules' meaning is checked at compile.
     """
+    from resolver.schema import SchemaProblem, structure_file
+
     table = TableData()
     seen_ids: dict[str, RawRule] = {}
     stages_from: tuple[str, int | None] | None = None
@@ -313,3 +319,11 @@ def _check_declarations(table: TableData) -> None:
                 file=slot.file,
                 line=slot.line,
             )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SLOT_TYPES":
+        from resolver.schema import SLOT_TYPES
+
+        return SLOT_TYPES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
