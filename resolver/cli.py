@@ -278,12 +278,22 @@ def _rules(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     out = Path(args.output)
-    if args.check:
-        if not out.exists() or out.read_text() != text:
-            print(f"{out} is stale: regenerate it with `resolver rules --output {out}`", file=sys.stderr)
-            return EXIT_ERROR
-        return EXIT_OK
-    out.write_text(text)
+    try:
+        if args.check:
+            if not out.exists() or out.read_text(encoding="utf-8") != text:
+                state = "is stale" if out.exists() else "does not exist"
+                print(f"{out} {state}: regenerate it with `resolver rules --output {out}`", file=sys.stderr)
+                return EXIT_ERROR
+            return EXIT_OK
+        out.write_text(text, encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        print(
+            f"error: cannot {'read' if args.check else 'write'} {out}: {reason}\n"
+            "  = help: pass --output a file in a folder that exists and that you can write",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     return EXIT_OK
 
 

@@ -141,7 +141,7 @@ class Environment:
             return cls(**dict(data))
         except ResolutionError as exc:
             raise ResolutionError(f"{source}: {exc.message}", hint=exc.hint) from None
-        except TypeError as exc:
+        except (TypeError, ValueError, AttributeError) as exc:
             raise ResolutionError(f"{source}: {exc}") from exc
 
     @classmethod
@@ -158,6 +158,8 @@ class Environment:
             data = tomllib.loads(p.read_text())
         except OSError as exc:
             raise ResolutionError(f"cannot read environment file {p}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ResolutionError(f"{p}: not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ResolutionError(f"{p}: malformed TOML: {exc}") from exc
         if "environment" in data and isinstance(data["environment"], dict):

@@ -50,9 +50,18 @@ class Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ResolutionError(f"{p}: cannot read the scenario: {exc.strerror}", hint=_PATH_HINT) from exc
+    except UnicodeDecodeError as exc:
+        raise ResolutionError(f"{p}: not UTF-8 text ({exc.reason})", hint="save the scenario as UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ResolutionError(f"{p}: malformed TOML: {exc}") from exc
+    for key in ("flags", "environment", "expect"):
+        if not isinstance(data.get(key, {}), dict):
+            raise ResolutionError(f"{p}: [{key}] must be a table", hint=f"write [{key}] as a table of name = value")
+    if not isinstance(data.get("description", ""), str):
+        raise ResolutionError(f"{p}: description must be text", hint='write description = "..."')
     flags = dict(data.get("flags", {}))
     unknown = sorted(set(flags) - set(FLAG_DEFAULTS))
     if unknown:
@@ -102,15 +111,28 @@ def update(scenario: Scenario, rules: RulesArg = None) -> bool:
     document = {k: v for k, v in scenario.raw.items() if k != "expect"}
     document["expect"] = outcome(scenario, rules)
     text = dumps(document)
-    if scenario.path.exists() and scenario.path.read_text() == text:
-        return False
-    scenario.path.write_text(text)
+    try:
+        if scenario.path.exists() and scenario.path.read_text(encoding="utf-8") == text:
+            return False
+        scenario.path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ResolutionError(f"{scenario.path}: cannot rewrite the scenario: {exc.strerror}") from exc
     return True
 
 
+_PATH_HINT = "pass scenario files (*.toml) or folders that hold them"
+
+
 def scenario_paths(paths: list[str | Path]) -> list[Path]:
+    """The scenario files named, and those under each folder named; a missing path is an error."""
     found: list[Path] = []
     for path in paths:
         p = Path(path)
+        if not p.exists():
+            raise ResolutionError(f"{p}: no such file or folder", hint=_PATH_HINT)
         found.extend(sorted(p.glob("**/*.toml")) if p.is_dir() else [p])
+    if not found:
+        raise ResolutionError(
+            f"no scenarios (*.toml) in {', '.join(str(p) for p in paths)}: nothing was checked", hint=_PATH_HINT
+        )
     return found

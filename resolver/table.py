@@ -134,13 +134,14 @@ class TableData:
 _ID_LINE = re.compile(r'^\s*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
 
 
-def _id_lines(text: str) -> dict[str, int]:
-    lines: dict[str, int] = {}
+def _id_lines(text: str) -> dict[str, list[int]]:
+    """The line of each ``id = "..."``, in order (an id written twice has two lines)."""
+    lines: dict[str, list[int]] = {}
     line, position = 1, 0
     for match in _ID_LINE.finditer(text):  # count newlines incrementally: linear in the file's size
         line += text.count("\n", position, match.start())
         position = match.start()
-        lines.setdefault(match.group(1), line)
+        lines.setdefault(match.group(1), []).append(line)
     return lines
 
 
@@ -184,7 +185,7 @@ class _Locator:
             entry = entries[path[1]] if isinstance(entries, list) and path[1] < len(entries) else None
             if isinstance(entry, dict) and isinstance(entry.get("id"), str):
                 rule = entry["id"]
-                line = self.ids.get(rule)
+                line = self.rule_line(rule)
             else:
                 line = self.nth_rule_line(path[1])
             message = f"{problem.message} (at {'.'.join(str(p) for p in path[2:]) or 'the rule'})"
@@ -197,6 +198,10 @@ class _Locator:
         return RuleTableError(
             f"{where}: {problem.message}" if where else problem.message, file=self.source.name, line=line
         )
+
+    def rule_line(self, rule: str, occurrence: int = 0) -> int | None:
+        lines = self.ids.get(rule, [])
+        return lines[occurrence] if occurrence < len(lines) else (lines[-1] if lines else None)
 
     def nth_rule_line(self, index: int) -> int | None:
         matches = list(re.finditer(r"^\s*\[\[\s*rule\s*\]\]", self.source.text, re.MULTILINE))
@@ -267,8 +272,10 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
         for flag, removed in spec.removed.items():
             table.removed[flag] = attrs.asdict(removed)
         entries = doc.get("rule", [])
+        occurrences: dict[str, int] = {}
         for entry, rule_spec in zip(entries, spec.rule, strict=True):
-            raw = RawRule(entry, source.name, locate.ids.get(rule_spec.id), rule_spec)
+            occurrence = occurrences[rule_spec.id] = occurrences.get(rule_spec.id, -1) + 1
+            raw = RawRule(entry, source.name, locate.rule_line(rule_spec.id, occurrence), rule_spec)
             first_rule = seen_ids.get(raw.id)
             if first_rule is not None:
                 where = first_rule.file + (f":{first_rule.line}" if first_rule.line else "")

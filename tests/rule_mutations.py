@@ -1,0 +1,373 @@
+"""Seeded mutations of the real rule files, for tests/test_rule_mutations.py and larger campaigns.
+
+Each *breaking* mutation makes a file wrong in a way the loader must catch (an unknown key, a value
+of the wrong type, a missing required key, invalid UTF-8, a stage listed twice, a duplicate rule id,
+a function called with the wrong number of arguments, an unknown operator, slot, domain value or
+function, malformed TOML). A *random* mutation replaces any value with any other: the loader
+either refuses it (naming the file) or the table it accepts must still never crash ``resolve()``.
+
+Campaign: ``python tests/rule_mutations.py --breaking 5000 --random 5000 --seed 1`` prints how
+many mutations gave each outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import random
+import sys
+import tomllib
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from resolver import Environment, ResolutionError, resolve
+from resolver.api import builtin_rules_dir
+from resolver.compiler import CompiledTable, compile_table
+from resolver.errors import RuleTableError
+from resolver.table import RuleSource, load_sources
+from resolver.tomlwrite import dumps
+
+Document = dict[str, Any]
+
+_TYPED_FIELDS: dict[str, dict[str, str]] = {
+    "rule": {
+        "id": "str",
+        "stage": "str",
+        "why": "str",
+        "conflict": "str",
+        "hint": "str",
+        "note": "str",
+        "between": "list",
+        "priority": "int",
+        "when": "table",
+        "set": "table",
+    },
+    "slot": {"stage": "str", "type": "str", "domain": "str", "nullable": "bool", "required": "bool", "doc": "str"},
+    "domain": {"values": "list", "include": "list"},
+    "removed": {"why": "str", "python": "str", "cli": "str"},
+}
+_WRONG: dict[str, list[Any]] = {
+    "str": [5, True, ["x"], {"a": 1}, 1.5],
+    "bool": ["no", "yes", "true", 1, 0, ["x"]],
+    "int": ["5", 5.5, True, [1], {"a": 1}],
+    "list": ["abc", 5, {"a": 1}, [5], [{"a": 1}], [True]],
+    "table": [5, "x", [1], True],
+}
+_ANY_VALUES: list[Any] = [
+    5,
+    -1,
+    0,
+    10**30,
+    1.5,
+    True,
+    False,
+    "",
+    "x",
+    "no",
+    "none",
+    "auto",
+    "ddp",
+    "²",
+    [],
+    [5],
+    ["a", "a"],
+    [{"a": 1}],
+    {},
+    {"ref": 5},
+    {"ref": "nope"},
+    {"ref": "num_devices"},
+    {"const": 1},
+    {"fn": "to_int"},
+    {"fn": "to_int", "args": 5},
+    {"fn": ["to_int"]},
+    {"in": [{"a": 1}]},
+    {"in_domain": ["strategy"]},
+    {"gt": "x"},
+    {"set": "no"},
+    {"is": "integer"},
+    {"eq": {"ref": 5}},
+    {"between": [5]},
+    {"wehn": 1},
+]
+
+
+def builtin_sources() -> list[RuleSource]:
+    return [RuleSource(p.name, p.read_text(encoding="utf-8")) for p in sorted(builtin_rules_dir().glob("*.toml"))]
+
+
+class Mutant:
+    """One mutated file: its name, its new bytes, and what was done."""
+
+    def __init__(self, file: str, data: bytes, what: str) -> None:
+        self.file, self.data, self.what = file, data, what
+
+
+def _tables(doc: Document) -> list[tuple[str, dict[str, Any]]]:
+    """Every (kind, table) of a document: rules, slots, domains, removed flags."""
+    found: list[tuple[str, dict[str, Any]]] = [("rule", r) for r in doc.get("rule", []) if isinstance(r, dict)]
+    for kind in ("slot", "domain", "removed"):
+        found += [(kind, t) for t in doc.get(kind, {}).values() if isinstance(t, dict)]
+    return found
+
+
+def _breaking(rng: random.Random, name: str, text: str, doc: Document, vocabulary: Document) -> Mutant | None:
+    """One mutation that must be refused; None when this file has nothing of the kind chosen."""
+    kind = rng.choice(
+        [
+            "unknown_key",
+            "wrong_type",
+            "wrong_type",
+            "missing_key",
+            "utf8",
+            "duplicate_stage",
+            "duplicate_id",
+            "arity",
+            "operator",
+            "operand",
+            "unknown_slot",
+            "ref",
+            "domain_value",
+            "unknown_function",
+            "malformed",
+        ]
+    )
+    doc = copy.deepcopy(doc)
+    tables = _tables(doc)
+    rules = [r for r in doc.get("rule", []) if isinstance(r, dict)]
+    if kind == "utf8":
+        data = text.encode()
+        at = rng.randrange(len(data) + 1)
+        return Mutant(name, data[:at] + rng.choice([b"\xff", b"\xc3\x28", b"\xe2\x82", b"\x80"]) + data[at:], kind)
+    if kind == "malformed":
+        lines = text.split("\n")
+        headers = [i for i, line in enumerate(lines) if line.startswith("[")]
+        if not headers:
+            return None
+        i = rng.choice(headers)
+        lines[i] = lines[i].rstrip().rstrip("]")
+        return Mutant(name, "\n".join(lines).encode(), f"{kind}: line {i + 1}")
+    if kind == "unknown_key":
+        target = rng.choice([("top", doc), *tables])[1]
+        target[rng.choice(["wehn", "bogus", "values_", "sett"])] = 1
+    elif kind == "wrong_type":
+        candidates = [(k, t, f) for k, t in tables for f in _TYPED_FIELDS[k] if f in t]
+        if "stages" in doc:
+            candidates.append(("top", doc, "stages"))
+        if not candidates:
+            return None
+        table_kind, table, field = rng.choice(candidates)
+        expected = "list" if field == "stages" else _TYPED_FIELDS[table_kind][field]
+        table[field] = rng.choice(_WRONG[expected])
+        kind = f"{kind}: {table_kind}.{field}={table[field]!r}"
+    elif kind == "missing_key":
+        candidates = [
+            (t, f)
+            for k, t in tables
+            for f in {"rule": ("id", "stage"), "slot": ("stage",), "removed": ("why",)}.get(k, ())
+            if f in t
+        ]
+        if not candidates:
+            return None
+        table, field = rng.choice(candidates)
+        del table[field]
+        kind = f"{kind}: {field}"
+    elif kind == "duplicate_stage":
+        if "stages" not in doc:
+            return None
+        doc["stages"].insert(rng.randrange(len(doc["stages"]) + 1), rng.choice(doc["stages"]))
+    elif kind == "duplicate_id":
+        if not rules:
+            return None
+        doc["rule"].insert(rng.randrange(len(rules) + 1), copy.deepcopy(rng.choice(rules)))
+    elif kind == "arity":
+        calls = [e for r in rules for e in r.get("set", {}).values() if isinstance(e, dict) and "fn" in e]
+        if not calls:
+            return None
+        call = rng.choice(calls)
+        args = call.setdefault("args", [])
+        if args and rng.random() < 0.5:
+            args.pop(rng.randrange(len(args)))
+        else:
+            args.insert(rng.randrange(len(args) + 1), "arg.devices")
+    elif kind in ("operator", "operand", "unknown_slot"):
+        with_when = [r for r in rules if r.get("when")]
+        if not with_when:
+            return None
+        when = rng.choice(with_when)["when"]
+        slot = rng.choice(sorted(when))
+        if kind == "unknown_slot":
+            when["no.such." + slot] = when.pop(slot)
+        elif kind == "operator":
+            spec = when[slot]
+            when[slot] = {"eqq": spec} if not isinstance(spec, dict) else {op + "_x": v for op, v in spec.items()}
+        else:
+            when[slot] = rng.choice(
+                [
+                    {"in": "abc"},
+                    {"set": "no"},
+                    {"gt": "x"},
+                    {"is": "integer"},
+                    {"in_domain": "nope"},
+                    {"not_in": 5},
+                    {"le": True},
+                    {"in_domain": ["strategy"]},
+                    {"eq": {"a": 1}},
+                    {"ref": 5},
+                ]
+            )
+    elif kind == "ref":
+        setting = [r for r in rules if r.get("set")]
+        if not setting:
+            return None
+        sets = rng.choice(setting)["set"]
+        sets[rng.choice(sorted(sets))] = rng.choice([{"ref": 5}, {"ref": "no.such.slot"}, {"ref": ""}])
+    elif kind == "domain_value":
+        slots = vocabulary.get("slot", {})
+        choices = [
+            (r["set"], s)
+            for r in rules
+            for s, v in r.get("set", {}).items()
+            if isinstance(v, str) and v != "none" and slots.get(s, {}).get("domain")
+        ]
+        if not choices:
+            return None
+        sets, slot = rng.choice(choices)
+        sets[slot] = sets[slot] + "_not_a_member"
+    elif kind == "unknown_function":
+        calls = [e for r in rules for e in r.get("set", {}).values() if isinstance(e, dict) and "fn" in e]
+        if not calls:
+            return None
+        rng.choice(calls)["fn"] += "_nope"
+    return Mutant(name, dumps(doc).encode(), kind)
+
+
+def _leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path] if path else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _leaves(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _leaves(value, (*path, index))
+    return found
+
+
+def _random(rng: random.Random, name: str, text: str, doc: Document) -> Mutant | None:
+    """Any value anywhere replaced by any other (a table, list or scalar)."""
+    doc = copy.deepcopy(doc)
+    paths = _leaves(doc)
+    if not paths:
+        return None
+    path = rng.choice(paths)
+    parent = doc
+    for step in path[:-1]:
+        parent = parent[step]
+    value = copy.deepcopy(rng.choice(_ANY_VALUES))
+    parent[path[-1]] = value
+    return Mutant(name, dumps(doc).encode(), f"random: {'.'.join(map(str, path))}={value!r}")
+
+
+_SCENARIOS: list[tuple[dict[str, Any], Environment]] = [
+    ({}, Environment()),
+    ({"devices": 2, "strategy": "ddp"}, Environment()),
+    ({"devices": 2, "precision": "bf16-mixed"}, Environment(cuda_device_count=4)),
+    (
+        {"devices": 2},
+        Environment(
+            variables={
+                "SLURM_NTASKS": "2",
+                "SLURM_PROCID": "1",
+                "SLURM_LOCALID": "1",
+                "SLURM_NODEID": "0",
+                "SLURM_JOB_NAME": "train",
+            }
+        ),
+    ),
+    ({"strategy": "fsdp", "accelerator": "cuda", "devices": -1}, Environment(cuda_device_count=2)),
+]
+
+
+def outcome(sources: list[RuleSource], mutant: Mutant) -> str:
+    """``refused`` (a RuleTableError naming the file), ``refused_unnamed``, ``accepted`` (resolving
+    still gives only configs or ResolutionErrors), ``crash_loader`` or ``crash_resolve``."""
+    mutated: list[RuleSource] = []
+    try:
+        for source in sources:
+            if source.name != mutant.file:
+                mutated.append(source)
+                continue
+            try:
+                mutated.append(RuleSource(source.name, mutant.data.decode("utf-8")))
+            except UnicodeDecodeError:
+                _load_file_from_disk(mutant)  # the loader's own decoding path
+                return "accepted_bad_utf8"  # unreachable when the loader refuses it
+        table = compile_table(load_sources(mutated))
+    except RuleTableError as error:
+        return "refused" if mutant.file in str(error) else "refused_unnamed"
+    except Exception:  # noqa: BLE001 - the thing this campaign looks for
+        return "crash_loader"
+    return "accepted" if _resolves_safely(table) else "crash_resolve"
+
+
+def _load_file_from_disk(mutant: Mutant) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / mutant.file
+        path.write_bytes(mutant.data)
+        RuleSource.from_path(path)
+
+
+def _resolves_safely(table: CompiledTable) -> bool:
+    for flags, environment in _SCENARIOS:
+        try:
+            resolve(**flags, environment=environment, rules=table)
+        except ResolutionError:
+            pass
+        except Exception:  # noqa: BLE001
+            return False
+    return True
+
+
+def mutants(seed: int, count: int, make: str = "breaking") -> list[Mutant]:
+    """``count`` seeded mutants of the built-in files (``breaking`` or ``random``)."""
+    rng = random.Random(seed)
+    sources = builtin_sources()
+    docs = {s.name: tomllib.loads(s.text) for s in sources}
+    vocabulary = docs.get("00-vocabulary.toml", {})
+    found: list[Mutant] = []
+    while len(found) < count:
+        source = rng.choice(sources)
+        if make == "breaking":
+            mutant = _breaking(rng, source.name, source.text, docs[source.name], vocabulary)
+        else:
+            mutant = _random(rng, source.name, source.text, docs[source.name])
+        if mutant is not None:
+            found.append(mutant)
+    return found
+
+
+def campaign(seed: int, breaking: int, random_count: int, report: Callable[[str], None] = print) -> Counter[str]:
+    sources = builtin_sources()
+    totals: Counter[str] = Counter()
+    for make, count in (("breaking", breaking), ("random", random_count)):
+        for mutant in mutants(seed, count, make):
+            result = outcome(sources, mutant)
+            totals[f"{make}:{result}"] += 1
+            if result.startswith("crash") or (make == "breaking" and result != "refused"):
+                report(f"{result}: {mutant.file}: {mutant.what}")
+    return totals
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--breaking", type=int, default=1000)
+    parser.add_argument("--random", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    totals = campaign(args.seed, args.breaking, args.random)
+    for key, value in sorted(totals.items()):
+        print(f"{key}: {value}")
+    sys.exit(1 if any(k.endswith(("crash_loader", "crash_resolve", "refused_unnamed")) for k in totals) else 0)
