@@ -194,9 +194,9 @@ def run_rules(
 ) -> Evaluation:
     """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``."""
     evaluator = _evaluator(rules)
-    values = _flag_values(flags)
     env_values, env_provenance = _environment_values(evaluator, environment)
-    values.update(env_values)
+    values = dict(env_values)  # a copy of a same-shaped dict: no rehashing, however many variables
+    values.update(_flag_values(flags))
 
     def inputs(slot: str) -> Provenance | None:
         found = env_provenance.get(slot)

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from resolver.config import display
 from resolver.errors import ResolutionError
 from resolver.integers import parse_int
 
@@ -192,15 +193,7 @@ class OperandContext:
 
 
 def _operand_text(value: Any) -> str:
-    if isinstance(value, Ref):
-        return f"`{value.slot}`"
-    if value is None:
-        return "none"
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_operand_text(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value) if isinstance(value, str) else str(value)
+    return f"`{value.slot}`" if isinstance(value, Ref) else display(value, quoted=True)
 
 
 _SCALARS = (str, int, float, bool)

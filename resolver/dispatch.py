@@ -27,6 +27,8 @@ T = TypeVar("T")
 _UNSET, _OTHER = object(), object()
 #: How deep a tree may grow; deeper conditions stay tests. Bounds the tree's size for big tables.
 MAX_DEPTH = 4
+#: A slot is split on only when at least 1/SPLIT_SHARE of the rules at that point test it.
+SPLIT_SHARE = 4
 
 
 class Leaf(Generic[T]):
@@ -87,7 +89,9 @@ def _build(entries: list[_Entry], depth: int) -> Node[Any] | Leaf[Any]:
         for condition in conditions:
             if admitted(condition) is not None:
                 counts[condition.slot] += 1
-    if depth >= MAX_DEPTH or not counts or max(counts.values()) < 2:
+    # Split on a slot only when enough of the rules test it: rules that do not are copied into every
+    # branch, so splitting on a slot few rules test would multiply the tree for little gain.
+    if depth >= MAX_DEPTH or not counts or max(counts.values()) < max(2, len(entries) // SPLIT_SHARE):
         return Leaf(tuple((item, tuple(c.predicate for c in conditions)) for item, conditions in entries))
     slot = min(counts, key=lambda s: (-counts[s], s))
     split: list[tuple[Any, tuple[Condition, ...], tuple[frozenset[Any], bool, bool] | None]] = []
@@ -122,8 +126,8 @@ def _build(entries: list[_Entry], depth: int) -> Node[Any] | Leaf[Any]:
 
 def lookup(tree: Node[T] | Leaf[T], values: Mapping[str, Any]) -> tuple[tuple[T, tuple[Predicate, ...]], ...]:
     """The leaf entries that apply to ``values``."""
-    while isinstance(tree, Node):
-        node = tree
+    while type(tree) is Node:  # exact type: cheaper than isinstance on this hot path
+        node: Node[T] = tree
         value = values.get(node.slot)
         if value is None:
             tree = node.unset
@@ -132,4 +136,4 @@ def lookup(tree: Node[T] | Leaf[T], values: Mapping[str, Any]) -> tuple[tuple[T,
                 tree = node.branches.get(value, node.other)
             except TypeError:  # unhashable: equal to none of the constants
                 tree = node.other
-    return tree.entries
+    return tree.entries  # type: ignore[union-attr]  # the loop leaves only at a Leaf

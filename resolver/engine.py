@@ -91,6 +91,8 @@ class Evaluator:
         self._input_stage = table.stages[0].name if table.stages else None
         #: Inputs are given by the caller; a missing one takes its slot's default.
         self._input_slots = frozenset(table.stages[0].slots) if table.stages else frozenset()
+        #: Inputs the snapshot does not fill (``Environment.inputs`` gives every env./file./var. one).
+        self._other_inputs = tuple(s for s in sorted(self._input_slots) if not s.startswith(("env.", "file.", "var.")))
         self._plan = tuple(
             (
                 plan.name,
@@ -131,12 +133,16 @@ class Evaluator:
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
         reporter: Reporter | None = None,
     ) -> Evaluation:
-        """Decide every slot. ``values`` holds the inputs and is filled in place."""
+        """Decide every slot. ``values`` holds the inputs and is filled in place.
+
+        ``values`` must hold the snapshot's inputs (:meth:`Environment.inputs`); a missing ``arg.*``
+        input takes its slot's default.
+        """
         origins: dict[str, _Choice | None] = {}
         provenance = ProvenanceMap(self, values, inputs, origins)
         notes: list[str] = []
         rule: CompiledRule | None = None
-        missing = self._input_slots - values.keys()
+        missing = [s for s in self._other_inputs if s not in values]
         for slot in missing:
             values[slot] = self.table.slots[slot].default
             origins[slot] = None

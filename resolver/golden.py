@@ -9,6 +9,7 @@ A scenario is one TOML file::
     cuda_device_count = 8
     [environment.variables]
     SLURM_NTASKS = "8"
+    [environment.files]       # texts of files variables name (LSB_DJOB_RANKFILE), if any
     [expect]                  # the config: every field, None written as "none" ...
     strategy = "ddp"
     [expect.rules]            # ... and the rule that decided each field

@@ -140,9 +140,10 @@ def is_interactive() -> bool:
 
 
 def fork_available() -> bool:
-    import multiprocessing
+    """Whether the ``fork`` start method exists (every POSIX build; never Windows)."""
+    import os
 
-    return "fork" in multiprocessing.get_all_start_methods()
+    return hasattr(os, "fork")
 
 
 def hostname() -> str:

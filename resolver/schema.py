@@ -260,7 +260,7 @@ def _structure_list(value: Any, cls: Any) -> list[Any]:
         try:
             result.append(_CONVERTER.structure(v, item))
         except Exception as exc:  # noqa: BLE001 - reported with the index
-            exc.__notes__ = [*getattr(exc, "__notes__", []), f"@index {index}"]
+            exc.__notes__ = [*getattr(exc, "__notes__", []), _PathNote(index)]
             raise
     return result
 
@@ -274,9 +274,20 @@ def _structure_dict(value: Any, cls: Any) -> dict[str, Any]:
         try:
             result[key] = _CONVERTER.structure(v, item)
         except Exception as exc:  # noqa: BLE001 - reported with the key
-            exc.__notes__ = [*getattr(exc, "__notes__", []), f"@key {key}"]
+            exc.__notes__ = [*getattr(exc, "__notes__", []), _PathNote(key)]
             raise
     return result
+
+
+class _PathNote(str):
+    """An exception note naming the list index or table key being structured (typed, not parsed back)."""
+
+    step: str | int
+
+    def __new__(cls, step: str | int) -> _PathNote:
+        note = super().__new__(cls, f"at {'index' if isinstance(step, int) else 'key'} {step}")
+        note.step = step
+        return note
 
 
 _CONVERTER = cattrs.Converter(forbid_extra_keys=True)
@@ -306,10 +317,8 @@ _CONVERTER.register_structure_hook_func(lambda t: typing.get_origin(t) is dict, 
 def _first_problem(exc: BaseException, path: tuple[str | int, ...]) -> SchemaProblem:
     """Walk cattrs' nested errors to the first leaf, collecting the path to it."""
     for note in getattr(exc, "__notes__", []):
-        if isinstance(note, str) and note.startswith("@key "):
-            path = (*path, note[5:])
-        elif isinstance(note, str) and note.startswith("@index "):
-            path = (*path, int(note[7:]))
+        if isinstance(note, _PathNote):
+            path = (*path, note.step)
     if isinstance(exc, ForbiddenExtraKeysError):
         allowed = ", ".join(a.name for a in attrs.fields(exc.cl)) if attrs.has(exc.cl) else ""
         return SchemaProblem(path, f"unknown key(s) {', '.join(sorted(exc.extra_fields))}; expected {allowed}")

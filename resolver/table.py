@@ -17,10 +17,11 @@ import attrs
 
 from resolver.config import FrozenMapping
 from resolver.errors import RuleTableError
+
 if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files are loaded
     from resolver.schema import RuleSpec, SchemaProblem, SlotSpec
 
-__all__ = ["SLOT_TYPES", "Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
+__all__ = ["Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
 
 VARIABLE_PREFIX = "var."
 
@@ -327,10 +328,3 @@ def _check_declarations(table: TableData) -> None:
                 line=slot.line,
             )
 
-
-def __getattr__(name: str) -> Any:
-    if name == "SLOT_TYPES":
-        from resolver.schema import SLOT_TYPES
-
-        return SLOT_TYPES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
