@@ -16,6 +16,7 @@ from resolver.config import Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
+from resolver.integers import MAX_INT_DIGITS, too_long
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
 
@@ -87,7 +88,15 @@ def _evaluator(rules: RulesArg) -> Evaluator:
         return _builtin_evaluator()
     if isinstance(rules, CompiledTable):
         return _table_evaluator(rules)
-    items = [rules] if isinstance(rules, (str, os.PathLike)) else list(rules)
+    items = (
+        [rules] if isinstance(rules, (str, os.PathLike)) else list(rules) if isinstance(rules, Iterable) else [rules]
+    )
+    wrong = [item for item in items if not isinstance(item, (str, os.PathLike))]
+    if wrong:
+        raise ResolutionError(
+            f"rules={wrong[0]!r} is not a rule file",
+            hint="pass rules as a path, a list of paths, or a table from resolver.load_rules()",
+        )
     if not items:
         return _builtin_evaluator()
     key = []
@@ -157,6 +166,11 @@ def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, slot, default in _ARG_SLOTS:
         value = _normalize_flag(flags.get(name, default))
+        if too_long(value):
+            raise ResolutionError(
+                f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
+                hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
+            )
         if name == "plugins":
             value = _plugins(value)
         values[slot] = value
@@ -221,7 +235,8 @@ def resolve(
 ) -> ResolvedConfig:
     """Resolve training flags against a machine snapshot.
 
-    ``environment=None`` probes the real machine (:meth:`Environment.probe`). ``rules`` adds rule
+    ``environment=None`` probes the real machine (:meth:`Environment.probe`), keeping every
+    variable and file the rule table in use reads. ``rules`` adds rule
     files (paths) to the built-in table, or replaces it with a compiled table. Raises
     :class:`ResolutionError` (a ``ValueError``); :class:`ConflictError` when two sources disagree.
     """
@@ -234,6 +249,11 @@ def resolve(
         raise TypeError(f"resolve() got unexpected keyword argument(s): {', '.join(sorted(removed))}")
     if environment is None:
         environment = Environment.probe(table=_evaluator(rules).table)
+    elif not isinstance(environment, Environment):
+        raise ResolutionError(
+            f"environment={environment!r:.60} is not an Environment",
+            hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
+        )
     flags = {
         "accelerator": accelerator,
         "devices": devices,

@@ -23,7 +23,7 @@ from resolver import dispatch
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
 from resolver.conditions import Call, Const, NotANumber, Ref, ValueExpr
 from resolver.config import FrozenMapping, Provenance, display
-from resolver.dispatch import lookup
+from resolver.dispatch import Leaf, lookup
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.functions import FUNCTIONS, InvalidInput
 from resolver.reporter import Reporter
@@ -49,6 +49,7 @@ class _Choice(NamedTuple):
     kind: int
     payload: Any
     expr: ValueExpr
+    note: Template | None
 
 
 class _SlotProgram(NamedTuple):
@@ -149,8 +150,9 @@ class Evaluator:
         try:
             for name, programs, checks, verify in self._plan:
                 for slot, tree, default in programs:
-                    for choice, tests in lookup(tree, values):
-                        rule, kind, payload, _ = choice
+                    entries = tree.entries if type(tree) is Leaf else lookup(tree, values)
+                    for choice, tests in entries:
+                        rule, kind, payload, _, note_template = choice
                         for test in tests:
                             if not test(values):
                                 break
@@ -162,8 +164,8 @@ class Evaluator:
                             else:
                                 values[slot] = self._call(rule, payload, values, provenance)
                             origins[slot] = choice
-                            if rule.note is not None:
-                                note = self.render(rule.templates["note"], values)
+                            if note_template is not None:
+                                note = self.render(note_template, values)
                                 if note not in notes:
                                     notes.append(note)  # type: ignore[arg-type]
                             break
@@ -173,7 +175,7 @@ class Evaluator:
                     rule = None
                     if reporter is not None:
                         reporter.decided(slot, values[slot], provenance[slot])
-                for check, tests in lookup(checks, values):
+                for check, tests in checks.entries if type(checks) is Leaf else lookup(checks, values):
                     rule = check
                     for test in tests:
                         if not test(values):
@@ -280,12 +282,13 @@ def _verify(stage: str, verify: tuple[Any, ...], values: Mapping[str, Any]) -> N
 
 def _choice(rule: CompiledRule, slot: str) -> _Choice:
     expr = rule.set_of(slot)
+    note = rule.templates.get("note")
     if isinstance(expr, Const):
         value = FrozenMapping(expr.value) if isinstance(expr.value, dict) else expr.value
-        return _Choice(rule, _CONST, value, expr)
+        return _Choice(rule, _CONST, value, expr, note)
     if isinstance(expr, Ref):
-        return _Choice(rule, _REF, expr.slot, expr)
-    return _Choice(rule, _CALL, expr, expr)
+        return _Choice(rule, _REF, expr.slot, expr, note)
+    return _Choice(rule, _CALL, expr, expr, note)
 
 
 def _slot_program(table: CompiledTable, slot: str, setters: tuple[CompiledRule, ...]) -> _SlotProgram:

@@ -141,7 +141,7 @@ class Environment:
             return cls(**dict(data))
         except ResolutionError as exc:
             raise ResolutionError(f"{source}: {exc.message}", hint=exc.hint) from None
-        except (TypeError, ValueError, AttributeError) as exc:
+        except TypeError as exc:
             raise ResolutionError(f"{source}: {exc}") from exc
 
     @classmethod

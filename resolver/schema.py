@@ -11,13 +11,15 @@ file and line.
 from __future__ import annotations
 
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn
+
+from resolver.table import SLOT_TYPES
 
 __all__ = [
     "CallSpec",
@@ -31,7 +33,6 @@ __all__ = [
     "structure_file",
 ]
 
-SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
 _SCALAR = (str, int, float, bool)
 _SLOT_PYTHON: dict[str, tuple[type, ...]] = {
     "str": (str,),
@@ -295,7 +296,7 @@ _CONVERTER = cattrs.Converter(forbid_extra_keys=True)
 
 def _table_of(cls: type) -> Any:
     """Structure an attrs class from a TOML table, refusing anything that is not a table."""
-    structure = make_dict_structure_fn(cls, _CONVERTER, _cattrs_forbid_extra_keys=True)
+    structure: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, _CONVERTER, _cattrs_forbid_extra_keys=True)
 
     def hook(value: Any, _: Any) -> Any:
         if not isinstance(value, dict):

@@ -16,12 +16,14 @@ from typing import Any
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
 from resolver.integers import parse_int
+from resolver.probing import PROBES
 
 __all__ = ["SIMULATE_HELP", "simulate"]
 
 SIMULATE_HELP = (
     "machine facts: cuda=N, mps, xla=N (or tpu=N), torch_xla, horovod, deepspeed, interactive, nofork, "
-    "hostname=NAME; clusters: slurm[=TASKS_PER_NODE], torchrun[=NPROC], lsf[=PER_NODE], mpi[=PER_NODE], "
+    "hostname=NAME, or any registered fact as FACT=VALUE (e.g. cuda_device_count=8); "
+    "clusters: slurm[=TASKS_PER_NODE], torchrun[=NPROC], lsf[=PER_NODE], mpi[=PER_NODE], "
     "kubeflow[=PODS] (one process per pod), with nodes=N and node=R; variables: NAME=VALUE; "
     "or a path to an environment TOML file"
 )
@@ -34,6 +36,17 @@ _FLAGS = {
     "notebook": "interactive",
 }
 _CLUSTERS = ("slurm", "torchrun", "lsf", "mpi", "kubeflow")
+
+
+def _fact(default: bool | int | str, token: str, value: str) -> bool | int | str:
+    """A machine fact given as ``NAME=VALUE``, read as its probe's type."""
+    if isinstance(default, bool):
+        if value.lower() not in ("true", "false"):
+            raise ResolutionError(f"--simulate: {token!r} needs true or false", hint=SIMULATE_HELP)
+        return value.lower() == "true"
+    if isinstance(default, int):
+        return _int(token, value)
+    return value
 
 
 def _int(token: str, value: str) -> int:
@@ -79,6 +92,8 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
             cluster = (key, _int(raw, value) if value else None)
         elif value and name.isupper():
             explicit[name] = value
+        elif value and name in PROBES:
+            facts[name] = _fact(PROBES[name].default, raw, value)
         else:
             raise ResolutionError(f"--simulate: unknown token {raw!r}", hint=SIMULATE_HELP)
     env = env.replace(**facts)

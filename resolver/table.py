@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files ar
 
 __all__ = ["Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
 
+SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
 VARIABLE_PREFIX = "var."
 
 
@@ -132,7 +133,7 @@ class TableData:
         return None
 
 
-_ID_LINE = re.compile(r'^\s*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+_ID_LINE = re.compile(r'^[ \t]*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
 
 
 def _id_lines(text: str) -> dict[str, list[int]]:
@@ -159,14 +160,14 @@ def _table_line(text: str, table: str, name: str) -> int | None:
     """The line of ``[table.NAME]`` (or ``table.NAME = ...``, ``NAME = ...`` inside ``[table]``)."""
     key = _key_pattern(name)
     for pattern in (
-        rf"^\s*\[\s*{table}\s*\.\s*{key}\s*\]",
-        rf"^\s*{table}\s*\.\s*{key}\s*[.=]",
-        rf"^\s*{key}\s*[.=]",
+        rf"^[ \t]*\[\s*{table}\s*\.\s*{key}\s*\]",
+        rf"^[ \t]*{table}\s*\.\s*{key}\s*[.=]",
+        rf"^[ \t]*{key}\s*[.=]",
     ):
         line = _line_of(text, pattern)
         if line is not None:
             return line
-    return _line_of(text, rf"^\s*\[\s*{table}\s*[.\]]")
+    return _line_of(text, rf"^[ \t]*\[\s*{table}\s*[.\]]")
 
 
 class _Locator:
@@ -194,7 +195,7 @@ class _Locator:
         if path and path[0] in ("slot", "domain", "removed") and len(path) > 1:
             line = _table_line(self.source.text, str(path[0]), str(path[1]))
         elif path and path[0] == "stages":
-            line = _line_of(self.source.text, r"^\s*stages\s*=")
+            line = _line_of(self.source.text, r"^[ \t]*stages\s*=")
         where = problem.where
         return RuleTableError(
             f"{where}: {problem.message}" if where else problem.message, file=self.source.name, line=line
@@ -205,7 +206,7 @@ class _Locator:
         return lines[occurrence] if occurrence < len(lines) else (lines[-1] if lines else None)
 
     def nth_rule_line(self, index: int) -> int | None:
-        matches = list(re.finditer(r"^\s*\[\[\s*rule\s*\]\]", self.source.text, re.MULTILINE))
+        matches = list(re.finditer(r"^[ \t]*\[\[\s*rule\s*\]\]", self.source.text, re.MULTILINE))
         if index < len(matches):
             return self.source.text.count("\n", 0, matches[index].start()) + 1
         return None
@@ -232,7 +233,7 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
     Structural errors and those between files (a slot declared twice, an unknown stage or domain,
     a domain that includes itself) are raised here; the rules' meaning is checked at compile.
     """
-    from resolver.schema import SchemaProblem, structure_file
+    from resolver.schema import SchemaProblem, structure_file  # cattrs: only when rule files are read
 
     table = TableData()
     seen_ids: dict[str, RawRule] = {}
@@ -249,7 +250,7 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
         except SchemaProblem as problem:
             raise locate.error(problem) from None
         if spec.stages is not None:
-            line = _line_of(source.text, r"^\s*stages\s*=")
+            line = _line_of(source.text, r"^[ \t]*stages\s*=")
             if table.stages and table.stages != spec.stages:
                 first = f" in {stages_from[0]}" if stages_from else ""
                 raise RuleTableError(
@@ -266,8 +267,8 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
         for name, slot_spec in spec.slot.items():
             line = locate.line("slot", name)
             if name in table.slots:
-                first = table.slots[name]
-                where = f"{first.file}:{first.line}" if first.line else str(first.file)
+                earlier = table.slots[name]
+                where = f"{earlier.file}:{earlier.line}" if earlier.line else str(earlier.file)
                 raise RuleTableError(f"slot {name!r} declared twice (first at {where})", file=source.name, line=line)
             table.slots[name] = _slot(name, slot_spec, source.name, line)
         for flag, removed in spec.removed.items():
@@ -327,4 +328,3 @@ def _check_declarations(table: TableData) -> None:
                 file=slot.file,
                 line=slot.line,
             )
-

@@ -22,12 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tomli_w import dumps
+
 from resolver import Environment, ResolutionError, resolve
 from resolver.api import builtin_rules_dir
 from resolver.compiler import CompiledTable, compile_table
 from resolver.errors import RuleTableError
 from resolver.table import RuleSource, load_sources
-from resolver.tomlwrite import dumps
 
 Document = dict[str, Any]
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import random
+import re
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,10 +29,28 @@ FUZZ = settings(
 )
 
 # Text that looks like a number but is not one int() accepts, and numbers at the edges.
-_TRICKY_TEXT = ["²", "①", "--2", "+3", " 2 ", "-1", "0", "1,", ",", "0,0", "1" * 4301, "9" * 30, "", "٣", "2.0", "1e3"]
+_TRICKY_TEXT = [
+    "²",
+    "①",
+    "--2",
+    "+3",
+    " 2 ",
+    "-1",
+    "0",
+    "1,",
+    ",",
+    "0,0",
+    "1" * 4301,
+    "9" * 4300,
+    "9" * 30,
+    "",
+    "٣",
+    "2.0",
+    "1e3",
+]
 _INTS = st.one_of(
     st.integers(min_value=-3, max_value=20),
-    st.sampled_from([2**31, 2**63, 10**8, 4096, 4097, -(2**63), 10**100]),
+    st.sampled_from([2**31, 2**63, 10**8, 4096, 4097, -(2**63), 10**100, 10**4299, 10**4300, 10**6 + 1]),
 )
 _GARBAGE = st.one_of(
     st.none(),
@@ -156,6 +177,70 @@ def environments(draw: st.DrawFn) -> Environment:
     )
 
 
+def cluster_job(rng: random.Random) -> tuple[dict[str, Any], Environment]:
+    """Flags and the variables a cluster sets for one process of a job of num_nodes x devices, the
+    process's ranks sometimes pushed out of range (or made garbage) in one variable."""
+    cluster = rng.choice(["torchelastic", "slurm", "lsf", "mpi", "kubeflow", "local"])
+    nodes, devices = rng.randint(1, 3), rng.randint(1, 4)
+    if cluster == "kubeflow":
+        nodes, devices = nodes * devices, 1
+    node, local = rng.randrange(nodes), rng.randrange(devices)
+    rank, size = node * devices + local, nodes * devices
+    hosts = [f"node-{i}" for i in range(nodes)]
+    variables = {
+        "torchelastic": {
+            "WORLD_SIZE": size,
+            "RANK": rank,
+            "LOCAL_RANK": local,
+            "GROUP_RANK": node,
+            "LOCAL_WORLD_SIZE": devices,
+            "TORCHELASTIC_RUN_ID": "job",
+        },
+        "slurm": {
+            "SLURM_NTASKS": size,
+            "SLURM_PROCID": rank,
+            "SLURM_LOCALID": local,
+            "SLURM_NODEID": node,
+            "SLURM_NNODES": nodes,
+            "SLURM_NTASKS_PER_NODE": devices,
+            "SLURM_JOB_NAME": "train",
+            "SLURM_JOB_ID": "1",
+        },
+        "lsf": {
+            "JSM_NAMESPACE_SIZE": size,
+            "JSM_NAMESPACE_RANK": rank,
+            "JSM_NAMESPACE_LOCAL_RANK": local,
+            "LSB_JOBID": "1",
+            "LSB_MCPU_HOSTS": " ".join(["batch", "1"] + [f"{h} {devices}" for h in hosts]),
+        },
+        "mpi": {
+            "OMPI_COMM_WORLD_SIZE": size,
+            "OMPI_COMM_WORLD_RANK": rank,
+            "OMPI_COMM_WORLD_LOCAL_RANK": local,
+            "OMPI_COMM_WORLD_LOCAL_SIZE": devices,
+        },
+        "kubeflow": {
+            "WORLD_SIZE": size,
+            "RANK": rank,
+            "MASTER_ADDR": "master-0",
+            "MASTER_PORT": "23456",
+            "KUBERNETES_PORT": "tcp://10.0.0.1:443",
+        },
+        "local": {"LOCAL_RANK": local, "NODE_RANK": node},
+    }[cluster]
+    text = {name: str(value) for name, value in variables.items()}
+    if rng.random() < 0.6:  # push one variable out of range, or make it garbage
+        name = rng.choice(sorted(text))
+        text[name] = rng.choice([str(rng.randint(-3, 12)), rng.choice(_TRICKY_TEXT), "", "abc"])
+    flags = {"devices": devices, "num_nodes": nodes}
+    if rng.random() < 0.3:
+        flags["cluster_environment"] = cluster
+    if rng.random() < 0.2:  # the flags disagree with the job
+        flags[rng.choice(["devices", "num_nodes"])] = rng.randint(1, 5)
+    environment = Environment(hostname=rng.choice(hosts), cuda_device_count=rng.choice([0, devices, 8]), variables=text)
+    return flags, environment
+
+
 def check_invariants(config: ResolvedConfig) -> None:
     assert 0 <= config.global_rank < config.world_size, config
     assert 0 <= config.local_rank < config.num_devices, config
@@ -175,9 +260,23 @@ def test_resolve_gives_a_consistent_config_or_a_resolution_error(flags: dict[str
     check_invariants(config)
 
 
+@FUZZ
+@given(rng=st.randoms(use_true_random=False))
+def test_cluster_ranks_in_and_out_of_range(rng: random.Random):
+    flags, environment = cluster_job(rng)
+    try:
+        config = resolve(**flags, environment=environment)
+    except ResolutionError as error:
+        assert error.message
+        return
+    check_invariants(config)
+
+
 @settings(FUZZ, max_examples=max(EXAMPLES // 10, 30))
 @given(
-    devices=st.one_of(st.sampled_from(["²", "①", "--2", "1" * 4301, "0x10", "1,,2", "٣,1"]), st.text(max_size=6)),
+    devices=st.one_of(
+        st.sampled_from(["²", "①", "--2", "1" * 4301, "9" * 4300, "0x10", "1,,2", "٣,1"]), st.text(max_size=6)
+    ),
     num_nodes=st.one_of(st.integers(min_value=-2, max_value=3).map(str), st.sampled_from(["²", "x"])),
     plugin=st.one_of(st.sampled_from(PLUGINS), st.text(max_size=5)),
 )
@@ -191,3 +290,21 @@ def test_explain_never_shows_a_traceback(devices: str, num_nodes: str, plugin: s
             code = exit.code
     assert code in (0, 1, 2)
     assert "Traceback" not in out.getvalue() + err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"environment": 5}, "environment=5 is not an Environment"),
+        ({"environment": {"cuda_device_count": 2}}, "is not an Environment"),
+        ({"environment": Environment(), "rules": 5}, "rules=5 is not a rule file"),
+        ({"environment": Environment(), "rules": ["site.toml", 5]}, "rules=5 is not a rule file"),
+        ({"environment": Environment(), "accelerator": 10**5000}, "more than 4300 digits"),
+        ({"environment": Environment(), "devices": [0, 10**5000]}, "more than 4300 digits"),
+        ({"environment": Environment(), "plugins": "slurm"}, "SLURM_NTASKS is not set"),  # one plugin, not letters
+        ({"environment": Environment(), "plugins": 5}, "plugins=5 is not a list of plugin names"),
+    ],
+)
+def test_wrong_arguments_are_resolution_errors(arguments: dict[str, Any], message: str):
+    with pytest.raises(ResolutionError, match=re.escape(message)):
+        resolve(**arguments)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tomli_w import dumps
 
 from resolver import golden
 from resolver.api import builtin_rules_dir, compile_sources, load_rules, run_rules
@@ -37,7 +38,6 @@ from resolver.compiler import CompiledTable
 from resolver.errors import ResolutionError
 from resolver.reporter import RecordingReporter
 from resolver.table import RuleSource, read_sources
-from tomli_w import dumps
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 SCENARIO_PATHS = sorted(GOLDEN_DIR.glob("*.toml"))

@@ -255,3 +255,79 @@ def test_missing_rule_file_is_a_clear_error(tmp_path):
 
     with pytest.raises(ResolutionError, match="cannot read rule file"):
         resolve(environment=Environment(), rules=[tmp_path / "absent.toml"])
+
+
+# -- broken files found by mutating the real rule files: each a RuleTableError naming the file ------
+
+R = '[[rule]]\nid = "r"\nstage = "planned"\n'
+
+
+@pytest.mark.parametrize(
+    ("snippet", "message", "line"),
+    [
+        # these crashed the loader
+        ("[domain.strategy]\nvalues = 5\n", "domain.strategy.values: expected a list, got 5", 1),
+        ("[removed]\ngpus = 5\n", "removed.gpus: expected a table, got 5", 2),
+        (R + 'set = "x"\n', "expected a table, got 'x'", 2),
+        (R + "set = { launcher = { ref = 5 } }\n", "must be a value or { ref = \"slot\" }, not {'ref': 5}", 2),
+        (R + 'when = { num_devices = { in = [{ a = 1 }] } }\nset = { launcher = "spawn" }\n', "plain values", 2),
+        (R + 'when = { strategy = { in_domain = ["strategy"] } }\nset = { launcher = "spawn" }\n', "unknown domain", 2),
+        (R + 'set = { launcher = { fn = ["to_int"] } }\n', "expected text, got ['to_int']", 2),
+        (R + 'set = { launcher = { fn = "to_text", args = 5 } }\n', "expected a list, got 5", 2),
+        (
+            R + 'when = { strategy = "ddp" }\nbetween = [5]\nconflict = "c"\nhint = "h"\n',
+            "expected text, got 5 (at between.0)",
+            2,
+        ),
+        # these were accepted
+        (
+            R + 'set = { num_devices = { fn = "to_int", args = ["arg.devices", "arg.strategy"] } }\n',
+            "function 'to_int' takes (value), but the rule passes 2 argument(s)",
+            2,
+        ),
+        (
+            R + 'set = { device_ids = { fn = "first_ids", args = [{ const = "x" }] } }\n',
+            "function 'first_ids': argument 'n' takes int, but the rule passes 'x'",
+            2,
+        ),
+        ('[slot."my.flag"]\nstage = "planned"\nnullable = "no"\n', "slot.my.flag.nullable: expected true or false", 1),
+        ('[domain.strategy]\nvalues = "ddpx"\n', "expected a list, got 'ddpx'", 1),
+        (
+            'stages = ["input", "input", "normalized", "placed", "clustered", "planned", "resolved"]\n',
+            "`stages` lists 'input' twice",
+            1,
+        ),
+        (R + 'when = { strategy = { set = "no" } }\nset = { launcher = "spawn" }\n', "takes true or false", 2),
+        # slot, stage and domain errors name the file and the line
+        ('# a comment\n\n[slot."my.flag"]\nstage = "warp"\n', "slot 'my.flag' names unknown stage 'warp'", 3),
+        ('\n[slot."my.flag"]\nstage = "planned"\ndomain = "nope"\n', "names unknown domain 'nope'", 2),
+        ("\n\n[domain.mine]\ninclude = ['nope']\n", "[domain.mine] includes unknown domain 'nope'", 3),
+        ('\n[domain.a]\ninclude = ["b"]\n[domain.b]\ninclude = ["a"]\n', "includes itself (a -> b -> a)", 4),
+        ('\n[slot.strategy]\nstage = "planned"\n', "slot 'strategy' declared twice (first at", 2),
+        ('x = 1\nstages = ["input"]\n', "unknown key(s) x", None),
+    ],
+)
+def test_broken_files_are_rule_table_errors_naming_file_and_line(snippet: str, message: str, line: int | None):
+    error = load_error(snippet, name="site.toml")
+    assert error.file == "site.toml"
+    assert message in str(error)
+    if line is not None:
+        assert error.line == line
+
+
+def test_a_file_that_is_not_utf8_names_the_file_and_line(tmp_path):
+    bad = tmp_path / "site.toml"
+    bad.write_bytes(b'# ok\n[[rule]]\nid = "caf\xe9"\n')
+    with pytest.raises(RuleTableError) as info:
+        read_sources([bad])
+    assert (info.value.file, info.value.line) == (str(bad), 3)
+    assert "not UTF-8" in str(info.value)
+
+
+def test_operators_are_one_registry_used_by_loader_and_docs():
+    from resolver.operators import OPERATORS
+
+    table = compile_sources(BASE)
+    used = {op for rule in table.rules.values() for c in rule.when for op, _ in c.ops}
+    assert used <= set(OPERATORS)
+    assert OPERATORS["ge"].render("num_devices", 2) == "`num_devices` ≥ 2"

@@ -182,3 +182,22 @@ def test_environment_keeps_its_keyword_construction_and_is_a_frozen_value():
     with pytest.raises(ResolutionError, match="mps_available must be true or false"):
         Environment(mps_available="yes")
     assert resolver.Environment.from_dict(env.to_dict()) == env
+
+
+def test_a_registered_fact_can_be_simulated_by_name(tmp_path):
+    site = tmp_path / "npu.toml"
+    site.write_text(NPU_RULES)
+    script = textwrap.dedent(
+        f"""
+        import resolver
+        from resolver.simulate import simulate
+
+        resolver.register_probe("npu_device_count", default=0)(lambda environ: 0)
+        env = simulate("npu_device_count=4,cuda_device_count=2")
+        print(env.npu_device_count, env.cuda_device_count)
+        print(resolver.resolve(environment=env, rules=[{str(site)!r}]).notes)
+        """
+    )
+    done = _run(["-c", script], {}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["4 2", "('4 NPU(s) found; this table does not train on them yet',)"]

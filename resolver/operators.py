@@ -1,0 +1,432 @@
+"""Condition operators: each one object that checks its operand when the table loads
+(``validate``), tests a value at resolution (``predicate``), says which values it admits for the
+ambiguity check and the decision trees (``shape``) and writes itself for ``docs/rules.md``
+(``render``). :data:`OPERATORS` is the registry the loader, the compiler and the docs use; a new
+operator is a class and a registration here, not a branch elsewhere.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from resolver.config import display
+from resolver.errors import ResolutionError
+from resolver.integers import parse_int
+
+__all__ = [
+    "CONDITION_OPS",
+    "OPERATORS",
+    "TYPE_NAMES",
+    "InvalidOperand",
+    "NotANumber",
+    "OperandContext",
+    "Operator",
+    "Ref",
+    "Shape",
+    "as_number",
+]
+
+TYPE_NAMES = ("int", "str", "bool", "tuple", "none", "mapping")
+Values = Mapping[str, Any]
+Predicate = Callable[[Values], bool]
+
+
+class NotANumber(ResolutionError):
+    """A slot compared as a number holds something else (e.g. ``SLURM_NTASKS=abc``)."""
+
+
+class InvalidOperand(Exception):
+    """An operator's operand is not what it takes (raised when the table loads)."""
+
+
+@attrs.frozen
+class Ref:
+    slot: str
+
+
+def as_number(value: Any, slot: str) -> int | float:
+    """A value compared as a number: ints and floats as they are, integer text parsed."""
+    if isinstance(value, bool):
+        raise NotANumber(f"{slot} is a boolean ({value}), not a number")
+    if isinstance(value, (int, float)):
+        return value
+    parsed = parse_int(value)
+    if parsed is not None:
+        return parsed
+    label = slot.removeprefix("var.")
+    shown = value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "..."
+    raise NotANumber(f"{label}={shown!r} is not an integer", hint=f"set {label} to a whole number or unset it")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b  # True is not the number 1 here
+    if a == b:
+        return True
+    if isinstance(a, str) and _is_int(b):
+        return parse_int(a) == b
+    if isinstance(b, str) and _is_int(a):
+        return parse_int(b) == a
+    return False
+
+
+def _type_of(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, tuple):
+        return "tuple"
+    if isinstance(value, Mapping):
+        return "mapping"
+    return type(value).__name__
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+@attrs.frozen
+class Shape:
+    """What a condition admits, for proving two rules exclusive (see ``disjoint``)."""
+
+    allowed: frozenset[Any] | None = None
+    denied: frozenset[Any] = frozenset()
+    low: float = float("-inf")
+    high: float = float("inf")
+    is_set: bool | None = None
+    types: frozenset[str] | None = None
+
+    def meet(self, other: Shape) -> Shape:
+        """What both shapes admit (the conditions of one slot all hold)."""
+        allowed = (
+            self.allowed
+            if other.allowed is None
+            else (other.allowed if self.allowed is None else self.allowed & other.allowed)
+        )
+        types = self.types if other.types is None else (other.types if self.types is None else self.types & other.types)
+        return Shape(
+            allowed,
+            self.denied | other.denied,
+            max(self.low, other.low),
+            min(self.high, other.high),
+            self.is_set if other.is_set is None else other.is_set,
+            types,
+        )
+
+    def admits(self, value: Any) -> bool:
+        """Whether a (non-None) constant could satisfy this shape."""
+        if self.is_set is False:
+            return False
+        if self.allowed is not None and value not in self.allowed:
+            return False
+        if value in self.denied:
+            return False
+        if self.types is not None and _type_of(value) not in self.types:
+            return False
+        if self.low > float("-inf") or self.high < float("inf"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return False
+            return self.low <= value <= self.high
+        return True
+
+    def disjoint(self, other: Shape) -> bool:
+        """True when no value satisfies both shapes (so two rules cannot both fire)."""
+        if self.is_set is not None and other.is_set is not None and self.is_set != other.is_set:
+            return True
+        if self.types is not None and other.types is not None and not self.types & other.types:
+            return True
+        for a, b in ((self, other), (other, self)):
+            if a.allowed is not None and not any(b.admits(v) for v in a.allowed):
+                return True
+        return self.high < other.low or other.high < self.low
+
+
+_ANY = Shape()
+
+
+@attrs.frozen
+class OperandContext:
+    """What an operator may consult while checking its operand: the domains, and the slot's own
+    check of a constant (domain membership, ``"none"`` on a nullable slot)."""
+
+    slot: str
+    domains: Mapping[str, frozenset[str]]
+    check_value: Callable[[Any], Any]
+
+
+def _operand_text(value: Any) -> str:
+    return f"`{value.slot}`" if isinstance(value, Ref) else display(value, quoted=True)
+
+
+_SCALARS = (str, int, float, bool)
+
+
+class Operator:
+    """One condition operator: ``validate`` its operand at load, build its ``predicate``, give its
+    ``shape`` for the ambiguity check and ``render`` it for the docs. Subclasses set ``name``,
+    ``symbol`` and ``takes_ref`` (whether ``{ ref = "slot" }`` is accepted)."""
+
+    name: str = ""
+    symbol: str = ""
+    takes_ref: bool = True
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        """The operand as the predicate uses it; raise :class:`InvalidOperand` if it is wrong."""
+        raise NotImplementedError
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        raise NotImplementedError
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        return _ANY
+
+    def render(self, slot: str, operand: Any) -> str:
+        return f"`{slot}` {self.symbol} {_operand_text(operand)}"
+
+
+def _value(operand: Any, op: str, context: OperandContext) -> Any:
+    """A constant to compare with: a scalar, or a list of scalars (compared as a tuple)."""
+    if isinstance(operand, list):
+        return tuple(_scalar(item, op, context) for item in operand)
+    return _scalar(operand, op, context)
+
+
+def _scalar(operand: Any, op: str, context: OperandContext) -> Any:
+    if not isinstance(operand, _SCALARS):
+        raise InvalidOperand(f"{op!r} on {context.slot!r} takes a string, number or boolean, not {operand!r}")
+    return context.check_value(operand)
+
+
+class _Equal(Operator):
+    name, symbol = "eq", "="
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        return _value(operand, self.name, context)
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        if operand is None:
+            return lambda v: v.get(slot) is None
+        if isinstance(operand, Ref):
+            other = operand.slot
+            return lambda v: (x := v.get(slot)) is not None and (y := v.get(other)) is not None and _same(x, y)
+        if not _is_int(operand):
+            return lambda v: v.get(slot) == operand  # a non-integer constant equals only itself
+        return lambda v: (x := v.get(slot)) is not None and _same(x, operand)
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if isinstance(operand, Ref):
+            return _ANY
+        if operand is None:
+            return Shape(is_set=False)
+        return Shape(allowed=frozenset([operand]), is_set=True)
+
+
+class _NotEqual(Operator):
+    name, symbol = "ne", "≠"
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        return _value(operand, self.name, context)
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        if isinstance(operand, Ref):
+            other = operand.slot
+            return lambda v: (x := v.get(slot)) is not None and (y := v.get(other)) is not None and not _same(x, y)
+        if operand is None:
+            return lambda v: v.get(slot) is not None
+        if not _is_int(operand):
+            return lambda v: (x := v.get(slot)) is not None and x != operand
+        return lambda v: (x := v.get(slot)) is not None and not _same(x, operand)
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if isinstance(operand, Ref):
+            return _ANY
+        return Shape(denied=frozenset([operand]), is_set=True)
+
+
+class _Member(Operator):
+    """``in`` and ``not_in``: a list of constants, or a slot holding a list."""
+
+    def __init__(self, name: str, symbol: str, inside: bool) -> None:
+        self.name, self.symbol, self.inside = name, symbol, inside
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if not isinstance(operand, list):
+            raise InvalidOperand(f"{self.name!r} on {context.slot!r} needs a list, not {operand!r}")
+        return tuple(_scalar(item, self.name, context) for item in operand)
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        inside = self.inside
+        if isinstance(operand, Ref):
+            other = operand.slot
+
+            def by_ref(values: Values) -> bool:
+                x, items = values.get(slot), values.get(other)
+                if x is None or items is None:
+                    return False
+                if isinstance(items, (str, Mapping)) or not hasattr(items, "__iter__"):
+                    items = (items,)
+                return any(_same(x, o) for o in items) == inside
+
+            return by_ref
+        if not any(_is_int(o) for o in operand):
+            members = frozenset(operand)  # may hold None: `in = ["none", ...]` on a nullable slot
+            if inside:
+                return lambda v: _hashable(x := v.get(slot)) and x in members
+            return lambda v: (x := v.get(slot)) is not None and not (_hashable(x) and x in members)
+        return lambda v: (x := v.get(slot)) is not None and any(_same(x, o) for o in operand) == inside
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if isinstance(operand, Ref):
+            return _ANY
+        members = frozenset(operand)
+        return Shape(allowed=members, is_set=True) if self.inside else Shape(denied=members, is_set=True)
+
+
+class _Compare(Operator):
+    """``gt ge lt le``: numbers; integer text (environment variables) compares as a number."""
+
+    def __init__(self, name: str, symbol: str, compare: Callable[[Any, Any], bool]) -> None:
+        self.name, self.symbol, self.compare = name, symbol, compare
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if isinstance(operand, bool) or not isinstance(operand, (int, float)):
+            raise InvalidOperand(f"{self.name!r} on {context.slot!r} needs a number, not {operand!r}")
+        return operand
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        compare = self.compare
+        if isinstance(operand, Ref):
+            other = operand.slot
+
+            def by_ref(values: Values) -> bool:
+                x, y = values.get(slot), values.get(other)
+                if x is None or y is None:
+                    return False
+                return compare(as_number(x, slot), as_number(y, other))
+
+            return by_ref
+
+        def numeric(values: Values) -> bool:
+            x = values.get(slot)
+            if x is None:
+                return False
+            if type(x) is int:
+                return compare(x, operand)
+            return compare(as_number(x, slot), operand)
+
+        return numeric
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if isinstance(operand, Ref):
+            return _ANY
+        step = 1 if isinstance(operand, int) and self.name in ("gt", "lt") else 0
+        if self.name in ("gt", "ge"):
+            return Shape(low=operand + step, is_set=True)
+        return Shape(high=operand - step, is_set=True)
+
+
+class _IsSet(Operator):
+    name, takes_ref = "set", False
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if not isinstance(operand, bool):
+            raise InvalidOperand(f"'set' on {context.slot!r} takes true or false, not {operand!r}")
+        return operand
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        want = operand
+        return lambda v: (v.get(slot) is not None) == want
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        return Shape(is_set=operand)
+
+    def render(self, slot: str, operand: Any) -> str:
+        return f"`{slot}` {'is set' if operand else 'is unset'}"
+
+
+class _IsType(Operator):
+    """``is`` and ``is_not``: the value's type, one of :data:`TYPE_NAMES`."""
+
+    takes_ref = False
+
+    def __init__(self, name: str, symbol: str, positive: bool) -> None:
+        self.name, self.symbol, self.positive = name, symbol, positive
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if operand not in TYPE_NAMES or not isinstance(operand, str):
+            raise InvalidOperand(f"{self.name!r} on {context.slot!r} takes one of {', '.join(TYPE_NAMES)}")
+        return operand
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        positive = self.positive
+        return lambda v: (_type_of(v.get(slot)) == operand) == positive
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        types = frozenset([operand]) if self.positive else frozenset(TYPE_NAMES) - {operand}
+        is_set = (operand != "none") if self.positive else (None if operand != "none" else True)
+        return Shape(types=types, is_set=is_set)
+
+
+class _InDomain(Operator):
+    """``in_domain`` and ``not_in_domain``: membership of a named domain (a set slot only)."""
+
+    takes_ref = False
+
+    def __init__(self, name: str, symbol: str, inside: bool) -> None:
+        self.name, self.symbol, self.inside = name, symbol, inside
+
+    def validate(self, operand: Any, context: OperandContext) -> Any:
+        if not isinstance(operand, str) or operand not in context.domains:
+            raise InvalidOperand(
+                f"{self.name!r} on {context.slot!r} names unknown domain {operand!r}; "
+                f"domains: {', '.join(sorted(context.domains))}"
+            )
+        return operand
+
+    def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
+        members, inside = domains[operand], self.inside
+        return lambda v: (x := v.get(slot)) is not None and (_hashable(x) and x in members) == inside
+
+    def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
+        if self.inside:
+            return Shape(allowed=domains[operand], is_set=True)
+        return Shape(denied=domains[operand], is_set=True)
+
+
+#: Every condition operator, by the name rule files use.
+OPERATORS: dict[str, Operator] = {
+    op.name: op
+    for op in (
+        _Equal(),
+        _NotEqual(),
+        _Member("in", "in", True),
+        _Member("not_in", "not in", False),
+        _Compare("gt", ">", operator.gt),
+        _Compare("ge", "≥", operator.ge),
+        _Compare("lt", "<", operator.lt),
+        _Compare("le", "≤", operator.le),
+        _IsSet(),
+        _IsType("is", "is", True),
+        _IsType("is_not", "is not", False),
+        _InDomain("in_domain", "in domain", True),
+        _InDomain("not_in_domain", "not in domain", False),
+    )
+}
+CONDITION_OPS = tuple(OPERATORS)
