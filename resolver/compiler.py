@@ -430,4 +430,7 @@ class _RuleCompiler:
                     raise raw.error(problem)
                 return name, Call(expr["fn"], tuple(args))
             raise raw.error(f"set value of {name!r} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}")
-        return name, Const(self._check_value(raw, slot, expr))
+        value = self._check_value(raw, slot, expr)
+        if not slot.accepts(value):
+            raise raw.error(f"sets {name!r} to {expr!r}, but the slot holds {slot.type}")
+        return name, Const(value)

@@ -125,7 +125,7 @@ def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
     ids: list[int] = []
     for item in items:
         if isinstance(item, bool) or not isinstance(item, (int, str)):
-            raise _devices_error(original, f"contains {item!r}, which is not a device index")
+            raise _devices_error(original, f"contains {_shown(item)}, which is not a device index")
         index = parse_int(item)
         if index is None:
             raise _devices_error(original, f"contains {_shown(item)}, which is not a device index")
@@ -133,7 +133,7 @@ def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
         if item < 0:
             raise _devices_error(original, f"contains the negative index {item}")
         if item >= MAX_DEVICES:
-            raise _too_many(original)
+            raise _devices_error(original, f"names device {item}, past the last id a node may have ({MAX_DEVICES - 1})")
         if item in ids:
             raise _devices_error(original, f"names device {item} twice")
         ids.append(item)

@@ -21,6 +21,8 @@ from typing import Any
 
 import attrs
 
+from resolver.integers import parse_int
+
 __all__ = ["PROBES", "Probe", "register_probe"]
 
 _NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
@@ -84,7 +86,8 @@ def _apply_visible_devices(total: int, environ: Mapping[str, str]) -> int:
     count = 0
     for entry in visible.split(","):
         entry = entry.strip()
-        if not entry or (entry.lstrip("-").isdigit() and not 0 <= int(entry) < total):
+        ordinal = parse_int(entry)
+        if not entry or (ordinal is not None and not 0 <= ordinal < total):
             break  # CUDA ignores everything from the first invalid ordinal on
         count += 1
     return min(count, total)

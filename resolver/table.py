@@ -68,6 +68,24 @@ class Slot:
     file: str | None = attrs.field(default=None, eq=False)
     line: int | None = attrs.field(default=None, eq=False)
 
+    def accepts(self, value: Any) -> bool:
+        """Whether a constant a rule sets (None for ``"none"``) fits this slot's type and nullability."""
+        if value is None:
+            return self.nullable
+        expected = _PYTHON_TYPES.get(self.type)
+        if expected is None:
+            return True
+        return isinstance(value, expected) and not (self.type == "int" and isinstance(value, bool))
+
+
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "str": str,
+    "int": int,
+    "bool": bool,
+    "tuple": tuple,
+    "mapping": Mapping,
+}
+
 
 @attrs.define
 class Domain:

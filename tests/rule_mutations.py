@@ -354,9 +354,11 @@ def campaign(seed: int, breaking: int, random_count: int, report: Callable[[str]
     sources = builtin_sources()
     totals: Counter[str] = Counter()
     for make, count in (("breaking", breaking), ("random", random_count)):
-        for mutant in mutants(seed, count, make):
+        for done, mutant in enumerate(mutants(seed, count, make), 1):
             result = outcome(sources, mutant)
             totals[f"{make}:{result}"] += 1
+            if done % 500 == 0:
+                report(f"progress: {make} {done}/{count} {dict(totals)}")
             if result.startswith("crash") or (make == "breaking" and result != "refused"):
                 report(f"{result}: {mutant.file}: {mutant.what}")
     return totals
@@ -368,7 +370,7 @@ if __name__ == "__main__":
     parser.add_argument("--random", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    totals = campaign(args.seed, args.breaking, args.random)
+    totals = campaign(args.seed, args.breaking, args.random, report=lambda line: print(line, flush=True))
     for key, value in sorted(totals.items()):
         print(f"{key}: {value}")
     sys.exit(1 if any(k.endswith(("crash_loader", "crash_resolve", "refused_unnamed")) for k in totals) else 0)

@@ -26,6 +26,7 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=EXAMPLES <= 300,  # CI: the same inputs every run; a campaign explores
+    database=None,  # nothing written into the checkout
 )
 
 # Text that looks like a number but is not one int() accepts, and numbers at the edges.
@@ -308,3 +309,10 @@ def test_explain_never_shows_a_traceback(devices: str, num_nodes: str, plugin: s
 def test_wrong_arguments_are_resolution_errors(arguments: dict[str, Any], message: str):
     with pytest.raises(ResolutionError, match=re.escape(message)):
         resolve(**arguments)
+
+
+@pytest.mark.parametrize("visible", ["²,1", "①", "--2,0", "1" * 4301, "0,٣"])
+def test_odd_cuda_visible_devices_do_not_break_the_probe(visible: str):
+    from resolver.probing import _apply_visible_devices  # the driver's count filtered by the variable
+
+    assert 0 <= _apply_visible_devices(4, {"CUDA_VISIBLE_DEVICES": visible}) <= 4

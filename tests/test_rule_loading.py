@@ -298,6 +298,8 @@ R = '[[rule]]\nid = "r"\nstage = "planned"\n'
             1,
         ),
         (R + 'when = { strategy = { set = "no" } }\nset = { launcher = "spawn" }\n', "takes true or false", 2),
+        (R + 'set = { num_devices = "two" }\n', "sets 'num_devices' to 'two', but the slot holds int", 2),
+        (R + "set = { launcher = 5 }\n", "sets 'launcher' to 5, but the slot holds str", 2),
         # slot, stage and domain errors name the file and the line
         ('# a comment\n\n[slot."my.flag"]\nstage = "warp"\n', "slot 'my.flag' names unknown stage 'warp'", 3),
         ('\n[slot."my.flag"]\nstage = "planned"\ndomain = "nope"\n', "names unknown domain 'nope'", 2),
