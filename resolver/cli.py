@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
+from resolver.cli_help import COMMANDS, TOP_DESCRIPTION, TOP_EPILOG
+from resolver.config import ResolvedConfig
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
@@ -17,19 +20,6 @@ from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-
-_EPILOG = """\
-exit codes: 0 resolved, 1 resolution error (conflict or invalid input), 2 usage error.
-
-examples:
-  resolver explain --devices 2 --strategy ddp
-  resolver explain --devices 8 --simulate cuda=8,slurm
-  resolver explain --simulate my-cluster-node.toml --format json
-  resolver run --devices 2 --strategy ddp train.py --epochs 3
-  resolver golden tests/golden
-  resolver rules --output docs/rules.md
-"""
-
 
 def _devices(text: str) -> int | str:
     number = parse_int(text)
@@ -85,50 +75,87 @@ def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) ->
         parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, reading the package metadata only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from resolver.envreport import resolver_version
+
+        print(f"resolver {resolver_version()}")
+        parser.exit()
+
+
+def _subcommand(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> argparse.ArgumentParser:
+    text = COMMANDS[name]
+    return sub.add_parser(
+        name,
+        help=text.summary,
+        description=text.wrapped_description(),
+        epilog=text.epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resolver",
-        description="Resolve distributed-training flags against a machine, and say why.",
-        epilog=_EPILOG,
+        description=TOP_DESCRIPTION,
+        epilog=TOP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    explain = sub.add_parser(
-        "explain",
-        help="print each resolved field, its value and why",
-        description="Print each resolved field, its value and why; on failure, a "
-        "diagnostic naming both sides and the fix.",
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    explain = _subcommand(sub, "explain")
     _add_flags(explain)
-    explain.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    explain.add_argument("--verbose", "-v", action="store_true", help="also show every intermediate decision")
-
-    run = sub.add_parser(
-        "run",
-        help="resolve, then start a script under the resolved launcher (like torchrun)",
-        description="Resolve the flags, print a one-line summary, and start SCRIPT once per local "
-        "device with torchrun-compatible variables.",
+    explain.add_argument(
+        "--format",
+        choices=("text", "json", "dot"),
+        default="text",
+        help="text (default), json (schema_version, environment, config or error), or dot (the decision "
+        "graph, for Graphviz: dot -Tsvg)",
     )
+    explain.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also show every intermediate decision (text: extra rows; json: a `decisions` list; dot: all nodes)",
+    )
+
+    run = _subcommand(sub, "run")
     _add_flags(run, can_simulate=False)
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="stop every rank (and fail) if the run takes longer than this")
     run.add_argument("script", help="the Python script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
 
-    golden = sub.add_parser("golden", help="check golden scenario files against the rules (or --update them)")
+    env = _subcommand(sub, "env")
+    env.add_argument("--format", choices=("text", "json"), default="text", help="text to paste (default), or json")
+
+    golden = _subcommand(sub, "golden")
     golden.add_argument("paths", nargs="+", help="scenario files or folders of them")
     golden.add_argument("--update", action="store_true", help="rewrite each [expect] from the current rules")
     golden.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
 
-    rules = sub.add_parser("rules", help="write the rule table as Markdown (docs/rules.md)")
+    rules = _subcommand(sub, "rules")
     rules.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
     rules.add_argument("--output", metavar="FILE", help="write here instead of standard output")
     rules.add_argument("--check", action="store_true", help="exit 1 if --output differs from what would be written")
     return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse; an unknown option is reported with the usage of the subcommand it was given to."""
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def _environment(spec: str | None, rules: list[str]) -> Environment:
@@ -161,21 +188,37 @@ def _check_removed(args: argparse.Namespace) -> None:
 
 def _explain(args: argparse.Namespace) -> int:
     trace = RecordingReporter()
+    environment: Environment | None = None
+    config: ResolvedConfig | None = None
+    failure: ResolutionError | None = None
     try:
-        _check_removed(args)
         environment = _environment(args.simulate, args.rules)
+        _check_removed(args)
         config = resolve(**_flags(args), environment=environment, rules=args.rules or None, reporter=trace)
     except ResolutionError as error:
-        if args.format == "json":
-            print(explain_json(None, trace, error))
-        else:
-            print(error.diagnostic(), file=sys.stderr)
-        return EXIT_ERROR
-    print(
-        explain_json(config, trace, None)
-        if args.format == "json"
-        else explain_text(config, trace, verbose=args.verbose)
-    )
+        failure = error
+    if args.format == "json":
+        print(explain_json(config, trace, failure, environment=environment, verbose=args.verbose))
+    elif args.format == "dot":
+        from resolver.decision_graph import decision_graph
+
+        table = load_rules(args.rules) if args.rules else builtin_table()
+        sys.stdout.write(decision_graph(trace, table, error=failure, everything=args.verbose))
+        if failure is not None:
+            print(failure.diagnostic(), file=sys.stderr)
+    elif failure is not None:
+        print(failure.diagnostic(), file=sys.stderr)
+    else:
+        assert config is not None
+        print(explain_text(config, trace, verbose=args.verbose))
+    return EXIT_OK if failure is None else EXIT_ERROR
+
+
+def _env(args: argparse.Namespace) -> int:
+    from resolver.envreport import collect
+
+    report = collect()
+    print(report.to_json() if args.format == "json" else report.to_text())
     return EXIT_OK
 
 
@@ -255,10 +298,16 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    handlers = {"explain": _explain, "run": _run, "golden": _golden, "rules": _rules}
+    args = _parse(argv)
+    handlers = {"explain": _explain, "run": _run, "env": _env, "golden": _golden, "rules": _rules}
     try:
-        return handlers[args.command](args)
+        code = handlers[args.command](args)
+        sys.stdout.flush()  # here, so that a closed pipe is seen below and not at exit
+        return code
+    except BrokenPipeError:
+        # the reader stopped early (`resolver explain | head`): say nothing more, like `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
     except RuleTableError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR

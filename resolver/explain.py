@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -11,7 +11,13 @@ from resolver.config import ResolvedConfig, display, get_converter
 from resolver.errors import ResolutionError
 from resolver.reporter import RecordingReporter
 
-__all__ = ["error_data", "explain_json", "explain_text"]
+if TYPE_CHECKING:
+    from resolver.environment import Environment
+
+__all__ = ["EXPLAIN_SCHEMA_VERSION", "error_data", "explain_json", "explain_text"]
+
+#: Bumped whenever a key of ``resolver explain --format json`` changes meaning or disappears.
+EXPLAIN_SCHEMA_VERSION = 1
 
 _FIELDS = tuple(a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes"))
 
@@ -25,8 +31,9 @@ def explain_text(config: ResolvedConfig, trace: RecordingReporter | None = None,
         for slot, (value, prov) in trace.decisions.items():
             if slot not in _FIELDS:
                 rows.append((slot, display(value), prov.describe()))
+    # every column as wide as its longest value, so a long value never runs into the next one
     width = max(len(r[0]) for r in rows) + 2
-    vwidth = min(max(len(r[1]) for r in rows) + 2, 24)
+    vwidth = max(len(r[1]) for r in rows) + 2
     lines = [f"{n:<{width}}{v:<{vwidth}}{w}".rstrip() for n, v, w in rows]
     if config.notes:
         lines.append("")
@@ -50,12 +57,25 @@ def error_data(error: ResolutionError) -> dict[str, Any]:
     }
 
 
-def explain_json(config: ResolvedConfig | None, trace: RecordingReporter | None, error: ResolutionError | None) -> str:
+def explain_json(
+    config: ResolvedConfig | None,
+    trace: RecordingReporter | None,
+    error: ResolutionError | None,
+    *,
+    environment: Environment | None = None,
+    verbose: bool = False,
+) -> str:
+    """The JSON of ``resolver explain``: schema version, snapshot used, config or error.
+
+    ``decisions`` (every intermediate slot, in order) is there only with ``verbose``.
+    """
     converter = get_converter()
-    data: dict[str, Any] = {"ok": error is None}
+    data: dict[str, Any] = {"schema_version": EXPLAIN_SCHEMA_VERSION, "ok": error is None}
+    if environment is not None:
+        data["environment"] = environment.to_dict()
     if config is not None:
         data["config"] = config.to_dict()
-    if trace is not None:
+    if verbose and trace is not None:
         data["decisions"] = [
             {"slot": slot, "value": converter.unstructure(value), "provenance": converter.unstructure(prov)}
             for slot, (value, prov) in trace.decisions.items()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,80 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _mermaid_ids(names: list[str]) -> dict[str, str]:
+    """Mermaid node ids (letters, digits, underscores), one per name, never colliding."""
+    ids: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in names:
+        base = "s_" + re.sub(r"[^A-Za-z0-9]", "_", name)
+        candidate, n = base, 1
+        while candidate in taken:
+            n += 1
+            candidate = f"{base}_{n}"
+        taken.add(candidate)
+        ids[name] = candidate
+    return ids
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _pipeline(table: CompiledTable) -> list[str]:
+    lines = [
+        "",
+        "## Stage pipeline",
+        "",
+        "Each stage decides its slots from the slots of the stages before it, then runs its checks;",
+        "its result is a frozen value, and a rule cannot read what a later stage decides.",
+        "",
+        "```mermaid",
+        "flowchart LR",
+    ]
+    for plan in table.stages:
+        rules = sum(1 for r in table.rules.values() if r.stage == plan.name)
+        slots = sum(1 for s in table.slots.values() if s.stage == plan.name)
+        detail = _count(slots, "slot") + (f", {_count(rules, 'rule')}" if rules else " (the inputs)")
+        lines.append(f'  st_{plan.name}["{plan.name}<br/>{detail}"]')
+    names = [f"st_{plan.name}" for plan in table.stages]
+    lines += [f"  {a} --> {b}" for a, b in zip(names, names[1:], strict=False)]
+    lines.append('  frozen(["ResolvedConfig"])')
+    lines.append(f"  st_{table.stages[-1].name} --> frozen")
+    lines.append("```")
+    return lines
+
+
+def _slot_graph(table: CompiledTable) -> list[str]:
+    """Slot -> slot: a rule reads the first to decide the second (checks decide nothing: left out)."""
+    edges: set[tuple[str, str]] = set()
+    for rule in table.rules.values():
+        for target, _ in rule.sets:
+            edges.update((source, target) for source in rule.reads if source != target)
+    used = sorted({name for edge in edges for name in edge})
+    ids = _mermaid_ids(used)
+    lines = [
+        "",
+        "## Slot dependency graph",
+        "",
+        "An arrow from one slot to another: some rule reads the first to decide the second. Slots are",
+        f"grouped by the stage that decides them ({len(used)} slots, {len(edges)} arrows; checks, which",
+        "decide nothing, are left out).",
+        "",
+        "```mermaid",
+        "flowchart LR",
+    ]
+    for plan in table.stages:
+        members = [name for name in used if table.slots[name].stage == plan.name]
+        if not members:
+            continue
+        lines.append(f'  subgraph st_{plan.name} ["{plan.name}"]')
+        lines += [f'    {ids[name]}["{name}"]' for name in members]
+        lines.append("  end")
+    lines += [f"  {ids[a]} --> {ids[b]}" for a, b in sorted(edges)]
+    lines.append("```")
+    return lines
+
+
 def rules_markdown(table: CompiledTable) -> str:
     lines = [
         "# The rule table",
@@ -56,6 +131,8 @@ def rules_markdown(table: CompiledTable) -> str:
         + ".",
         "Within a stage, each slot takes the value of the first rule that fires (highest priority first);",
         "then the stage's checks run (errors and notes, highest priority first).",
+        *_pipeline(table),
+        *_slot_graph(table),
     ]
     for plan in table.stages:
         rules = [r for r in table.rules.values() if r.stage == plan.name]

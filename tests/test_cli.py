@@ -63,7 +63,7 @@ def test_conflict_is_a_compiler_style_diagnostic_with_exit_1(capsys):
 
 
 def test_json_output_is_data(capsys):
-    assert main(["explain", "--devices", "2", "--simulate", "cuda=2", "--format", "json"]) == 0
+    assert main(["explain", "--devices", "2", "--simulate", "cuda=2", "--format", "json", "--verbose"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is True
     assert data["config"]["accelerator"] == "cuda"
