@@ -7,8 +7,9 @@ Lightning refuses; see ``docs/behaviour.md``).
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -28,8 +29,9 @@ __all__ = ["FSDPOptions", "FSDPStrategy"]
 class FSDPOptions(StrategyOptions):
     """How FSDP shards the module.
 
-    - ``wrap_modules``: class names (``"Block"`` or ``"mypackage.model.Block"``); every submodule
-      of such a class becomes its own unit (all-gathered and freed on its own).
+    - ``wrap_modules``: classes by import path (``"torch.nn.Linear"``, ``"mypackage.model.Block"``)
+      or bare name (``"Block"``); every submodule of such a class (or a subclass) becomes its own
+      unit (all-gathered and freed on its own).
     - ``min_num_params``: or by size: going bottom-up, a submodule whose parameters not yet in a
       unit number at least this many becomes a unit.
     - Neither: each direct child holding parameters is a unit. The root is always one.
@@ -88,6 +90,7 @@ class FSDPStrategy(Strategy):
             kwargs["mp_policy"] = self._mp_policy
         if self.options.cpu_offload:
             kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=device.type == "cuda")
+        self.fsdp_kwargs: dict[str, Any] = kwargs  # what fully_shard got, for inspection
         for unit in self.units(module):
             fully_shard(unit, **kwargs)
         fully_shard(module, **kwargs)
@@ -97,8 +100,8 @@ class FSDPStrategy(Strategy):
         """The submodules that become FSDP units of their own (children before parents)."""
         options = self.options
         if options.wrap_modules:
-            wanted = set(options.wrap_modules)
-            units = [m for m in module.modules() if m is not module and _class_names(m) & wanted]
+            matches = _matcher(options.wrap_modules)
+            units = [m for m in module.modules() if m is not module and matches(m)]
             if not units:
                 found = sorted({type(m).__qualname__ for m in module.modules()})
                 raise RuntimeConfigError(
@@ -129,10 +132,30 @@ class FSDPStrategy(Strategy):
         return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
 
 
-def _class_names(module: torch.nn.Module) -> set[str]:
-    """The names ``wrap_modules`` may use for the module's class and its base classes."""
-    classes = [c for c in type(module).__mro__ if issubclass(c, torch.nn.Module) and c is not torch.nn.Module]
-    return {name for c in classes for name in (c.__qualname__, f"{c.__module__}.{c.__qualname__}")}
+def _matcher(names: tuple[str, ...]) -> Callable[[torch.nn.Module], bool]:
+    """Whether a module is an instance of a class ``names`` gives: by import path
+    (``"torch.nn.Linear"``, ``"mypackage.model.Block"``) or by bare class name (``"Block"``)."""
+    classes: list[type] = []
+    bare: set[str] = set()
+    for name in names:
+        if "." not in name:
+            bare.add(name)
+            continue
+        module_name, _, class_name = name.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError) as exc:
+            raise RuntimeConfigError(
+                f"wrap_modules: cannot import {name!r} ({exc})\n  hint: give the class's import path, or its bare "
+                "name (matched against the model's classes)"
+            ) from None
+        classes.append(cls)
+
+    def matches(module: torch.nn.Module) -> bool:
+        mro = type(module).__mro__
+        return any(c in mro for c in classes) or any(c.__qualname__ in bare for c in mro)
+
+    return matches
 
 
 def _children_first(root: torch.nn.Module, units: list[torch.nn.Module]) -> list[torch.nn.Module]:
