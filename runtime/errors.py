@@ -48,7 +48,9 @@ class MissingDependencyError(ImportError):
         self.component = component
         self.package = package
         self.install = install
-        super().__init__(f"{component} needs {package}, which is not installed\n  hint: {install}")
+        super().__init__(
+            f"{component} needs {package}, which is not installed\n  hint: {install}"
+        )
 
 
 class PortInUseError(OSError):

@@ -44,7 +44,7 @@ class DeepSpeedOptions(StrategyOptions):
     - ``offload_optimizer`` / ``offload_parameters`` (stage 3): keep them in CPU memory (or on
       NVMe with ``remote_device="nvme"`` and ``nvme_path``).
     - ``extra_config``: a dict or JSON file merged into the generated DeepSpeed config.
-    - ``config``: a dict or JSON file used *instead of* the generated config.
+    - ``deepspeed_config``: a dict or JSON file used *instead of* the generated config.
     - ``logging_level``: DeepSpeed's logger level (default ``WARNING``).
     """
 
@@ -54,7 +54,7 @@ class DeepSpeedOptions(StrategyOptions):
     remote_device: Literal["cpu", "nvme"] | None = None
     nvme_path: str = "/local_nvme"
     extra_config: Any = attrs.field(default=None, validator=_config_source)
-    config: Any = attrs.field(default=None, validator=_config_source)
+    deepspeed_config: Any = attrs.field(default=None, validator=_config_source)
     logging_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
 
 
@@ -91,6 +91,7 @@ class DeepSpeedStrategy(Strategy):
         )
         self._precision = EnginePrecision(self.precision, cast_inputs=True, convert_module=False)
         self._engine: Any = None
+        self._engines: list[Any] = []
 
     # -- set-up ----------------------------------------------------------------------------------
 
@@ -133,7 +134,7 @@ class DeepSpeedStrategy(Strategy):
             model=module, optimizer=make_optimizer(module.parameters()), config=self.deepspeed_config,
             dist_init_required=False,
         )  # fmt: skip
-        self._engine = engine
+        self._adopt(engine)
         return engine, optimizer
 
     def wrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
@@ -141,8 +142,15 @@ class DeepSpeedStrategy(Strategy):
         engine, _, _, _ = self._import().initialize(
             model=module, config=self.deepspeed_config, dist_init_required=False
         )
-        self._engine = engine
+        self._adopt(engine)
         return engine
+
+    def _adopt(self, engine: Any) -> None:
+        """Make ``engine`` the one :meth:`backward` uses, and again whenever it runs a forward pass
+        (so several engines in one process each back-propagate their own loss)."""
+        self._engine = engine
+        self._engines.append(engine)
+        engine.register_forward_pre_hook(lambda module, args: setattr(self, "_engine", module))
 
     def unwrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
         return getattr(module, "module", module) if self._is_engine(module) else module
@@ -156,7 +164,7 @@ class DeepSpeedStrategy(Strategy):
 
     @property
     def engine(self) -> Any:
-        """The ``DeepSpeedEngine`` set up last."""
+        """The ``DeepSpeedEngine`` that ran the last forward pass (or was set up last)."""
         if self._engine is None:
             raise RuntimeError(
                 "the deepspeed strategy has no engine yet: call strategy.setup_module_and_optimizer(module, "
@@ -170,7 +178,8 @@ class DeepSpeedStrategy(Strategy):
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, **kwargs: Any) -> Any:
         """The engine's step: update the (partitioned) parameters, then zero the gradients."""
-        return self.engine.step(**kwargs)
+        owners = [engine for engine in self._engines if engine.optimizer is optimizer]
+        return (owners[0] if owners else self.engine).step(**kwargs)
 
     # -- checkpoints -----------------------------------------------------------------------------
 

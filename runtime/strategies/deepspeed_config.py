@@ -2,7 +2,7 @@
 
 Generated from the options (``stage``, ``offload_optimizer``, ``offload_parameters``,
 ``remote_device``, ``nvme_path``) and the precision; ``extra_config`` (a dict or a JSON file) is
-merged into it key by key, nested tables included; ``config`` (a dict or a JSON file) replaces it.
+merged into it key by key, nested tables included; ``deepspeed_config`` (a dict or a JSON file) replaces it.
 """
 
 from __future__ import annotations
@@ -53,17 +53,17 @@ def merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 
 def deepspeed_config(options: Any, precision_section: Mapping[str, Any], *, on_cuda: bool) -> dict[str, Any]:
     """The config for a strategy's options (see :class:`~runtime.strategies.deepspeed.DeepSpeedOptions`)."""
-    if options.config is not None:
+    if options.deepspeed_config is not None:
         chosen = [name for name in ("stage", "offload_optimizer", "offload_parameters", "remote_device")
                   if getattr(options, name) not in (None, False)]  # fmt: skip
         if chosen:
             raise RuntimeConfigError(
-                f"the deepspeed strategy got a whole config (strategy option 'config') and also "
+                f"the deepspeed strategy got a whole config (strategy option 'deepspeed_config') and also "
                 f"{', '.join(f'{n}={getattr(options, n)!r}' for n in chosen)}, which that config replaces\n"
                 "  hint: put them in the config's zero_optimization section, or pass extra_config (merged into "
-                "the generated config) instead of config"
+                "the generated config) instead of deepspeed_config"
             )
-        replacement = read_config("config", options.config)
+        replacement = read_config("deepspeed_config", options.deepspeed_config)
         replacement.setdefault("train_micro_batch_size_per_gpu", 1)
         return replacement
     stage = DEFAULT_STAGE if options.stage is None else options.stage
