@@ -109,3 +109,27 @@ def test_without_deepspeed_build_names_the_install_command(tmp_path: Path) -> No
     assert "strategy 'deepspeed' needs deepspeed, which is not installed" in done.stdout
     assert "pip install 'resolver[deepspeed]'" in done.stdout
     assert importlib.util.find_spec("runtime") is not None
+
+
+def test_a_deepspeed_without_a_cpu_accelerator_is_refused_on_cpu_with_the_upgrade(tmp_path: Path) -> None:
+    """An installed DeepSpeed from before its CPU accelerator (a package without accelerator/cpu_accelerator.py)."""
+    old = tmp_path / "deepspeed"
+    (old / "accelerator").mkdir(parents=True)
+    (old / "__init__.py").write_text("__version__ = '0.9.0'\n")
+    (old / "accelerator" / "__init__.py").write_text("")
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import sys\n"
+        "sys.path.insert(0, 'tests/runtime')\n"
+        "import runtime\n"
+        "from runtime_configs import ddp_config\n"
+        "try:\n"
+        "    runtime.build(ddp_config(2, strategy='deepspeed'))\n"
+        "except runtime.RuntimeConfigError as error:\n"
+        "    print(error)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "the installed DeepSpeed cannot run on cpu (it has no CPU accelerator)" in done.stdout
+    assert "pip install -U deepspeed" in done.stdout
