@@ -75,6 +75,7 @@ class Strategy:
         self._cluster_environment = cluster_environment
         self.checkpoint_io: CheckpointIO = checkpoint_io if checkpoint_io is not None else TorchCheckpointIO()
         self.options: Any = options if options is not None else self.structure_options(config)
+        collective.check_across_ranks = self.options.check_collectives
 
     @classmethod
     def structure_options(cls, config: ResolvedConfig) -> StrategyOptions:

@@ -28,10 +28,13 @@ class StrategyOptions:
     - ``use_distributed_sampler``: :meth:`~runtime.Strategy.process_dataloader` shards loaders
       across ranks (``False`` leaves loaders alone).
     - ``timeout`` (seconds): bounds a launched run and every collective operation.
+    - ``check_collectives``: ranks compare their arguments before each collective operation, so
+      misuse raises on every rank instead of hanging (``False`` saves that small exchange).
     """
 
     use_distributed_sampler: bool = True
     timeout: float | None = None
+    check_collectives: bool = True
 
 
 def _strict_bool(value: object, _: type) -> bool:
