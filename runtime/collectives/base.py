@@ -402,7 +402,10 @@ class Collective(ABC):
         if group.size == 1:
             calls = [(False, call)]
         else:
-            vectors = self._all_gather(call.encode(self._device()), group)
+            mine = call.encode(self._device())
+            vectors = self._all_gather(mine, group)
+            if call.problem is None and pairing == "same" and all(torch.equal(v, mine) for v in vectors):
+                return  # the common case: every rank passed the same description, without complaint
             calls = [Call.decode(v) for v in vectors]
         error = verdict(operation, group.ranks, calls, call, pairing=pairing)
         if error is not None:

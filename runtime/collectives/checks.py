@@ -10,6 +10,7 @@ invalid ``src`` on that rank) travels in the vector too, so the other ranks rais
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import attrs
@@ -40,6 +41,19 @@ _SIGNATURE_LENGTH = 2 + _MAX_DIMS
 _ABSENT = -1
 
 
+@functools.lru_cache(maxsize=256)
+def _encode_signature(dtype: torch.dtype | None, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if dtype is None:
+        return (_ABSENT,) * _SIGNATURE_LENGTH
+    dims = list(shape)
+    if len(dims) > _MAX_DIMS:  # fold the trailing dimensions: the element count still has to agree
+        tail = 1
+        for d in dims[_MAX_DIMS - 1 :]:
+            tail *= d
+        dims = [*dims[: _MAX_DIMS - 1], tail]
+    return (_DTYPE_CODE[dtype], len(shape), *dims, *[0] * (_MAX_DIMS - len(dims)))
+
+
 @attrs.frozen
 class Signature:
     """A tensor's dtype and shape (``dtype is None``: no tensor at that place)."""
@@ -51,16 +65,8 @@ class Signature:
     def of(cls, tensor: torch.Tensor | None) -> Signature:
         return cls(None, ()) if tensor is None else cls(tensor.dtype, tuple(tensor.shape))
 
-    def encode(self) -> list[int]:
-        if self.dtype is None:
-            return [_ABSENT] * _SIGNATURE_LENGTH
-        dims = list(self.shape)
-        if len(dims) > _MAX_DIMS:  # fold the trailing dimensions: the element count still has to agree
-            tail = 1
-            for d in dims[_MAX_DIMS - 1 :]:
-                tail *= d
-            dims = [*dims[: _MAX_DIMS - 1], tail]
-        return [_DTYPE_CODE[self.dtype], len(self.shape), *dims, *[0] * (_MAX_DIMS - len(dims))]
+    def encode(self) -> tuple[int, ...]:
+        return _encode_signature(self.dtype, self.shape)
 
     @classmethod
     def decode(cls, values: Sequence[int]) -> Signature:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import attrs
@@ -75,6 +75,7 @@ class Strategy:
         self._cluster_environment = cluster_environment
         self.checkpoint_io: CheckpointIO = checkpoint_io if checkpoint_io is not None else TorchCheckpointIO()
         self.options: Any = options if options is not None else self.structure_options(config)
+        collective.check_across_ranks = self.options.check_collectives
 
     @classmethod
     def structure_options(cls, config: ResolvedConfig) -> StrategyOptions:
@@ -201,9 +202,27 @@ class Strategy:
         module = module.to(self.root_device)
         return self.wrap_module(module)
 
+    def setup_module_and_optimizer(
+        self,
+        module: torch.nn.Module,
+        make_optimizer: Callable[[Iterator[torch.nn.Parameter]], torch.optim.Optimizer],
+    ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        """Set up ``module`` and an optimizer over its set-up parameters, the same way for every
+        strategy: ``make_optimizer(parameters)`` builds it (e.g. ``lambda p: torch.optim.SGD(p, lr=0.1)``).
+
+        FSDP needs the optimizer made from the sharded parameters, DeepSpeed wraps both in its
+        engine; use the module and optimizer this returns.
+        """
+        module = self.setup_module(module)
+        return module, make_optimizer(module.parameters())
+
     def wrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """The strategy's wrapper around a module already on its device (none by default)."""
         return module
+
+    def full_state_dict(self, module: torch.nn.Module) -> dict[str, Any]:
+        """The module's complete state dict on every rank (sharding strategies gather it)."""
+        return dict(self.unwrap_module(module).state_dict())
 
     def unwrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """The user's module inside whatever :meth:`wrap_module` put around it."""

@@ -28,10 +28,13 @@ class StrategyOptions:
     - ``use_distributed_sampler``: :meth:`~runtime.Strategy.process_dataloader` shards loaders
       across ranks (``False`` leaves loaders alone).
     - ``timeout`` (seconds): bounds a launched run and every collective operation.
+    - ``check_collectives``: ranks compare their arguments before each collective operation, so
+      misuse raises on every rank instead of hanging (``False`` saves that small exchange).
     """
 
     use_distributed_sampler: bool = True
     timeout: float | None = None
+    check_collectives: bool = True
 
 
 def _strict_bool(value: object, _: type) -> bool:
@@ -65,6 +68,13 @@ _converter.register_structure_hook(int, _integer)
 _converter.register_structure_hook(str, _text)
 
 
+def _describe(exc: BaseException, expected: type | None) -> str:
+    if isinstance(exc, KeyError):
+        return "required"
+    message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)  # attrs adds the field
+    return message if expected is None else f"{message} (expected {getattr(expected, '__name__', expected)})"
+
+
 def structure_options(strategy: str, options_class: type[StrategyOptions], options: Mapping[str, Any]) -> Any:
     """``options`` as an instance of ``options_class``, or a :class:`RuntimeConfigError` saying
     which option is unknown or has the wrong type, and what the strategy takes."""
@@ -78,7 +88,7 @@ def structure_options(strategy: str, options_class: type[StrategyOptions], optio
             raise RuntimeConfigError(
                 f"strategy {strategy!r} got unknown option(s) {', '.join(map(repr, unknown))}; it takes {accepted}"
             ) from None
-        problems = "; ".join(cattrs.transform_error(exc, path="strategy_options"))
+        problems = "; ".join(cattrs.transform_error(exc, path="strategy_options", format_exception=_describe))
         raise RuntimeConfigError(
             f"strategy {strategy!r} got an invalid option: {problems}\n  hint: it takes {accepted}"
         ) from None

@@ -72,7 +72,7 @@ def test_an_unknown_strategy_name_lists_the_registered_ones() -> None:
 
 @pytest.mark.parametrize(
     ("strategy", "package"),
-    [("xla", "torch_xla"), ("single_xla", "torch_xla"), ("horovod", "horovod"), ("deepspeed", "deepspeed")],
+    [("xla", "torch_xla"), ("single_xla", "torch_xla"), ("horovod", "horovod")],
 )
 def test_strategies_of_engines_that_are_not_installed_say_what_to_install(strategy: str, package: str) -> None:
     with pytest.raises(runtime.MissingDependencyError) as error:
@@ -88,11 +88,6 @@ def test_components_of_missing_engines_say_what_to_install() -> None:
         runtime.build(ddp_config(accelerator="xla"))
     with pytest.raises(runtime.MissingDependencyError, match="launcher 'xla' needs torch_xla"):
         runtime.build(ddp_config(launcher="xla"))
-
-
-def test_fsdp_is_known_but_not_implemented_by_this_runtime() -> None:
-    with pytest.raises(runtime.RuntimeConfigError, match="does not implement the 'fsdp' strategy"):
-        runtime.build(ddp_config(strategy="fsdp"))
 
 
 def test_unknown_strategy_options_are_rejected_with_the_accepted_ones() -> None:
