@@ -367,9 +367,10 @@ class _RuleCompiler:
         if slot.domain is not None and isinstance(value, str):
             members = self.domains[slot.domain]
             if value not in members:
+                declared = ", ".join(self.data.domain_files(slot.domain))
                 raise raw.error(
-                    f"unknown value {value!r} for slot {slot.name!r}; domain {slot.domain!r} has "
-                    + ", ".join(sorted(members))
+                    f"unknown value {value!r} for slot {slot.name!r}; domain {slot.domain!r} "
+                    f"(declared in {declared}) has " + ", ".join(sorted(members))
                 )
         return value
 

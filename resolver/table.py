@@ -95,6 +95,8 @@ class Domain:
     include: set[str] = attrs.field(factory=set)
     #: Where each ``include`` was written (file, line), for errors.
     where: dict[str, tuple[str, int | None]] = attrs.field(factory=dict)
+    #: The files that declare or extend this domain, for errors.
+    files: list[str] = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -124,6 +126,16 @@ class TableData:
     rules: list[RawRule] = attrs.field(factory=list)
     removed: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     files: list[str] = attrs.field(factory=list)
+
+    def domain_files(self, name: str, _seen: tuple[str, ...] = ()) -> list[str]:
+        """The files that give a domain its values, its included domains' files too."""
+        domain = self.domains.get(name)
+        if domain is None or name in _seen:
+            return []
+        files = list(domain.files)
+        for inner in sorted(domain.include):
+            files += [f for f in self.domain_files(inner, (*_seen, name)) if f not in files]
+        return files
 
     def expand_domain(self, name: str, _seen: tuple[str, ...] = ()) -> frozenset[str]:
         domain = self.domains[name]
@@ -278,6 +290,8 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
             stages_from = stages_from or (source.name, line)
         for name, domain_spec in spec.domain.items():
             domain = table.domains.setdefault(name, Domain())
+            if source.name not in domain.files:
+                domain.files.append(source.name)
             domain.values.update(domain_spec.values)
             for inner in domain_spec.include:
                 domain.include.add(inner)
