@@ -23,7 +23,8 @@ from runtime.accelerators.base import Accelerator
 from runtime.build import build
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
 from runtime.cluster.base import ClusterEnvironment
-from runtime.collectives.base import Collective
+from runtime.collectives.base import Collective, CollectiveGroup
+from runtime.collectives.errors import CollectiveMisuseError, CollectiveNotSupportedError
 from runtime.errors import (
     DataLoaderWarning,
     LaunchTimeoutError,
@@ -46,12 +47,16 @@ from runtime.registry import (
 )
 from runtime.script import run_script
 from runtime.strategies.base import Strategy
+from runtime.strategies.options import StrategyOptions
 
 __all__ = [
     "Accelerator",
     "CheckpointIO",
     "ClusterEnvironment",
     "Collective",
+    "CollectiveGroup",
+    "CollectiveMisuseError",
+    "CollectiveNotSupportedError",
     "DataLoaderWarning",
     "LaunchTimeoutError",
     "Launcher",
@@ -61,6 +66,7 @@ __all__ = [
     "RankFailedError",
     "RuntimeConfigError",
     "Strategy",
+    "StrategyOptions",
     "TorchCheckpointIO",
     "build",
     "launch",

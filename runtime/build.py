@@ -28,7 +28,8 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
     accelerators, precisions, collectives, launchers, cluster environments). Keyword arguments
     are strategy options (e.g. ``use_distributed_sampler=False``, ``timeout=60``,
     ``find_unused_parameters=True``); they are merged into ``config.strategy_options`` so the
-    ranks a launcher starts receive them too.
+    ranks a launcher starts receive them too, and structured into the strategy's declared
+    ``Options`` class (an unknown option or a wrong type is a ``RuntimeConfigError``).
     """
     if strategy_options:
         config = attrs.evolve(config, strategy_options={**config.strategy_options, **strategy_options})
@@ -42,13 +43,11 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
     precision = PRECISIONS.get(config.precision)(accelerator.device_type)
     collective = COLLECTIVES.get(config.collective)()
     cluster_environment = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
-    options = dict(config.strategy_options)
-    timeout = options.get("timeout")
+    strategy_class = STRATEGIES.get(config.strategy)
+    options = strategy_class.structure_options(config)
     launcher = None
     if config.launcher is not None:
-        launcher = LAUNCHERS.get(config.launcher)(config, cluster_environment, timeout=timeout)
-    strategy_class = STRATEGIES.get(config.strategy)
-    _check_options(strategy_class, config.strategy, options)
+        launcher = LAUNCHERS.get(config.launcher)(config, cluster_environment, timeout=options.timeout)
     return strategy_class(
         config,
         accelerator=accelerator,
@@ -56,15 +55,5 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
         collective=collective,
         launcher=launcher,
         cluster_environment=cluster_environment,
-        **options,
+        options=options,
     )
-
-
-def _check_options(strategy_class: type[Strategy], name: str, options: dict[str, Any]) -> None:
-    accepted = strategy_class.option_names()
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        raise RuntimeConfigError(
-            f"strategy {name!r} got unknown option(s) {', '.join(map(repr, unknown))}; "
-            f"it takes {', '.join(sorted(accepted)) or 'no options'}"
-        )

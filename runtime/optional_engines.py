@@ -13,15 +13,10 @@ __all__: list[str] = []
 
 _XLA = {"package": "torch_xla", "install": "pip install torch_xla  (on CPU, run with PJRT_DEVICE=CPU)"}
 _HOROVOD = {"package": "horovod", "install": "HOROVOD_WITH_PYTORCH=1 pip install horovod[pytorch]"}
-_DEEPSPEED = {"package": "deepspeed", "install": "pip install deepspeed"}
-# FSDP ships with torch: declared so that building it says this runtime does not implement it yet.
-_FSDP = {"package": "torch", "install": "pip install torch"}
 
 for _name in ("xla", "single_xla"):
     STRATEGIES.declare_optional(_name, **_XLA)
 STRATEGIES.declare_optional("horovod", **_HOROVOD)
-STRATEGIES.declare_optional("deepspeed", **_DEEPSPEED)
-STRATEGIES.declare_optional("fsdp", **_FSDP)
 ACCELERATORS.declare_optional("xla", **_XLA)
 COLLECTIVES.declare_optional("xla", **_XLA)
 COLLECTIVES.declare_optional("horovod", **_HOROVOD)

@@ -72,11 +72,11 @@ def test_json_output_is_data(capsys):
 
 
 def test_json_error(capsys):
-    assert main(["explain", "--strategy", "fsdp", "--simulate", "", "--format", "json"]) == 1
+    assert main(["explain", "--strategy", "fsdp", "--simulate", "mps", "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False
     assert data["error"]["kind"] == "ConflictError"
-    assert data["error"]["rule"] == "strategy.fsdp.needs_cuda"
+    assert data["error"]["rule"] == "strategy.fsdp.accelerator"
     assert [s["slot"] for s in data["error"]["sides"]] == ["strategy", "accelerator"]
 
 
@@ -217,8 +217,8 @@ def test_resolver_run_reports_a_failing_rank(tmp_path):
 def test_resolver_run_conflict_starts_nothing(tmp_path, capsys):
     script = tmp_path / "job.py"
     script.write_text("raise SystemExit('must not run')\n")
-    assert main(["run", "--strategy", "fsdp", "--devices", "2", str(script)]) == 1
-    assert "error[strategy.fsdp.needs_cuda]" in capsys.readouterr().err
+    assert main(["run", "--strategy", "fsdp", "--devices", "2", "--precision", "64-true", str(script)]) == 1
+    assert "error[precision.fsdp.limits]" in capsys.readouterr().err
 
 
 def run_cli_long(*args: str) -> subprocess.CompletedProcess[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+import attrs
 import pytest
 
 import resolver
@@ -35,12 +36,19 @@ RULES = textwrap.dedent(
 )
 
 
+@attrs.frozen(kw_only=True)
+class GreetingOptions(runtime.StrategyOptions):
+    greeting: str = "hello"
+
+
 class TeamSingle(runtime.Strategy):
     """One process, and a greeting to show it is ours."""
 
-    def __init__(self, config, *, greeting: str = "hello", **kwargs):  # type: ignore[no-untyped-def]
-        super().__init__(config, **kwargs)
-        self.greeting = greeting
+    Options = GreetingOptions
+
+    @property
+    def greeting(self) -> str:
+        return self.options.greeting
 
 
 @pytest.fixture

@@ -57,17 +57,18 @@ def test_every_field_has_provenance(gpu_box):
     assert config.provenance["accelerator"].rule == "accelerator.auto.cuda"
 
 
-def test_conflict_error_names_both_sides_and_a_fix(laptop):
+def test_conflict_error_names_both_sides_and_a_fix() -> None:
+    mac = Environment(mps_available=True)
     with pytest.raises(ConflictError) as info:
-        resolve(strategy="fsdp", devices=2, environment=laptop)
+        resolve(strategy="fsdp", environment=mac)
     error = info.value
     assert isinstance(error, ValueError)
-    assert error.rule == "strategy.fsdp.needs_cuda"
+    assert error.rule == "strategy.fsdp.accelerator"
     assert [s.slot for s in error.sides] == ["strategy", "accelerator"]
-    assert [s.value for s in error.sides] == ["fsdp", "cpu"]
+    assert [s.value for s in error.sides] == ["fsdp", "mps"]
     assert error.sides[0].provenance.kind == "flag"
-    assert error.sides[1].provenance.rule == "accelerator.auto.cpu"
-    assert error.rule_ids == ("strategy.fsdp.needs_cuda", "strategy.explicit", "accelerator.auto.cpu")
+    assert error.sides[1].provenance.rule == "accelerator.auto.mps"
+    assert error.rule_ids == ("strategy.fsdp.accelerator", "strategy.explicit", "accelerator.auto.mps")
     assert "accelerator='cuda'" in error.hint
     assert "strategy='fsdp'" in str(error) or "strategy = 'fsdp'" in str(error)
 

@@ -1,7 +1,19 @@
 """Collectives. Importing this package registers ``torch`` and ``single_device``."""
 
-from runtime.collectives.base import REDUCE_OPS, Collective, ReduceOp
+from runtime.collectives.base import OPERATIONS, REDUCE_OPS, Collective, CollectiveGroup, ReduceOp
+from runtime.collectives.errors import CollectiveMisuseError, CollectiveNotSupportedError, ReduceOpDtypeError
 from runtime.collectives.single_device import SingleDeviceCollective
 from runtime.collectives.torch_distributed import TorchCollective
 
-__all__ = ["REDUCE_OPS", "Collective", "ReduceOp", "SingleDeviceCollective", "TorchCollective"]
+__all__ = [
+    "OPERATIONS",
+    "REDUCE_OPS",
+    "Collective",
+    "CollectiveGroup",
+    "CollectiveMisuseError",
+    "CollectiveNotSupportedError",
+    "ReduceOp",
+    "ReduceOpDtypeError",
+    "SingleDeviceCollective",
+    "TorchCollective",
+]

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from runtime.collectives.base import Collective, ReduceOp, check_reduce_op
+from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.registry import register_collective
 
 __all__ = ["SingleDeviceCollective"]
@@ -17,7 +17,12 @@ T = TypeVar("T")
 
 @register_collective("single_device")
 class SingleDeviceCollective(Collective):
-    """A group of one: results are what this process passed in."""
+    """A group of one: results are what this process passed in.
+
+    ``send``/``recv`` have no peer here: any ``src``/``dst`` is a misuse error.
+    """
+
+    name = "single_device"
 
     def __init__(self) -> None:
         super().__init__()
@@ -48,35 +53,38 @@ class SingleDeviceCollective(Collective):
     def teardown(self) -> None:
         self._initialized = False
 
-    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
-        self._check_src(src)
+    def _broadcast(self, tensor: torch.Tensor, src: int, group: CollectiveGroup) -> torch.Tensor:
         return tensor
 
-    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
-        check_reduce_op(op, tensor)
+    def _all_reduce(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
         return tensor
 
-    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
-        return [tensor]
-
-    def reduce_scatter(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
-        check_reduce_op(op, tensor)
+    def _reduce(self, tensor: torch.Tensor, dst: int, op: str, group: CollectiveGroup) -> torch.Tensor:
         return tensor
 
-    def barrier(self) -> None:
+    def _all_gather(self, tensor: torch.Tensor, group: CollectiveGroup) -> list[torch.Tensor]:
+        return [tensor.clone()]
+
+    def _gather(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup) -> list[torch.Tensor] | None:
+        return [tensor.clone()]
+
+    def _scatter(
+        self, tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None, src: int, group: CollectiveGroup
+    ) -> torch.Tensor:
+        assert scatter_list is not None  # checked: the only rank is the source
+        return tensor.copy_(scatter_list[0])
+
+    def _reduce_scatter(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
+        return tensor
+
+    def _all_to_all(self, tensors: list[torch.Tensor], group: CollectiveGroup) -> list[torch.Tensor]:
+        return [t.clone() for t in tensors]
+
+    def _barrier(self, group: CollectiveGroup) -> None:
         return None
 
-    def broadcast_object(self, obj: T, src: int = 0) -> T:
-        self._check_src(src)
+    def _broadcast_object(self, obj: T, src: int, group: CollectiveGroup) -> T:
         return obj
 
-    def all_gather_object(self, obj: Any) -> list[Any]:
+    def _all_gather_object(self, obj: Any, group: CollectiveGroup) -> list[Any]:
         return [obj]
-
-    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:  # noqa: A002
-        return bool(decision)
-
-    @staticmethod
-    def _check_src(src: int) -> None:
-        if src != 0:
-            raise ValueError(f"source rank {src} does not exist in a one-process group")

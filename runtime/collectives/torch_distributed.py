@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from runtime.collectives.base import Collective, ReduceOp, check_reduce_op
+from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.errors import PortInUseError
 from runtime.ports import port_is_free
 from runtime.registry import register_collective
@@ -49,11 +50,13 @@ def _tcp_url(address: str, port: int) -> str:
 
 @register_collective("torch")
 class TorchCollective(Collective):
-    """``torch.distributed``'s default process group.
+    """``torch.distributed``'s default process group (gloo, nccl), and groups made from it.
 
     :meth:`setup` creates the group (rank 0 hosts the rendezvous store on ``master_port``); if a
     group already exists (made by the user), it is used and left in place at :meth:`teardown`.
     """
+
+    name = "torch"
 
     def __init__(self) -> None:
         super().__init__()
@@ -125,66 +128,98 @@ class TorchCollective(Collective):
             dist.destroy_process_group()
         self._owns_group = False
 
-    def _require_group(self) -> None:
+    def _require_setup(self) -> None:
         if not self.is_initialized:
             raise RuntimeError(
                 "the torch collective is not set up: run the work through strategy.launch(fn) / "
                 "runtime.launch(fn), or call strategy.setup_environment() first"
             )
 
-    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
-        self._require_group()
-        dist.broadcast(tensor, src)
-        return tensor
-
-    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
-        self._require_group()
-        check_reduce_op(op, tensor)
-        dist.all_reduce(tensor, op=_REDUCE_OPS[op])
-        if op == "mean":
-            tensor.div_(self.world_size)
-        return tensor
-
-    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
-        self._require_group()
-        tensor = tensor.contiguous()
-        gathered = [torch.empty_like(tensor) for _ in range(self.world_size)]
-        dist.all_gather(gathered, tensor)
-        return gathered
-
-    def reduce_scatter(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
-        self._require_group()
-        check_reduce_op(op, tensor)
-        if tensor.dim() == 0 or tensor.shape[0] % self.world_size:
-            raise ValueError(
-                f"reduce_scatter splits dimension 0 into {self.world_size} equal chunks, "
-                f"but the tensor has shape {tuple(tensor.shape)}"
-            )
-        chunks = [chunk.contiguous() for chunk in tensor.chunk(self.world_size)]
-        output = torch.empty_like(chunks[0])
-        dist.reduce_scatter(output, chunks, op=_REDUCE_OPS[op])
-        if op == "mean":
-            output.div_(self.world_size)
-        return output
-
-    def barrier(self) -> None:
-        self._require_group()
-        if self._backend == "nccl" and self._tensor_device.type == "cuda":
-            dist.barrier(device_ids=[self._tensor_device.index or 0])
-        else:
-            dist.barrier()
-
-    def broadcast_object(self, obj: T, src: int = 0) -> T:
-        self._require_group()
-        holder: list[Any] = [obj if self.rank == src else None]
-        dist.broadcast_object_list(holder, src)
-        return holder[0]
-
-    def all_gather_object(self, obj: Any) -> list[Any]:
-        self._require_group()
-        gathered: list[Any] = [None] * self.world_size
-        dist.all_gather_object(gathered, obj)
-        return gathered
-
     def _device(self) -> torch.device:
         return self._tensor_device
+
+    def _new_group(self, ranks: tuple[int, ...]) -> Any:
+        return dist.new_group(list(ranks))  # its own communicator, even for every rank
+
+    def _broadcast(self, tensor: torch.Tensor, src: int, group: CollectiveGroup) -> torch.Tensor:
+        return _in_place(tensor, lambda t: dist.broadcast(t, src, group=group.handle))
+
+    def _all_reduce(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
+        _in_place(tensor, lambda t: dist.all_reduce(t, op=_REDUCE_OPS[op], group=group.handle))
+        if op == "mean":
+            tensor.div_(group.size)
+        return tensor
+
+    def _reduce(self, tensor: torch.Tensor, dst: int, op: str, group: CollectiveGroup) -> torch.Tensor:
+        _in_place(tensor, lambda t: dist.reduce(t, dst, op=_REDUCE_OPS[op], group=group.handle))
+        if op == "mean" and self.rank == dst:
+            tensor.div_(group.size)
+        return tensor
+
+    def _all_gather(self, tensor: torch.Tensor, group: CollectiveGroup) -> list[torch.Tensor]:
+        tensor = tensor.contiguous()
+        gathered = [torch.empty_like(tensor) for _ in range(group.size)]
+        dist.all_gather(gathered, tensor, group=group.handle)
+        return gathered
+
+    def _gather(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup) -> list[torch.Tensor] | None:
+        tensor = tensor.contiguous()
+        if self.rank != dst:
+            dist.gather(tensor, None, dst, group=group.handle)
+            return None
+        gathered = [torch.empty_like(tensor) for _ in range(group.size)]
+        dist.gather(tensor, gathered, dst, group=group.handle)
+        return gathered
+
+    def _scatter(
+        self, tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None, src: int, group: CollectiveGroup
+    ) -> torch.Tensor:
+        chunks = None if scatter_list is None else [t.contiguous() for t in scatter_list]
+        return _in_place(tensor, lambda t: dist.scatter(t, chunks, src, group=group.handle))
+
+    def _reduce_scatter(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
+        chunks = [chunk.contiguous() for chunk in tensor.chunk(group.size)]
+        output = torch.empty_like(chunks[0])
+        dist.reduce_scatter(output, chunks, op=_REDUCE_OPS[op], group=group.handle)
+        if op == "mean":
+            output.div_(group.size)
+        return output
+
+    def _all_to_all(self, tensors: list[torch.Tensor], group: CollectiveGroup) -> list[torch.Tensor]:
+        inputs = [t.contiguous() for t in tensors]
+        outputs = [torch.empty_like(t) for t in inputs]
+        dist.all_to_all(outputs, inputs, group=group.handle)
+        return outputs
+
+    def _send(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup) -> None:
+        dist.send(tensor.contiguous(), dst, group=group.handle)
+
+    def _recv(self, tensor: torch.Tensor, src: int, group: CollectiveGroup) -> torch.Tensor:
+        return _in_place(tensor, lambda t: dist.recv(t, src, group=group.handle))
+
+    def _barrier(self, group: CollectiveGroup) -> None:
+        if self._backend == "nccl" and self._tensor_device.type == "cuda":
+            dist.barrier(group=group.handle, device_ids=[self._tensor_device.index or 0])
+        else:
+            dist.barrier(group=group.handle)
+
+    def _broadcast_object(self, obj: T, src: int, group: CollectiveGroup) -> T:
+        holder: list[Any] = [obj if self.rank == src else None]
+        dist.broadcast_object_list(holder, src, group=group.handle)
+        return holder[0]
+
+    def _all_gather_object(self, obj: Any, group: CollectiveGroup) -> list[Any]:
+        gathered: list[Any] = [None] * group.size
+        dist.all_gather_object(gathered, obj, group=group.handle)
+        return gathered
+
+
+def _in_place(tensor: torch.Tensor, operation: Callable[[torch.Tensor], object]) -> torch.Tensor:
+    """Run ``operation`` on ``tensor`` in place; engines need contiguous memory, so a strided view
+    is worked on as a contiguous copy and written back."""
+    if tensor.is_contiguous():
+        operation(tensor)
+        return tensor
+    buffer = tensor.contiguous()
+    operation(buffer)
+    return tensor.copy_(buffer)

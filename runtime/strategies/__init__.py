@@ -1,7 +1,23 @@
-"""Strategies. Importing this package registers ``single_device`` and ``ddp``."""
+"""Strategies. Importing this package registers ``single_device``, ``ddp``, ``fsdp`` and ``deepspeed``
+(``deepspeed`` imports DeepSpeed only when set up, so importing this needs no DeepSpeed)."""
 
 from runtime.strategies.base import DATALOADER_USES, DataLoaderUse, Strategy
-from runtime.strategies.ddp import DDPStrategy
+from runtime.strategies.ddp import DDPOptions, DDPStrategy
+from runtime.strategies.deepspeed import DeepSpeedOptions, DeepSpeedStrategy
+from runtime.strategies.fsdp import FSDPOptions, FSDPStrategy
+from runtime.strategies.options import StrategyOptions
 from runtime.strategies.single_device import SingleDeviceStrategy
 
-__all__ = ["DATALOADER_USES", "DDPStrategy", "DataLoaderUse", "SingleDeviceStrategy", "Strategy"]
+__all__ = [
+    "DATALOADER_USES",
+    "DDPOptions",
+    "DDPStrategy",
+    "DataLoaderUse",
+    "DeepSpeedOptions",
+    "DeepSpeedStrategy",
+    "FSDPOptions",
+    "FSDPStrategy",
+    "SingleDeviceStrategy",
+    "Strategy",
+    "StrategyOptions",
+]

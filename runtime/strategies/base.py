@@ -11,12 +11,12 @@ means: which device, how a module is wrapped, which shard of the data, who write
 
 from __future__ import annotations
 
-import inspect
 import os
 import warnings
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
+import attrs
 import torch
 from torch.utils.data import DataLoader
 
@@ -24,6 +24,7 @@ from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import DataLoaderWarning, stamp_failure_time
 from runtime.launchers.launched_rank import run_launched_rank
+from runtime.strategies.options import StrategyOptions, structure_options
 from runtime.tensor_tree import map_tensors
 
 if TYPE_CHECKING:
@@ -46,13 +47,13 @@ class Strategy:
     """How one process of a run does its part. Register subclasses with :func:`runtime.register_strategy`.
 
     :func:`runtime.build` constructs it from a ``ResolvedConfig``: the components come from the
-    registries, and ``config.strategy_options`` arrive as keyword arguments. The options every
-    strategy takes:
-
-    - ``use_distributed_sampler`` (default ``True``): :meth:`process_dataloader` shards loaders
-      across ranks; ``False`` leaves loaders alone.
-    - ``timeout`` (seconds, default none): bounds a launched run and every collective operation.
+    registries, and ``config.strategy_options`` are structured into the class's :attr:`Options`
+    (an attrs class; a strategy with options of its own subclasses
+    :class:`~runtime.strategies.options.StrategyOptions`) and available as :attr:`options`.
     """
+
+    #: The options this strategy takes (declared once; ``runtime.build`` structures them).
+    Options: ClassVar[type[StrategyOptions]] = StrategyOptions
 
     def __init__(
         self,
@@ -64,8 +65,7 @@ class Strategy:
         launcher: Launcher | None,
         cluster_environment: ClusterEnvironment,
         checkpoint_io: CheckpointIO | None = None,
-        use_distributed_sampler: bool = True,
-        timeout: float | None = None,
+        options: StrategyOptions | None = None,
     ) -> None:
         self._config = config
         self._accelerator = accelerator
@@ -74,29 +74,26 @@ class Strategy:
         self._launcher = launcher
         self._cluster_environment = cluster_environment
         self.checkpoint_io: CheckpointIO = checkpoint_io if checkpoint_io is not None else TorchCheckpointIO()
-        self.use_distributed_sampler = bool(use_distributed_sampler)
-        self.timeout = None if timeout is None else float(timeout)
+        self.options: Any = options if options is not None else self.structure_options(config)
+        collective.check_across_ranks = self.options.check_collectives
 
-    #: Constructor arguments that are components, not options.
-    COMPONENTS = frozenset(
-        {"self", "config", "accelerator", "precision", "collective", "launcher", "cluster_environment"}
-    )
+    @classmethod
+    def structure_options(cls, config: ResolvedConfig) -> StrategyOptions:
+        """``config.strategy_options`` as this class's :attr:`Options` (a clear error if they do not fit)."""
+        return structure_options(config.strategy, cls.Options, config.strategy_options)
 
     @classmethod
     def option_names(cls) -> frozenset[str]:
-        """The ``strategy_options`` this class accepts: its constructor's keyword arguments.
+        """The ``strategy_options`` this class accepts."""
+        return frozenset(attrs.fields_dict(cls.Options))
 
-        Constructors that forward ``**kwargs`` to a base class inherit the base's options.
-        """
-        names: set[str] = set()
-        for klass in cls.__mro__:
-            if "__init__" not in vars(klass):
-                continue
-            parameters = inspect.signature(klass.__init__).parameters.values()  # type: ignore[misc]
-            names.update(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-            if not any(p.kind is p.VAR_KEYWORD for p in parameters) or klass is Strategy:
-                break
-        return frozenset(names - cls.COMPONENTS)
+    @property
+    def use_distributed_sampler(self) -> bool:
+        return bool(self.options.use_distributed_sampler)
+
+    @property
+    def timeout(self) -> float | None:
+        return self.options.timeout
 
     # -- components and identity --------------------------------------------------------------
 
@@ -205,9 +202,27 @@ class Strategy:
         module = module.to(self.root_device)
         return self.wrap_module(module)
 
+    def setup_module_and_optimizer(
+        self,
+        module: torch.nn.Module,
+        make_optimizer: Callable[[Iterator[torch.nn.Parameter]], torch.optim.Optimizer],
+    ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        """Set up ``module`` and an optimizer over its set-up parameters, the same way for every
+        strategy: ``make_optimizer(parameters)`` builds it (e.g. ``lambda p: torch.optim.SGD(p, lr=0.1)``).
+
+        FSDP needs the optimizer made from the sharded parameters, DeepSpeed wraps both in its
+        engine; use the module and optimizer this returns.
+        """
+        module = self.setup_module(module)
+        return module, make_optimizer(module.parameters())
+
     def wrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """The strategy's wrapper around a module already on its device (none by default)."""
         return module
+
+    def full_state_dict(self, module: torch.nn.Module) -> dict[str, Any]:
+        """The module's complete state dict on every rank (sharding strategies gather it)."""
+        return dict(self.unwrap_module(module).state_dict())
 
     def unwrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """The user's module inside whatever :meth:`wrap_module` put around it."""
@@ -279,9 +294,7 @@ class Strategy:
             self.checkpoint_io.save(checkpoint, path)
         self._collective.barrier()
 
-    def load_checkpoint(
-        self, path: str | os.PathLike[str], state: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
+    def load_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Read the checkpoint on every rank (onto :attr:`root_device`) and return it.
 
         Modules and optimizers in ``state`` get their saved state loaded in place.

@@ -6,44 +6,54 @@ this strategy with the ``spawn``/``fork`` launcher.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
+import attrs
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from runtime.registry import register_strategy
 from runtime.strategies.base import Strategy
+from runtime.strategies.options import StrategyOptions
 
-__all__ = ["DDPStrategy"]
-
-# What the strategy decides itself rather than taking as an option.
-_DECIDED_BY_STRATEGY = frozenset({"self", "module", "device_ids", "output_device", "process_group"})
+__all__ = ["DDPOptions", "DDPStrategy"]
 
 
-def _ddp_option_names() -> frozenset[str]:
-    parameters = inspect.signature(DistributedDataParallel.__init__).parameters
-    return frozenset(parameters) - _DECIDED_BY_STRATEGY
+@attrs.frozen(kw_only=True)
+class DDPOptions(StrategyOptions):
+    """``DistributedDataParallel``'s own arguments; ``None`` leaves DDP's default."""
+
+    broadcast_buffers: bool | None = None
+    init_sync: bool | None = None
+    bucket_cap_mb: float | None = None
+    find_unused_parameters: bool | None = None
+    check_reduction: bool | None = None
+    gradient_as_bucket_view: bool | None = None
+    static_graph: bool | None = None
+    skip_all_reduce_unused_params: bool | None = None
+    batched_grad_copy: bool | None = None
+    forward_sync_buffers: bool | None = None
+    dim: int | None = None
+
+
+_DDP_ARGUMENTS = tuple(a.name for a in attrs.fields(DDPOptions) if a.name not in attrs.fields_dict(StrategyOptions))
 
 
 @register_strategy("ddp")
 class DDPStrategy(Strategy):
     """Wraps modules in :class:`~torch.nn.parallel.DistributedDataParallel`.
 
-    Any ``DistributedDataParallel`` argument (``find_unused_parameters``, ``static_graph``,
-    ``gradient_as_bucket_view``, ``bucket_cap_mb``, ``broadcast_buffers``, ...) can be given
-    as a strategy option.
+    ``DistributedDataParallel``'s arguments (``find_unused_parameters``, ``static_graph``,
+    ``gradient_as_bucket_view``, ``bucket_cap_mb``, ``broadcast_buffers``, ...) are strategy
+    options (:class:`DDPOptions`).
     """
 
-    def __init__(self, config: Any, **kwargs: Any) -> None:
-        ddp_names = _ddp_option_names()
-        ddp_options = {key: kwargs.pop(key) for key in list(kwargs) if key in ddp_names}
-        super().__init__(config, **kwargs)
-        self.ddp_options: dict[str, Any] = ddp_options
+    Options = DDPOptions
 
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        return super().option_names() | _ddp_option_names()
+    def __init__(self, config: Any, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        given = {name: getattr(self.options, name) for name in _DDP_ARGUMENTS}
+        self.ddp_options: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
 
     def wrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
         device = self.root_device

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from runtime_configs import ddp_config, single_device_config
 
@@ -9,12 +10,19 @@ import runtime
 from runtime.registry import STRATEGIES, Registry
 
 
+@attrs.frozen(kw_only=True)
+class GreetingOptions(runtime.StrategyOptions):
+    greeting: str = "hello"
+
+
 class MyStrategy(runtime.Strategy):
     """A user's strategy: single process, remembers an option of its own."""
 
-    def __init__(self, config, *, greeting: str = "hello", **kwargs):  # type: ignore[no-untyped-def]
-        super().__init__(config, **kwargs)
-        self.greeting = greeting
+    Options = GreetingOptions
+
+    @property
+    def greeting(self) -> str:
+        return self.options.greeting
 
 
 @pytest.fixture
@@ -64,7 +72,7 @@ def test_an_unknown_strategy_name_lists_the_registered_ones() -> None:
 
 @pytest.mark.parametrize(
     ("strategy", "package"),
-    [("xla", "torch_xla"), ("single_xla", "torch_xla"), ("horovod", "horovod"), ("deepspeed", "deepspeed")],
+    [("xla", "torch_xla"), ("single_xla", "torch_xla"), ("horovod", "horovod")],
 )
 def test_strategies_of_engines_that_are_not_installed_say_what_to_install(strategy: str, package: str) -> None:
     with pytest.raises(runtime.MissingDependencyError) as error:
@@ -82,11 +90,6 @@ def test_components_of_missing_engines_say_what_to_install() -> None:
         runtime.build(ddp_config(launcher="xla"))
 
 
-def test_fsdp_is_known_but_not_implemented_by_this_runtime() -> None:
-    with pytest.raises(runtime.RuntimeConfigError, match="does not implement the 'fsdp' strategy"):
-        runtime.build(ddp_config(strategy="fsdp"))
-
-
 def test_unknown_strategy_options_are_rejected_with_the_accepted_ones() -> None:
     with pytest.raises(runtime.RuntimeConfigError) as error:
         runtime.build(single_device_config(strategy_options={"find_unused_parameters": True}))
@@ -101,6 +104,21 @@ def test_ddp_takes_distributed_data_parallel_arguments_as_options() -> None:
     assert strategy.config.strategy_options["find_unused_parameters"] is True  # travels to the ranks
     with pytest.raises(runtime.RuntimeConfigError, match="'find_unsused_parameters'"):
         runtime.build(ddp_config(), find_unsused_parameters=True)
+
+
+def test_strategy_options_of_the_wrong_type_are_rejected_naming_the_option() -> None:
+    with pytest.raises(
+        runtime.RuntimeConfigError, match=r"strategy 'ddp' got an invalid option: .*strategy_options.timeout"
+    ):
+        runtime.build(ddp_config(), timeout="soon")
+    with pytest.raises(runtime.RuntimeConfigError, match=r"strategy_options.find_unused_parameters"):
+        runtime.build(ddp_config(), find_unused_parameters="yes")
+
+
+def test_options_are_declared_once_as_an_attrs_class() -> None:
+    strategy = runtime.build(ddp_config(), timeout=5, static_graph=True)
+    assert strategy.options == runtime.strategies.DDPOptions(timeout=5.0, static_graph=True)
+    assert strategy.timeout == 5.0 and strategy.ddp_options == {"static_graph": True}  # type: ignore[attr-defined]
 
 
 def test_every_component_kind_has_its_own_registry() -> None:

@@ -1,0 +1,112 @@
+"""FSDP checkpoints: full (one file, plain state dicts) or sharded (torch.distributed.checkpoint).
+
+A checkpoint holds the entries of the ``state`` mapping the user passes: modules and optimizers
+are saved as their state dicts (gathered or sharded), every other entry as it is.
+
+- **full**: rank 0 writes one file with :attr:`Strategy.checkpoint_io`; module entries are plain
+  ``state_dict()`` mappings with the module's own parameter names, so
+  ``torch.nn.Module.load_state_dict`` of an unsharded model reads them. Optimizer entries are in
+  torch.distributed.checkpoint's form (keyed by parameter name).
+- **sharded**: a directory; every rank writes its shards (``torch.distributed.checkpoint``), and
+  rank 0 writes the other entries to ``entries.pt`` beside them. It loads on any number of ranks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from runtime.strategies.base import Strategy
+
+__all__ = ["load_fsdp_checkpoint", "save_fsdp_checkpoint"]
+
+_ENTRIES = "entries.pt"
+
+
+def _owner(optimizer: torch.optim.Optimizer, modules: Mapping[str, torch.nn.Module]) -> torch.nn.Module:
+    """The module whose parameters ``optimizer`` updates (state dicts of optimizers are keyed by them)."""
+    params = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    for module in modules.values():
+        if params & {id(p) for p in module.parameters()}:
+            return module
+    raise ValueError(
+        "an optimizer in the checkpoint state updates none of the modules in it; FSDP saves an optimizer "
+        "by the names of its module's parameters\n  hint: put the module in the same state mapping"
+    )
+
+
+def _split(
+    state: Mapping[str, Any],
+) -> tuple[dict[str, torch.nn.Module], dict[str, torch.optim.Optimizer], dict[str, Any]]:
+    modules = {k: v for k, v in state.items() if isinstance(v, torch.nn.Module)}
+    optimizers = {k: v for k, v in state.items() if isinstance(v, torch.optim.Optimizer)}
+    extras = {k: v for k, v in state.items() if k not in modules and k not in optimizers}
+    return modules, optimizers, extras
+
+
+def _state_dicts(
+    modules: Mapping[str, torch.nn.Module], optimizers: Mapping[str, torch.optim.Optimizer], options: Any
+) -> dict[str, Any]:
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    result: dict[str, Any] = {key: get_model_state_dict(m, options=options) for key, m in modules.items()}
+    for key, optimizer in optimizers.items():
+        result[key] = get_optimizer_state_dict(_owner(optimizer, modules), optimizer, options=options)
+    return result
+
+
+def save_fsdp_checkpoint(strategy: Strategy, path: str | os.PathLike[str], state: Mapping[str, Any], kind: str) -> None:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    modules, optimizers, extras = _split(state)
+    if kind == "full":
+        # cpu_offload: the full tensors are gathered onto rank 0 only, in CPU memory
+        full = _state_dicts(modules, optimizers, StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if strategy.is_global_zero:
+            strategy.checkpoint_io.save({**full, **extras}, path)
+    else:
+        import torch.distributed.checkpoint as dcp
+
+        dcp.save(_state_dicts(modules, optimizers, StateDictOptions()), checkpoint_id=os.fspath(path))
+        if strategy.is_global_zero:
+            torch.save({"extras": extras, "sharded": sorted([*modules, *optimizers])}, Path(path) / _ENTRIES)
+    strategy.collective.barrier()
+
+
+def load_fsdp_checkpoint(strategy: Strategy, path: str | os.PathLike[str], state: Mapping[str, Any]) -> dict[str, Any]:
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    modules, optimizers, _ = _split(state)
+    if Path(path).is_dir():
+        import torch.distributed.checkpoint as dcp
+
+        entries = torch.load(Path(path) / _ENTRIES, map_location="cpu", weights_only=False)
+        _require(path, [*modules, *optimizers], entries["sharded"])
+        loaded = _state_dicts(modules, optimizers, StateDictOptions())
+        dcp.load(loaded, checkpoint_id=os.fspath(path))
+        checkpoint = {**entries["extras"], **loaded}
+        options = StateDictOptions()
+    else:
+        checkpoint = strategy.checkpoint_io.load(path, map_location=torch.device("cpu"))
+        _require(path, [*modules, *optimizers], list(checkpoint))
+        options = StateDictOptions(full_state_dict=True)
+    for key, module in modules.items():
+        set_model_state_dict(module, checkpoint[key], options=options)
+    for key, optimizer in optimizers.items():
+        set_optimizer_state_dict(_owner(optimizer, modules), optimizer, checkpoint[key], options=options)
+    return checkpoint
+
+
+def _require(path: str | os.PathLike[str], wanted: list[str], present: list[str]) -> None:
+    missing = [key for key in wanted if key not in present]
+    if missing:
+        raise KeyError(f"the checkpoint at {path} has no entry {missing[0]!r} (it has {sorted(present)})")
