@@ -55,6 +55,7 @@ class HorovodCollective(Collective):
         self._owns_init = False
         self._tensor_device = torch.device("cpu")
         self._process_sets: dict[tuple[int, ...], Any] = {}
+        self._sequence: dict[tuple[int, ...], int] = {}
 
     @property
     def is_initialized(self) -> bool:
@@ -105,6 +106,7 @@ class HorovodCollective(Collective):
             self._hvd.shutdown()
         self._owns_init = False
         self._process_sets.clear()
+        self._sequence.clear()
 
     def _require_setup(self) -> None:
         if not self.is_initialized:
@@ -128,24 +130,35 @@ class HorovodCollective(Collective):
     def _set(self, group: CollectiveGroup) -> Any:
         return self._hvd.global_process_set if group.handle is None else group.handle
 
+    def _on(self, group: CollectiveGroup, operation: str) -> dict[str, Any]:
+        return {"name": self._name(operation, group), "process_set": self._set(group)}
+
+    def _name(self, operation: str, group: CollectiveGroup) -> str:
+        """A name every member gives this call alike. Horovod matches tensors across ranks by name,
+        and its automatic names count every operation of the process, so a rank that also ran
+        operations in a subgroup would name its next world operation differently and wait forever."""
+        seq = self._sequence.get(group.ranks, 0)
+        self._sequence[group.ranks] = seq + 1
+        return f"runtime.{operation}.{'-'.join(map(str, group.ranks))}.{seq}"
+
     # -- primitives -------------------------------------------------------------------------------
 
     def _op(self, op: str) -> Any:
         return {"sum": self._hvd.Sum, "mean": self._hvd.Average, "max": self._hvd.Max, "min": self._hvd.Min}[op]
 
     def _broadcast(self, tensor: torch.Tensor, src: int, group: CollectiveGroup) -> torch.Tensor:
-        result = self._hvd.broadcast(tensor.contiguous(), root_rank=src, process_set=self._set(group))
+        result = self._hvd.broadcast(tensor.contiguous(), root_rank=src, **self._on(group, "broadcast"))
         return tensor.copy_(result)
 
     def _all_reduce(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
-        result = self._hvd.allreduce(tensor.contiguous(), op=self._op(op), process_set=self._set(group))
+        result = self._hvd.allreduce(tensor.contiguous(), op=self._op(op), **self._on(group, "allreduce"))
         return tensor.copy_(result)
 
     def _reduce(self, tensor: torch.Tensor, dst: int, op: str, group: CollectiveGroup) -> torch.Tensor:
         return self._all_reduce(tensor, op, group)
 
     def _all_gather(self, tensor: torch.Tensor, group: CollectiveGroup) -> list[torch.Tensor]:
-        stacked = self._hvd.allgather(tensor.contiguous().unsqueeze(0), process_set=self._set(group))
+        stacked = self._hvd.allgather(tensor.contiguous().unsqueeze(0), **self._on(group, "allgather"))
         return [t.clone() for t in stacked.unbind(0)]
 
     def _gather(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup) -> list[torch.Tensor] | None:
@@ -164,14 +177,14 @@ class HorovodCollective(Collective):
 
     def _reduce_scatter(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
         if op in ("sum", "mean"):
-            return self._hvd.reducescatter(tensor.contiguous(), op=self._op(op), process_set=self._set(group))
+            return self._hvd.reducescatter(tensor.contiguous(), op=self._op(op), **self._on(group, "reducescatter"))
         # Horovod's reducescatter only sums or averages: reduce everything, keep this rank's chunk.
         reduced = self._all_reduce(tensor.clone(), op, group)
         return reduced.chunk(group.size)[group.ranks.index(self._rank)].clone()
 
     def _all_to_all(self, tensors: list[torch.Tensor], group: CollectiveGroup) -> list[torch.Tensor]:
         stacked = torch.stack([t.contiguous() for t in tensors])
-        received = self._hvd.alltoall(stacked, process_set=self._set(group))
+        received = self._hvd.alltoall(stacked, **self._on(group, "alltoall"))
         if isinstance(received, tuple):  # (tensor, received splits) in newer Horovod versions
             received = received[0]
         return [t.clone() for t in received.unbind(0)]
@@ -180,7 +193,7 @@ class HorovodCollective(Collective):
         self._hvd.barrier(process_set=self._set(group))
 
     def _broadcast_object(self, obj: T, src: int, group: CollectiveGroup) -> T:
-        return self._hvd.broadcast_object(obj, root_rank=src, process_set=self._set(group))  # type: ignore[no-any-return]
+        return self._hvd.broadcast_object(obj, root_rank=src, **self._on(group, "broadcast_object"))  # type: ignore[no-any-return]
 
     def _all_gather_object(self, obj: Any, group: CollectiveGroup) -> list[Any]:
         # Horovod's allgather_object has no process set: pickle, gather the lengths, then the
