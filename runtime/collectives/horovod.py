@@ -193,7 +193,8 @@ class HorovodCollective(Collective):
         self._hvd.barrier(process_set=self._set(group))
 
     def _broadcast_object(self, obj: T, src: int, group: CollectiveGroup) -> T:
-        return self._hvd.broadcast_object(obj, root_rank=src, **self._on(group, "broadcast_object"))  # type: ignore[no-any-return]
+        result: T = self._hvd.broadcast_object(obj, root_rank=src, **self._on(group, "broadcast_object"))
+        return result
 
     def _all_gather_object(self, obj: Any, group: CollectiveGroup) -> list[Any]:
         # Horovod's allgather_object has no process set: pickle, gather the lengths, then the
