@@ -1,6 +1,7 @@
 """Cluster environments. Importing this package registers the built-in ones."""
 
 from runtime.cluster.base import ClusterEnvironment
+from runtime.cluster.horovod import HorovodEnvironment
 from runtime.cluster.kubeflow import KubeflowEnvironment
 from runtime.cluster.local import LocalEnvironment
 from runtime.cluster.lsf import LSFEnvironment
@@ -10,6 +11,7 @@ from runtime.cluster.torchelastic import TorchElasticEnvironment
 
 __all__ = [
     "ClusterEnvironment",
+    "HorovodEnvironment",
     "KubeflowEnvironment",
     "LSFEnvironment",
     "LocalEnvironment",

@@ -2,6 +2,7 @@
 
 from runtime.collectives.base import OPERATIONS, REDUCE_OPS, Collective, CollectiveGroup, ReduceOp
 from runtime.collectives.errors import CollectiveMisuseError, CollectiveNotSupportedError, ReduceOpDtypeError
+from runtime.collectives.horovod import HorovodCollective
 from runtime.collectives.single_device import SingleDeviceCollective
 from runtime.collectives.torch_distributed import TorchCollective
 
@@ -12,6 +13,7 @@ __all__ = [
     "CollectiveGroup",
     "CollectiveMisuseError",
     "CollectiveNotSupportedError",
+    "HorovodCollective",
     "ReduceOp",
     "ReduceOpDtypeError",
     "SingleDeviceCollective",

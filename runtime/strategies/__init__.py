@@ -4,6 +4,7 @@
 from runtime.strategies.base import DATALOADER_USES, DataLoaderUse, Strategy
 from runtime.strategies.ddp import DDPOptions, DDPStrategy
 from runtime.strategies.deepspeed import DeepSpeedOptions, DeepSpeedStrategy
+from runtime.strategies.horovod import HorovodStrategy
 from runtime.strategies.fsdp import FSDPOptions, FSDPStrategy
 from runtime.strategies.options import StrategyOptions
 from runtime.strategies.single_device import SingleDeviceStrategy
@@ -17,6 +18,7 @@ __all__ = [
     "DeepSpeedStrategy",
     "FSDPOptions",
     "FSDPStrategy",
+    "HorovodStrategy",
     "SingleDeviceStrategy",
     "Strategy",
     "StrategyOptions",
