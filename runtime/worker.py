@@ -60,9 +60,9 @@ def check_worker_entry(requested: ResolvedConfig | None, wanted: str, *, accepts
 def run_worker(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     """Build this rank's strategy from ``RESOLVER_CONFIG`` and run ``fn(strategy, *args, **kwargs)``.
 
-    Once the strategy is built, the rank tells its launcher it reached the rendezvous (the
-    launching rank of the subprocess launcher waits for that before it joins the process group,
-    and every launcher bounds the wait with the rendezvous timeout).
+    Once the strategy is built and its device selected, the rank tells its launcher it reached
+    the rendezvous (the launching rank of the subprocess launcher waits for that before it joins
+    the process group, and every launcher bounds the wait with the rendezvous timeout).
     """
     config = launched_config()
     if config is None:
@@ -70,6 +70,9 @@ def run_worker(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     strategy = build(config)
     reports = RankReports.from_environment()
     if reports is not None:
+        # Selecting the device can fail (or hang) too: do it before telling the launcher this rank
+        # is about to join (strategy.run selects it again, which is harmless).
+        strategy.accelerator.set_device(strategy.root_device)
         reports.mark_joined(config.global_rank)
     return strategy.run(fn, *args, **kwargs)
 
