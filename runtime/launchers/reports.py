@@ -99,10 +99,7 @@ class RankReports:
     @contextlib.contextmanager
     def reporting(self, rank: int) -> Iterator[None]:
         """Inside a rank: answer stack requests, and report an exception before it propagates."""
-        if STACK_SIGNAL is not None:
-            stack_file = open(self._path(rank, "stack.txt"), "w")  # noqa: SIM115 (must stay open)
-            _stack_files.append(stack_file)
-            faulthandler.register(STACK_SIGNAL, file=stack_file, all_threads=True)
+        self.answer_stack_requests(rank)
         try:
             yield
         except SystemExit as exc:
@@ -112,6 +109,14 @@ class RankReports:
         except BaseException as exc:
             self.write_error(rank, exc)
             raise
+
+    def answer_stack_requests(self, rank: int) -> None:
+        """Dump this process's Python stack to the rank's stack file on ``STACK_SIGNAL`` (once per process)."""
+        if STACK_SIGNAL is None or _stack_files:
+            return
+        stack_file = open(self._path(rank, "stack.txt"), "w")  # noqa: SIM115 (must stay open)
+        _stack_files.append(stack_file)
+        faulthandler.register(STACK_SIGNAL, file=stack_file, all_threads=True)
 
     def mark_joined(self, rank: int) -> None:
         """This rank reached the launch it was started for and is about to join the process group."""

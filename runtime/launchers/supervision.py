@@ -48,6 +48,7 @@ _POLL_INTERVAL = 0.05
 _GRACE = 3.0
 _STACK_WAIT = 1.0
 _SETTLE = 1.0
+_EXITING_GRACE = 10.0
 
 
 class RankProcess(Protocol):
@@ -296,7 +297,7 @@ class Supervisor:
             del running[rank]
             if code == 0 or self.reports.has_finished(rank):
                 # Its work returned: if its peers then fail inside torch.distributed, it left them waiting.
-                self.outcome.departures.append(Failure(rank, self._last_alive[rank], code, "left the run", ""))
+                self.outcome.departures.append(Failure(rank, self._last_alive[rank], 0, "left the run", ""))
                 continue
             failure = self._failure(rank, code)
             # A rank we stopped failed on its own only if it reported before we stopped it.
@@ -312,10 +313,11 @@ class Supervisor:
         return Failure(rank, self._last_alive[rank], code, summary, "")
 
     def _stop(self, running: dict[int, RankProcess]) -> None:
-        # A rank that reported an error is on its way out: let it exit with its own code.
-        deadline = time.monotonic() + self.grace
+        # A rank that reported an error, or whose work returned, is on its way out: let it exit with
+        # its own code (a torch process can take seconds to finish on a busy machine).
+        deadline = time.monotonic() + _EXITING_GRACE
         for rank, process in running.items():
-            if self.reports.read_error(rank) is not None:
+            if self.reports.read_error(rank) is not None or self.reports.has_finished(rank):
                 process.wait(max(0.0, deadline - time.monotonic()))
         self._collect_exits(running)
         self._stopped.update(running)

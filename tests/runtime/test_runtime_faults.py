@@ -122,10 +122,10 @@ def test_a_rank_that_fails_before_joining_fails_the_launch_within_seconds(launch
 
 @pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
 def test_a_rank_that_hangs_before_the_rendezvous_is_named_with_its_stack(launcher: str, tmp_path: Path) -> None:
-    run = Run(launcher, "device-hang", tmp_path, timeout=600, RUNTIME_RENDEZVOUS_TIMEOUT="4")
+    run = Run(launcher, "device-hang", tmp_path, timeout=600, RUNTIME_RENDEZVOUS_TIMEOUT="20")
 
     assert (run.outcome["error"], run.outcome["ranks"]) == ("RendezvousTimeoutError", [1]), run.outcome
-    assert "rank 1 did not reach the rendezvous within the 4 s rendezvous timeout" in run.message
+    assert "rank 1 did not reach the rendezvous within the 20 s rendezvous timeout" in run.message
     assert "in set_device" in run.message  # where it hung
     run.assert_nothing_left()
 
@@ -134,9 +134,9 @@ def test_a_rank_that_hangs_before_the_rendezvous_is_named_with_its_stack(launche
 def test_a_rank_that_hangs_in_its_work_is_reported_with_its_stack_not_as_the_peers_collective_timeout(
     launcher: str, tmp_path: Path
 ) -> None:
-    run = Run(launcher, "hang", tmp_path, timeout=5)
+    run = Run(launcher, "hang", tmp_path, timeout=25)
 
-    # Rank 0 waits in a barrier whose collective timeout is the same 5 s: that echo is not the error.
+    # Rank 0 waits in a barrier whose collective timeout is the same 25 s: that echo is not the error.
     assert run.outcome["error"] == "LaunchTimeoutError", run.outcome
     assert 1 in run.outcome["ranks"]  # type: ignore[operator]
     assert "--- where rank 1 was ---" in run.message
