@@ -137,7 +137,7 @@ class RendezvousTimeoutError(LaunchTimeoutError):
         return (
             "  hint: a rank reaches the rendezvous when its launch() call is about to join the process "
             "group; if the work before that is just slow, set RUNTIME_RENDEZVOUS_TIMEOUT (seconds, "
-            "default 60) higher"
+            "default 300) higher"
         )
 
 

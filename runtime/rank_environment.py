@@ -39,11 +39,11 @@ PARENT_PID_VARIABLE = "RUNTIME_LAUNCHER_PID"
 #: Seconds every rank has to reach the rendezvous (join the process group) before the launch fails.
 RENDEZVOUS_TIMEOUT_VARIABLE = "RUNTIME_RENDEZVOUS_TIMEOUT"
 #: The rendezvous timeout when the variable is not set.
-DEFAULT_RENDEZVOUS_TIMEOUT = 60.0
+DEFAULT_RENDEZVOUS_TIMEOUT = 300.0
 
 
 def rendezvous_timeout(environ: Mapping[str, str] | None = None) -> float:
-    """The rendezvous timeout in seconds: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 60."""
+    """The rendezvous timeout in seconds: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 300."""
     text = (os.environ if environ is None else environ).get(RENDEZVOUS_TIMEOUT_VARIABLE, "").strip()
     if not text:
         return DEFAULT_RENDEZVOUS_TIMEOUT
