@@ -22,25 +22,31 @@ import fault_workers  # noqa: E402  (replaces the cpu accelerator: see its docst
 
 import runtime  # noqa: E402
 
-strategy, kind, out = sys.argv[1], sys.argv[2], sys.argv[3]
-timeout = float(sys.argv[4]) if len(sys.argv) > 4 else 60.0
-if kind.startswith("device-"):
-    os.environ[fault_workers.DEVICE_FAULT] = f"{kind.removeprefix('device-')}:1"
-start = time.monotonic()
-outcome: dict[str, object] = {}
-try:
-    if strategy == "run":
-        runtime.launch(fault_workers.fault, kind, out)
-    else:
-        runtime.launch(fault_workers.fault, kind, out, devices=2, strategy=strategy, timeout=timeout)
-    outcome = {"error": None}
-except Exception as error:
-    outcome = {"error": type(error).__name__, "rank": getattr(error, "rank", None),
-               "ranks": list(getattr(error, "ranks", ())), "exit_code": getattr(error, "exit_code", None),
-               "message": str(error)}
-    if strategy == "run":
-        raise
-    print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)  # as an uncaught error would show
-outcome["seconds"] = round(time.monotonic() - start, 2)
-if os.environ.get("RANK") in (None, "0") or "RUNTIME_REPORT_DIR" not in os.environ:
-    print("OUTCOME " + json.dumps(outcome), flush=True)
+
+def main() -> None:
+    strategy, kind, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    timeout = float(sys.argv[4]) if len(sys.argv) > 4 else 60.0
+    if kind.startswith("device-"):
+        os.environ[fault_workers.DEVICE_FAULT] = f"{kind.removeprefix('device-')}:1"
+    start = time.monotonic()
+    outcome: dict[str, object] = {}
+    try:
+        if strategy == "run":
+            runtime.launch(fault_workers.fault, kind, out)
+        else:
+            runtime.launch(fault_workers.fault, kind, out, devices=2, strategy=strategy, timeout=timeout)
+        outcome = {"error": None}
+    except Exception as error:
+        outcome = {"error": type(error).__name__, "rank": getattr(error, "rank", None),
+                   "ranks": list(getattr(error, "ranks", ())), "exit_code": getattr(error, "exit_code", None),
+                   "message": str(error)}
+        if strategy == "run":
+            raise
+        print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)  # as an uncaught error would show
+    outcome["seconds"] = round(time.monotonic() - start, 2)
+    if os.environ.get("RANK") in (None, "0") or "RUNTIME_REPORT_DIR" not in os.environ:
+        print("OUTCOME " + json.dumps(outcome), flush=True)
+
+
+if __name__ == "__main__":  # ddp_spawn imports this file again in each rank
+    main()
