@@ -49,6 +49,20 @@ from runtime.script import run_script
 from runtime.strategies.base import Strategy
 from runtime.strategies.options import StrategyOptions
 
+
+def _answer_stack_requests_from_the_start() -> None:
+    """In a launched rank, answer the launcher's stack requests from import on, not only from launch()."""
+    from runtime.launchers.reports import RankReports
+    from runtime.rank_environment import launched_config
+
+    reports = RankReports.from_environment()
+    config = launched_config() if reports is not None else None
+    if reports is not None and config is not None:
+        reports.answer_stack_requests(config.global_rank)
+
+
+_answer_stack_requests_from_the_start()
+
 __all__ = [
     "Accelerator",
     "CheckpointIO",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import tempfile
+import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,16 @@ import torch
 __all__ = ["CheckpointIO", "TorchCheckpointIO"]
 
 PathLike = str | os.PathLike[str]
+
+_umask_lock = threading.Lock()
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it: done under a lock, restored at once)."""
+    with _umask_lock:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
 
 
 class CheckpointIO(ABC):
@@ -41,11 +53,26 @@ class TorchCheckpointIO(CheckpointIO):
         self.weights_only = weights_only
 
     def save(self, checkpoint: dict[str, Any], path: PathLike) -> None:
+        """Write to a temporary file created exclusively in the target's folder, then rename it.
+
+        The temporary name is unpredictable and the file is created with ``O_EXCL`` (mode 0600
+        until written, then the mode a new file gets under the umask), so a file or symlink planted
+        in the folder cannot redirect the write; the rename is atomic, so readers see the old
+        checkpoint or the new one, never half of one.
+        """
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.partial")
-        torch.save(checkpoint, partial)
-        os.replace(partial, target)
+        descriptor, partial = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                torch.save(checkpoint, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+                os.fchmod(handle.fileno(), 0o666 & ~_umask())
+            os.replace(partial, target)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
 
     def load(self, path: PathLike, map_location: Any = None) -> dict[str, Any]:
         source = Path(path)

@@ -11,6 +11,7 @@ __all__ = [
     "MissingDependencyError",
     "PortInUseError",
     "RankFailedError",
+    "RendezvousTimeoutError",
     "RuntimeConfigError",
     "failure_time",
     "stamp_failure_time",
@@ -105,17 +106,39 @@ class LaunchTimeoutError(TimeoutError):
         self.stacks = dict(stacks or {})
         names = ", ".join(str(r) for r in self.ranks)
         noun = "rank" if len(self.ranks) == 1 else "ranks"
-        lines = [
-            f"{noun} {names} did not finish within the {timeout:g} s launch timeout and "
-            f"{'was' if len(self.ranks) == 1 else 'were'} stopped"
-        ]
+        lines = [f"{noun} {names} {self._what(len(self.ranks) == 1)}"]
         for rank, stack in sorted(self.stacks.items()):
             lines.append(f"\n--- where rank {rank} was ---\n{stack.rstrip()}")
-        lines.append(
+        lines.append(self._hint())
+        super().__init__("\n".join(lines))
+
+    def _what(self, one: bool) -> str:
+        return f"did not finish within the {self.timeout:g} s launch timeout and {'was' if one else 'were'} stopped"
+
+    def _hint(self) -> str:
+        return (
             "  hint: a rank waiting in a collective for a peer that never arrives hangs; "
             "raise `timeout` if the work is just slow"
         )
-        super().__init__("\n".join(lines))
+
+
+class RendezvousTimeoutError(LaunchTimeoutError):
+    """Ranks did not reach the rendezvous (joining the process group) within the rendezvous timeout.
+
+    Raised instead of letting the ranks that did arrive wait in torch's rendezvous for a peer
+    stuck before it (torch's own default wait is 30 minutes). ``ranks`` never arrived;
+    ``stacks`` shows where they were. Every rank of the launch was stopped.
+    """
+
+    def _what(self, one: bool) -> str:
+        return f"did not reach the rendezvous within the {self.timeout:g} s rendezvous timeout; every rank was stopped"
+
+    def _hint(self) -> str:
+        return (
+            "  hint: a rank reaches the rendezvous when its launch() call is about to join the process "
+            "group; if the work before that is just slow, set RUNTIME_RENDEZVOUS_TIMEOUT (seconds, "
+            "default 300) higher"
+        )
 
 
 class DataLoaderWarning(UserWarning):

@@ -7,11 +7,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from resolver.config import ResolvedConfig
 from runtime.build import build
-from runtime.errors import RuntimeConfigError
-from runtime.launchers.launched_rank import run_launched_rank
-from runtime.launchers.reports import RankReports
+from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
 from runtime.rank_environment import launched_config
-from runtime.worker import run_worker
+from runtime.worker import check_worker_entry, run_worker
 
 if TYPE_CHECKING:
     from resolver.environment import Environment
@@ -71,50 +69,20 @@ def launch(
 def _run_checked_worker(
     launched: ResolvedConfig, flags: Mapping[str, Any], fn: Callable[..., R], *args: Any, **kwargs: Any
 ) -> R:
-    _check_worker_call(launched, flags)
-    reports = RankReports.from_environment()
-    if reports is not None:
-        reports.mark_joined(launched.global_rank)  # the launching rank waits for this before its rendezvous
+    import resolver
+
+    defaults = resolver.api.FLAG_DEFAULTS
+    # No flags: the command that started this worker (e.g. `resolver run`) decided.
+    accepts_any = all(flags[name] == default for name, default in defaults.items())
+    requested: ResolvedConfig | None = None
+    if not accepts_any:
+        try:
+            requested = resolver.resolve(**flags)
+        except resolver.ResolutionError:
+            requested = None
+    wanted = ", ".join(f"{name}={value!r}" for name, value in flags.items() if value != defaults[name])
+    check_worker_entry(requested, f"launch({wanted})", accepts_any=accepts_any)
     return run_worker(fn, *args, **kwargs)
 
 
-_WORKER_RAN = False
-# What must agree between the run that started a worker and the launch() call it reaches.
-_RUN_FIELDS = ("accelerator", "device_ids", "num_nodes", "strategy", "precision")
-
-
-def _check_worker_call(launched: ResolvedConfig, flags: Mapping[str, Any]) -> None:
-    """A re-run worker may enter only the launch() call that started it, and only once.
-
-    The subprocess launcher re-runs the whole script in each worker. A script that calls
-    launch() twice, or calls another launch() before the one that started the worker, would
-    make the worker join the wrong run and wait forever; this turns that into an error, which
-    the launcher reports in the caller with this rank's traceback.
-    """
-    global _WORKER_RAN
-    import resolver
-
-    if _WORKER_RAN:
-        raise RuntimeConfigError(
-            "launch() was reached a second time in a worker that the subprocess launcher started: the "
-            "worker re-runs the whole script, so it would join a run it does not belong to\n"
-            "  hint: call launch() once per script, or use strategy='ddp_spawn' (which does not re-run the "
-            "script) for scripts with several launches"
-        )
-    _WORKER_RAN = True
-    if all(flags[name] == default for name, default in resolver.api.FLAG_DEFAULTS.items()):
-        return  # no flags: the command that started this worker (e.g. `resolver run`) decided
-    try:
-        requested = resolver.resolve(**flags)
-    except resolver.ResolutionError:
-        requested = None
-    if requested is None or any(getattr(requested, f) != getattr(launched, f) for f in _RUN_FIELDS):
-        defaults = resolver.api.FLAG_DEFAULTS
-        wanted = ", ".join(f"{name}={value!r}" for name, value in flags.items() if value != defaults[name])
-        started = ", ".join(f"{f}={getattr(launched, f)!r}" for f in _RUN_FIELDS)
-        raise RuntimeConfigError(
-            f"this worker was started for a run with {started}, but the script reached launch({wanted}) "
-            "first: the subprocess launcher re-runs the whole script in every worker\n"
-            "  hint: make the ddp launch() the script's first and only launch, or use strategy='ddp_spawn' "
-            "for the other launches"
-        )
+setattr(_run_checked_worker, MARKS_JOINED_ITSELF, True)  # run_worker marks it, after building

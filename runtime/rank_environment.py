@@ -19,12 +19,15 @@ from resolver.config import ResolvedConfig
 
 __all__ = [
     "CONFIG_VARIABLE",
+    "DEFAULT_RENDEZVOUS_TIMEOUT",
     "PARENT_PID_VARIABLE",
+    "RENDEZVOUS_TIMEOUT_VARIABLE",
     "REPORT_DIR_VARIABLE",
     "environ_patch",
     "launched_config",
     "rank_config",
     "rank_variables",
+    "rendezvous_timeout",
 ]
 
 #: The resolved config of a launched rank, as JSON.
@@ -33,6 +36,27 @@ CONFIG_VARIABLE = "RESOLVER_CONFIG"
 REPORT_DIR_VARIABLE = "RUNTIME_REPORT_DIR"
 #: The launcher's pid: a rank whose launcher is gone stops instead of running orphaned.
 PARENT_PID_VARIABLE = "RUNTIME_LAUNCHER_PID"
+#: Seconds every rank has to reach the rendezvous (join the process group) before the launch fails.
+RENDEZVOUS_TIMEOUT_VARIABLE = "RUNTIME_RENDEZVOUS_TIMEOUT"
+#: The rendezvous timeout when the variable is not set.
+DEFAULT_RENDEZVOUS_TIMEOUT = 300.0
+
+
+def rendezvous_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """The rendezvous timeout in seconds: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 300."""
+    text = (os.environ if environ is None else environ).get(RENDEZVOUS_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_RENDEZVOUS_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(
+            f"{RENDEZVOUS_TIMEOUT_VARIABLE}={text!r} is not a positive number of seconds\n"
+            f"  hint: set it to e.g. 120, or unset it for the default ({DEFAULT_RENDEZVOUS_TIMEOUT:g} s)"
+        )
+    return value
 
 
 def rank_config(config: ResolvedConfig, local_rank: int) -> ResolvedConfig:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from resolver.config import ResolvedConfig
 from runtime.errors import LaunchTimeoutError, PortInUseError
@@ -19,6 +20,8 @@ __all__ = ["TIMEOUT_EXIT_CODE", "run_script"]
 
 #: The exit code when ranks were stopped at the timeout (as coreutils' ``timeout``).
 TIMEOUT_EXIT_CODE = 124
+#: Each rank runs the script through this file, so an exception the script raises is reported.
+_SCRIPT_RANK = str(Path(__file__).with_name("script_rank.py"))
 
 
 def _exit_code(code: int | None) -> int:
@@ -57,7 +60,7 @@ def run_script(
     if not started_by_cluster and config.node_rank == 0 and not port_is_free(port):
         raise PortInUseError(address, port, cluster.main_port_source)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
-    command = [sys.executable, script, *args]
+    command = [sys.executable, _SCRIPT_RANK, script, *args]
     with RankReports.temporary() as reports:
         processes: dict[int, RankProcess] = {}
         try:
@@ -75,9 +78,7 @@ def run_script(
     problem = outcome.problem(timeout)
     if problem is None:
         return 0
-    print(f"resolver run: {str(problem).splitlines()[0]}", file=sys.stderr, flush=True)
+    print(f"resolver run: {problem}", file=sys.stderr, flush=True)  # with the rank's traceback or stacks
     if isinstance(problem, LaunchTimeoutError):
-        for stuck_rank, stack in sorted(problem.stacks.items()):
-            print(f"--- where rank {stuck_rank} was ---\n{stack.rstrip()}", file=sys.stderr, flush=True)
         return TIMEOUT_EXIT_CODE
     return _exit_code(problem.exit_code)

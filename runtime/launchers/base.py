@@ -13,12 +13,14 @@ directly as that rank: this is how a script re-run by the subprocess launcher re
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from runtime.errors import PortInUseError
-from runtime.launchers.launched_rank import run_launched_rank
+from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
+from runtime.launchers.reports import RankReports
 from runtime.ports import port_is_free
 from runtime.rank_environment import launched_config
 
@@ -51,8 +53,22 @@ class Launcher(ABC):
     def launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(*args, **kwargs)`` in every local rank; return this node's first rank's result."""
         if launched_config() is not None:
-            return run_launched_rank(fn, *args, **kwargs)
+            # A worker (re-run script, or a `resolver run` rank): this must be the launch it was
+            # started for. Checked inside run_launched_rank so that a wrong call is reported.
+            return run_launched_rank(self._enter_as_worker, fn, *args, **kwargs)
         return self._launch(fn, *args, **kwargs)
+
+    def _enter_as_worker(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        from runtime.worker import check_worker_entry  # the worker builds strategies: import at use
+
+        check_worker_entry(self.config, f"a launch of {self.config.strategy!r} on {self.config.num_devices} device(s)")
+        if not getattr(fn, MARKS_JOINED_ITSELF, False):
+            reports = RankReports.from_environment()
+            if reports is not None:
+                reports.mark_joined(int(os.environ.get("RANK", "0")))
+        return fn(*args, **kwargs)
+
+    setattr(_enter_as_worker, MARKS_JOINED_ITSELF, True)  # it marks the rank joined itself (or fn does)
 
     @abstractmethod
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:

@@ -13,11 +13,15 @@ from typing import Any, TypeVar
 from runtime.launchers.reports import RankReports
 from runtime.rank_environment import PARENT_PID_VARIABLE
 
-__all__ = ["die_with_launcher", "run_launched_rank"]
+__all__ = ["MARKS_JOINED_ITSELF", "die_with_launcher", "run_launched_rank"]
 
 R = TypeVar("R")
 
 _PR_SET_PDEATHSIG = 1
+_INTERRUPTED_EXIT_CODE = 130
+#: Set on a function that marks the rank as joined itself (after building its strategy), so that
+#: :func:`run_launched_rank` does not mark it on entry.
+MARKS_JOINED_ITSELF = "_runtime_marks_joined_itself"
 
 
 def die_with_launcher() -> None:
@@ -38,11 +42,25 @@ def run_launched_rank(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     """Call ``fn(*args, **kwargs)`` in a process a launcher started for one rank.
 
     Failures are reported to the launcher (which re-raises them in the caller with this rank's
-    traceback) and the rank answers the launcher's stack requests on a timeout.
+    traceback) and end this process's work with ``SystemExit(1)`` (130 for Ctrl-C), so the
+    traceback is shown once, by the launcher. The rank answers the launcher's stack requests.
     """
     reports = RankReports.from_environment()
     if reports is None:
         return fn(*args, **kwargs)
     die_with_launcher()
-    with reports.reporting(int(os.environ.get("RANK", "0"))):
-        return fn(*args, **kwargs)
+    rank = int(os.environ.get("RANK", "0"))
+    if not getattr(fn, MARKS_JOINED_ITSELF, False):
+        reports.mark_joined(rank)
+    try:
+        with reports.reporting(rank):
+            result = fn(*args, **kwargs)
+        reports.mark_finished(rank)
+        return result
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        # Reported: the launcher shows this traceback once, so this process does not print it too.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        raise SystemExit(_INTERRUPTED_EXIT_CODE if isinstance(exc, KeyboardInterrupt) else 1) from None

@@ -21,7 +21,7 @@ from runtime.launchers.base import Launcher
 from runtime.launchers.launched_rank import run_launched_rank
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import MultiprocessingRank, RankProcess, Supervisor, stop_processes
-from runtime.rank_environment import rank_config, rank_variables
+from runtime.rank_environment import rank_config, rank_variables, rendezvous_timeout
 from runtime.registry import register_launcher
 
 __all__ = ["ForkLauncher", "MultiprocessingLauncher", "SpawnLauncher"]
@@ -45,11 +45,12 @@ def _rank_process_main(
             except TypeError as exc:
                 reports.write_error(rank, exc)
                 raise
-    except BaseException:
+    except BaseException as exc:
         # Already reported to the launcher, which re-raises it with this traceback.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(1)
+        code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) and exc.code else 1
+        os._exit(code)
     sys.stdout.flush()
     sys.stderr.flush()
 
@@ -61,6 +62,7 @@ class MultiprocessingLauncher(Launcher):
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         self.check_start_method()
+        rendezvous_timeout()  # a bad RUNTIME_RENDEZVOUS_TIMEOUT fails before anything starts
         address, port = self.rendezvous()
         context: Any = torch.multiprocessing.get_context(self.start_method)
         first_rank = rank_config(self.config, 0).global_rank
@@ -78,7 +80,8 @@ class MultiprocessingLauncher(Launcher):
                     )
                     self._start(process, fn)
                     processes[config.global_rank] = MultiprocessingRank(process)
-                outcome = Supervisor(processes, reports, self.timeout).watch()
+                supervisor = Supervisor(processes, reports, self.timeout, rendezvous_timeout=rendezvous_timeout())
+                outcome = supervisor.watch()
             finally:
                 stop_processes(processes)
             problem = outcome.problem(self.timeout)

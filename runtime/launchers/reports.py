@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import importlib.util
 import json
 import os
 import pickle
-import shutil
 import signal
-import tempfile
 import traceback
 from collections.abc import Iterator
 from typing import IO, Any
@@ -23,9 +22,10 @@ from typing import IO, Any
 import attrs
 
 from runtime.errors import failure_time
+from runtime.launchers.cleanup import report_folder
 from runtime.rank_environment import REPORT_DIR_VARIABLE
 
-__all__ = ["ErrorReport", "RankReports", "STACK_SIGNAL", "describe_exception"]
+__all__ = ["ErrorReport", "RankReports", "STACK_SIGNAL", "describe_exception", "is_communication_error"]
 
 #: The signal that makes a rank dump its stack (None where the platform has no SIGUSR1).
 STACK_SIGNAL: int | None = getattr(signal, "SIGUSR1", None)
@@ -39,6 +39,29 @@ def describe_exception(exc: BaseException) -> tuple[str, str]:
     return summary, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
+def _distributed_directory() -> str | None:
+    spec = importlib.util.find_spec("torch.distributed")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(os.path.realpath(next(iter(spec.submodule_search_locations))), "")
+
+
+_DISTRIBUTED_DIRECTORY = _distributed_directory()
+
+
+def is_communication_error(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside ``torch.distributed`` (a collective or the rendezvous).
+
+    Gloo reports a vanished peer ("connection reset/closed by peer") and a timed-out collective
+    as plain ``RuntimeError``; what sets them apart from the user's own errors is where they
+    were raised. Such a failure is usually the echo of a peer that failed, left or hung first.
+    """
+    if _DISTRIBUTED_DIRECTORY is None:
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and os.path.realpath(frames[-1].filename).startswith(_DISTRIBUTED_DIRECTORY)
+
+
 @attrs.frozen
 class ErrorReport:
     """A rank's failure as it reported it."""
@@ -47,6 +70,7 @@ class ErrorReport:
     time: float
     summary: str
     traceback: str
+    communication: bool = False
 
 
 class RankReports:
@@ -58,12 +82,9 @@ class RankReports:
     @classmethod
     @contextlib.contextmanager
     def temporary(cls) -> Iterator[RankReports]:
-        """A fresh directory, removed when the launch is over."""
-        directory = tempfile.mkdtemp(prefix="runtime-ranks-")
-        try:
+        """A fresh directory, removed however the launch ends (see :mod:`runtime.launchers.cleanup`)."""
+        with report_folder() as directory:
             yield cls(directory)
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
 
     @classmethod
     def from_environment(cls) -> RankReports | None:
@@ -78,10 +99,7 @@ class RankReports:
     @contextlib.contextmanager
     def reporting(self, rank: int) -> Iterator[None]:
         """Inside a rank: answer stack requests, and report an exception before it propagates."""
-        if STACK_SIGNAL is not None:
-            stack_file = open(self._path(rank, "stack.txt"), "w")  # noqa: SIM115 (must stay open)
-            _stack_files.append(stack_file)
-            faulthandler.register(STACK_SIGNAL, file=stack_file, all_threads=True)
+        self.answer_stack_requests(rank)
         try:
             yield
         except SystemExit as exc:
@@ -92,13 +110,31 @@ class RankReports:
             self.write_error(rank, exc)
             raise
 
+    def answer_stack_requests(self, rank: int) -> None:
+        """Dump this process's Python stack to the rank's stack file on ``STACK_SIGNAL`` (once per process)."""
+        if STACK_SIGNAL is None or _stack_files:
+            return
+        stack_file = open(self._path(rank, "stack.txt"), "w")  # noqa: SIM115 (must stay open)
+        _stack_files.append(stack_file)
+        faulthandler.register(STACK_SIGNAL, file=stack_file, all_threads=True)
+
     def mark_joined(self, rank: int) -> None:
         """This rank reached the launch it was started for and is about to join the process group."""
         self._write_atomically(self._path(rank, "joined"), b"")
 
+    def mark_finished(self, rank: int) -> None:
+        """This rank's work returned (it left the process group); it is about to exit cleanly."""
+        self._write_atomically(self._path(rank, "finished"), b"")
+
     def write_error(self, rank: int, exc: BaseException) -> None:
         summary, text = describe_exception(exc)
-        data = {"rank": rank, "time": failure_time(exc), "summary": summary, "traceback": text}
+        data = {
+            "rank": rank,
+            "time": failure_time(exc),
+            "summary": summary,
+            "traceback": text,
+            "communication": is_communication_error(exc),
+        }
         self._write_atomically(self._path(rank, "error.json"), json.dumps(data).encode())
 
     def write_result(self, rank: int, value: Any) -> None:
@@ -127,11 +163,18 @@ class RankReports:
         except (OSError, ValueError):
             return None
         return ErrorReport(
-            rank=int(data["rank"]), time=float(data["time"]), summary=data["summary"], traceback=data["traceback"]
+            rank=int(data["rank"]),
+            time=float(data["time"]),
+            summary=data["summary"],
+            traceback=data["traceback"],
+            communication=bool(data.get("communication", False)),
         )
 
     def has_joined(self, rank: int) -> bool:
         return os.path.exists(self._path(rank, "joined"))
+
+    def has_finished(self, rank: int) -> bool:
+        return os.path.exists(self._path(rank, "finished"))
 
     def has_result(self, rank: int) -> bool:
         return os.path.exists(self._path(rank, "result.pkl"))
@@ -139,6 +182,10 @@ class RankReports:
     def read_result(self, rank: int) -> Any:
         with open(self._path(rank, "result.pkl"), "rb") as handle:
             return pickle.load(handle)
+
+    def answers_stack_requests(self, rank: int) -> bool:
+        """Whether the rank registered its stack handler (its stack file exists)."""
+        return os.path.exists(self._path(rank, "stack.txt"))
 
     def read_stack(self, rank: int) -> str:
         try:

@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
+from runtime.errors import RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import Failure, PopenRank, RankProcess, Supervisor, stop_processes
-from runtime.rank_environment import environ_patch, rank_config, rank_variables
+from runtime.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime.registry import register_launcher
 
 __all__ = ["SubprocessScriptLauncher", "script_command"]
@@ -54,6 +54,7 @@ class SubprocessScriptLauncher(Launcher):
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         command = script_command() if self.config.num_devices > 1 else []
+        joining_timeout = rendezvous_timeout()
         address, port = self.rendezvous()
         own = rank_config(self.config, 0)
         with RankReports.temporary() as reports:
@@ -63,19 +64,26 @@ class SubprocessScriptLauncher(Launcher):
                     config = rank_config(self.config, local_rank)
                     env = {**os.environ, **rank_variables(config, address, port, reports.directory)}
                     processes[config.global_rank] = PopenRank(subprocess.Popen(command, env=env))
-                supervisor = Supervisor(processes, reports, self.timeout)
+                supervisor = Supervisor(processes, reports, self.timeout, rendezvous_timeout=joining_timeout)
                 watcher = threading.Thread(target=supervisor.watch, name="rank-supervisor", daemon=True)
                 watcher.start()
                 try:
                     self._wait_for_peers(processes, reports, supervisor)
                     with environ_patch(rank_variables(own, address, port)):
                         result = fn(*args, **kwargs)
+                except _PeersFailed:
+                    supervisor.stop()
+                    watcher.join()
+                    problem = supervisor.outcome.problem(self.timeout)
+                    assert problem is not None
+                    raise problem from None
                 except BaseException as exc:
+                    if isinstance(exc, Exception):
+                        supervisor.add_failure(Failure.from_exception(own.global_rank, exc))
                     supervisor.stop()
                     watcher.join()
                     if not isinstance(exc, Exception):
                         raise  # KeyboardInterrupt, SystemExit: the other ranks are stopped; let it go
-                    supervisor.outcome.failures.append(Failure.from_exception(own.global_rank, exc))
                     problem = supervisor.outcome.problem(self.timeout)
                     assert problem is not None  # this rank's failure is in the outcome
                     own_fault = isinstance(problem, RankFailedError) and problem.rank == own.global_rank
@@ -93,22 +101,25 @@ class SubprocessScriptLauncher(Launcher):
         """Wait until every re-run script reached its launch() call, before this rank's rendezvous.
 
         This rank is the caller's own process, so once it waits inside torch's rendezvous nothing
-        can interrupt it; a worker that fails (or exits) before joining is caught here instead.
+        can interrupt it; a worker that fails, exits or hangs before joining is caught here
+        instead (the supervisor applies the launch and rendezvous timeouts).
         """
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
         waiting = set(processes)
         while waiting:
             waiting = {rank for rank in waiting if not reports.has_joined(rank)}
-            if supervisor.outcome.failures:
-                raise RuntimeConfigError(f"rank(s) {sorted(waiting)} failed before joining this launch")
+            outcome = supervisor.outcome
+            if outcome.failures or outcome.timed_out_at is not None:
+                raise _PeersFailed
             for rank in sorted(waiting):
-                if processes[rank].poll() is not None:
+                if processes[rank].poll() == 0:
                     raise RuntimeConfigError(
                         f"rank {rank} exited before reaching this launch() call: the script it re-ran "
                         "ended (or branched) before launch()\n"
                         "  hint: make sure every process reaches the same launch() call"
                     )
-            if deadline is not None and time.monotonic() > deadline:
-                raise LaunchTimeoutError(tuple(sorted(waiting)), self.timeout or 0.0, {})
             if waiting:
                 time.sleep(_JOIN_POLL)
+
+
+class _PeersFailed(Exception):
+    """A worker failed or timed out before the launching rank joined; the supervisor knows the details."""

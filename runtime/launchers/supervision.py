@@ -2,9 +2,20 @@
 
 A :class:`Supervisor` polls the processes of one launch. When one exits with an error it stops
 the others (``SIGTERM``, then ``SIGKILL`` after a grace period) and reaps every one; at the
-deadline it asks the ranks still running for their Python stacks, then stops them. The
-:class:`Outcome` names the first problem in time: a rank's failure (with the traceback the rank
-reported) or the timeout.
+launch deadline, or at the rendezvous deadline for ranks that never reached the rendezvous, it
+asks the ranks still running for their Python stacks, then stops them.
+
+The :class:`Outcome` blames the cause, not its echoes:
+
+- a rank's own failure (an exception it reported, or a death without a report: ``os._exit``, a
+  signal) comes before any failure raised inside ``torch.distributed`` (a peer's "connection
+  reset/closed", a collective timeout), which is what the surviving peers see a moment later;
+  among causes the earliest wins, an unreported death counting from the last moment the rank
+  was seen alive;
+- with only communication failures, a rank that exited cleanly before them is the one that left
+  its peers waiting; otherwise ranks still running when the others failed are the hung ones, and
+  are named with their stacks;
+- a timeout comes before any communication failure, and before a cause that happened later.
 """
 
 from __future__ import annotations
@@ -20,8 +31,8 @@ from typing import Protocol
 
 import attrs
 
-from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
-from runtime.launchers.reports import STACK_SIGNAL, RankReports, describe_exception
+from runtime.errors import LaunchTimeoutError, RankFailedError, RendezvousTimeoutError, failure_time
+from runtime.launchers.reports import STACK_SIGNAL, RankReports, describe_exception, is_communication_error
 
 __all__ = [
     "Failure",
@@ -37,6 +48,7 @@ _POLL_INTERVAL = 0.05
 _GRACE = 3.0
 _STACK_WAIT = 1.0
 _SETTLE = 1.0
+_EXITING_GRACE = 10.0
 
 
 class RankProcess(Protocol):
@@ -122,22 +134,28 @@ def stop_processes(processes: Mapping[int, RankProcess], grace: float = _GRACE) 
 
 @attrs.frozen
 class Failure:
-    """A rank that raised or died, and when (wall-clock seconds)."""
+    """A rank that raised, died or left, and when (wall-clock seconds)."""
 
     rank: int
     time: float
     exit_code: int | None
     summary: str
     traceback: str
+    #: Raised inside ``torch.distributed``: usually the echo of a peer's failure.
+    communication: bool = False
 
     @classmethod
     def from_exception(cls, rank: int, exc: BaseException) -> Failure:
         """The failure of a rank that ran in this process."""
         summary, text = describe_exception(exc)
-        return cls(rank, failure_time(exc), None, summary, text)
+        return cls(rank, failure_time(exc), None, summary, text, is_communication_error(exc))
 
     def error(self) -> RankFailedError:
         return RankFailedError(self.rank, exit_code=self.exit_code, traceback=self.traceback, summary=self.summary)
+
+
+def _earliest(failures: list[Failure]) -> Failure | None:
+    return min(failures, key=lambda f: f.time, default=None)
 
 
 @attrs.define
@@ -145,23 +163,47 @@ class Outcome:
     """What happened to the ranks of one launch."""
 
     failures: list[Failure] = attrs.field(factory=list)
+    #: Ranks whose work returned (time: last seen alive); the cause when their peers then fail in a collective.
+    departures: list[Failure] = attrs.field(factory=list)
     timed_out_ranks: tuple[int, ...] = ()
     timed_out_at: float | None = None
+    #: The timeout was the rendezvous timeout (the ranks never reached the rendezvous).
+    rendezvous_timeout: float | None = None
     stacks: dict[int, str] = attrs.field(factory=dict)
+    #: Ranks still running when every failure so far was a communication failure.
+    stuck_ranks: tuple[int, ...] = ()
 
     def problem(self, timeout: float | None) -> RankFailedError | LaunchTimeoutError | None:
-        """The exception for the earliest failure or the timeout, whichever came first."""
-        first = min(self.failures, key=lambda f: f.time, default=None)
-        if self.timed_out_at is not None and (first is None or self.timed_out_at <= first.time):
+        """The exception for the cause of the failure (see the module docstring), or ``None``."""
+        blamed = _earliest([f for f in self.failures if not f.communication])
+        if blamed is None and self.failures:
+            echo = _earliest(self.failures)
+            assert echo is not None
+            left = _earliest(self.departures)
+            if left is not None:
+                blamed = attrs.evolve(
+                    left,
+                    summary=(f"its work returned and it left the run while rank {echo.rank} still waited for "
+                             f"it in a collective, which then failed ({echo.summary.splitlines()[0][:200]})"),
+                )
+            elif self.stuck_ranks and self.timed_out_at is None:
+                return LaunchTimeoutError(self.stuck_ranks, timeout or 0.0, self.stacks)
+            else:
+                blamed = echo
+        if self.timed_out_at is not None and (blamed is None or blamed.communication or self.timed_out_at <= blamed.time):
+            if self.rendezvous_timeout is not None:
+                return RendezvousTimeoutError(self.timed_out_ranks, self.rendezvous_timeout, self.stacks)
             return LaunchTimeoutError(self.timed_out_ranks, timeout or 0.0, self.stacks)
-        return first.error() if first is not None else None
+        return blamed.error() if blamed is not None else None
 
 
 class Supervisor:
     """Watches the rank processes of one launch until all have exited (see the module docstring).
 
     :meth:`watch` may run on a helper thread while the launching process runs a rank itself;
-    :meth:`stop` (from any thread) then makes it stop the processes that are still running.
+    :meth:`add_failure` records that rank's failure and :meth:`stop` (from any thread) makes it
+    stop the processes that are still running. ``rendezvous_timeout`` bounds the time until
+    every rank has reported that it reached the rendezvous (:meth:`RankReports.mark_joined`).
     """
 
     def __init__(
@@ -170,6 +212,7 @@ class Supervisor:
         reports: RankReports,
         timeout: float | None,
         *,
+        rendezvous_timeout: float | None = None,
         grace: float = _GRACE,
     ) -> None:
         self.processes = dict(processes)
@@ -177,9 +220,18 @@ class Supervisor:
         self.timeout = timeout
         self.grace = grace
         self.outcome = Outcome()
-        self._deadline = None if timeout is None else time.monotonic() + timeout
+        now = time.monotonic()
+        self._deadline = None if timeout is None else now + timeout
+        self._rendezvous_timeout = rendezvous_timeout
+        self._rendezvous_deadline = None if rendezvous_timeout is None else now + rendezvous_timeout
+        self._joined: set[int] = set()
+        self._last_alive: dict[int, float] = {rank: time.time() for rank in self.processes}
         self._stop_requested = threading.Event()
         self._stopped: set[int] = set()
+
+    def add_failure(self, failure: Failure) -> None:
+        """Record the failure of a rank that is not one of the watched processes."""
+        self.outcome.failures.append(failure)
 
     def stop(self) -> None:
         """Ask :meth:`watch` to stop every process still running."""
@@ -198,43 +250,84 @@ class Supervisor:
                 # to write its report (and exit) before the rest are stopped.
                 settle_until = settle_until if settle_until is not None else now + _SETTLE
                 if now >= settle_until:
+                    self._name_stuck_ranks(running)
                     self._stop(running)
                     continue
             elif self._deadline is not None and now >= self._deadline:
-                self.outcome.timed_out_at = time.time()
-                self.outcome.timed_out_ranks = tuple(sorted(running))
-                self.outcome.stacks = self._collect_stacks(running)
-                self._stop(running)
+                self._time_out(running, tuple(sorted(running)))
                 continue
+            elif self._rendezvous_deadline is not None and now >= self._rendezvous_deadline:
+                absent = tuple(sorted(rank for rank in running if not self._has_joined(rank)))
+                if absent:
+                    self.outcome.rendezvous_timeout = self._rendezvous_timeout
+                    self._time_out(running, absent)
+                    continue
+                self._rendezvous_deadline = None
             self._stop_requested.wait(_POLL_INTERVAL)
         return self.outcome
+
+    def _has_joined(self, rank: int) -> bool:
+        if rank not in self._joined and self.reports.has_joined(rank):
+            self._joined.add(rank)
+        return rank in self._joined
+
+    def _time_out(self, running: dict[int, RankProcess], ranks: tuple[int, ...]) -> None:
+        self.outcome.timed_out_at = time.time()
+        self.outcome.timed_out_ranks = ranks
+        self._stopped.update(ranks)
+        self.outcome.stacks = self._collect_stacks({rank: running[rank] for rank in ranks})
+        self._stop(running)
+
+    def _name_stuck_ranks(self, running: Mapping[int, RankProcess]) -> None:
+        """When every failure so far came from torch.distributed, the ranks still running are suspects."""
+        failed = {f.rank for f in self.outcome.failures}
+        suspects = {rank: p for rank, p in running.items() if rank not in failed and rank not in self._stopped}
+        if suspects and self.outcome.failures and all(f.communication for f in self.outcome.failures):
+            if not self.outcome.stuck_ranks:
+                self.outcome.stuck_ranks = tuple(sorted(suspects))
+                self._stopped.update(suspects)
+                self.outcome.stacks = self._collect_stacks(suspects)
 
     def _collect_exits(self, running: dict[int, RankProcess]) -> None:
         for rank, process in list(running.items()):
             code = process.poll()
             if code is None:
+                self._last_alive[rank] = time.time()
                 continue
             del running[rank]
-            if code != 0:
-                failure = self._failure(rank, code)
-                # A rank we stopped failed on its own only if it reported before we stopped it.
-                if rank not in self._stopped or failure.traceback:
-                    self.outcome.failures.append(failure)
+            if code == 0 or self.reports.has_finished(rank):
+                # Its work returned: if its peers then fail inside torch.distributed, it left them waiting.
+                self.outcome.departures.append(Failure(rank, self._last_alive[rank], 0, "left the run", ""))
+                continue
+            failure = self._failure(rank, code)
+            # A rank we stopped failed on its own only if it reported before we stopped it.
+            if rank not in self._stopped or failure.traceback:
+                self.outcome.failures.append(failure)
 
     def _failure(self, rank: int, code: int) -> Failure:
         report = self.reports.read_error(rank)
         if report is not None:
-            return Failure(rank, report.time, code, report.summary, report.traceback)
+            return Failure(rank, report.time, code, report.summary, report.traceback, report.communication)
         summary = f"killed by signal {-code}" if code < 0 else "exited without reporting an error (see its output)"
-        return Failure(rank, time.time(), code, summary, "")
+        # It died between the last poll that saw it alive and this one: blame from the earlier.
+        return Failure(rank, self._last_alive[rank], code, summary, "")
 
     def _stop(self, running: dict[int, RankProcess]) -> None:
+        # A rank that reported an error, or whose work returned, is on its way out: let it exit with
+        # its own code (a torch process can take seconds to finish on a busy machine).
+        deadline = time.monotonic() + _EXITING_GRACE
+        for rank, process in running.items():
+            if self.reports.read_error(rank) is not None or self.reports.has_finished(rank):
+                process.wait(max(0.0, deadline - time.monotonic()))
+        self._collect_exits(running)
         self._stopped.update(running)
         stop_processes(running, self.grace)
         self._collect_exits(running)
 
     def _collect_stacks(self, running: Mapping[int, RankProcess]) -> dict[int, str]:
-        if STACK_SIGNAL is None:
+        # Only a rank that registered the stack handler may get the signal (it would kill the others).
+        running = {rank: p for rank, p in running.items() if self.reports.answers_stack_requests(rank)}
+        if STACK_SIGNAL is None or not running:
             return {}
         for process in running.values():
             process.send_signal(STACK_SIGNAL)

@@ -1,0 +1,56 @@
+"""Faults injected into launched ranks (module level, so the spawn launcher can pickle them).
+
+Importing this module replaces the ``cpu`` accelerator with one whose ``set_device`` can fail or
+hang on a chosen rank (``RUNTIME_TEST_DEVICE_FAULT=fail:1`` or ``hang:1``): a fault after the
+rank reached ``launch()`` but before it joined the process group. Only the fault scripts import
+it, in their own processes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import torch
+
+import runtime
+from runtime.accelerators.cpu import CPUAccelerator
+from runtime_workers import record_pid, wait_for_pids
+
+DEVICE_FAULT = "RUNTIME_TEST_DEVICE_FAULT"
+
+
+@runtime.register_accelerator("cpu", replace=True)
+class FlakyCPUAccelerator(CPUAccelerator):
+    """The CPU, with a device that fails or hangs on the rank ``RUNTIME_TEST_DEVICE_FAULT`` names."""
+
+    def set_device(self, device: torch.device) -> None:
+        kind, _, rank = os.environ.get(DEVICE_FAULT, "").partition(":")
+        if rank and os.environ.get("RANK") == rank:
+            if kind == "fail":
+                raise OSError(f"rank {rank}: device went away while being selected")
+            if kind == "hang":
+                time.sleep(600)
+        super().set_device(device)
+
+
+def fault(strategy: runtime.Strategy, kind: str, out: str) -> str:
+    """Rank 1 does ``kind`` while rank 0 waits for it in a barrier."""
+    record_pid(Path(out), strategy)
+    if strategy.global_rank == 1:
+        wait_for_pids(Path(out), strategy.world_size)
+        time.sleep(0.3)  # let rank 0 enter the barrier
+        if kind == "raise":
+            raise ValueError("rank 1 cannot go on: bad batch 42")
+        if kind == "exit3":
+            os._exit(3)
+        if kind == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if kind == "skip":
+            return "rank 1 skipped the barrier"
+        if kind == "hang":
+            time.sleep(600)
+    strategy.collective.barrier()
+    return "done"

@@ -1,0 +1,52 @@
+"""A user script with an injected fault: ``python fault_script.py STRATEGY FAULT OUT_DIR [TIMEOUT]``.
+
+STRATEGY is ``ddp``, ``ddp_spawn`` or ``ddp_fork`` (the script launches), or ``run`` (``resolver
+run`` started the script: it calls ``runtime.launch`` without flags). FAULT is a kind that
+``fault_workers.fault`` injects, or ``device-fail``/``device-hang`` (rank 1's device selection
+fails or hangs, before it joins the process group), or ``none``. The launching process prints one
+``OUTCOME {json}`` line: the error type, rank, exit code and message, and the seconds it took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE.parents[2])]  # fault_workers, the repository
+
+import fault_workers  # noqa: E402  (replaces the cpu accelerator: see its docstring)
+
+import runtime  # noqa: E402
+
+
+def main() -> None:
+    strategy, kind, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    timeout = float(sys.argv[4]) if len(sys.argv) > 4 else 60.0
+    if kind.startswith("device-"):
+        os.environ[fault_workers.DEVICE_FAULT] = f"{kind.removeprefix('device-')}:1"
+    start = time.monotonic()
+    outcome: dict[str, object] = {}
+    try:
+        if strategy == "run":
+            runtime.launch(fault_workers.fault, kind, out)
+        else:
+            runtime.launch(fault_workers.fault, kind, out, devices=2, strategy=strategy, timeout=timeout)
+        outcome = {"error": None}
+    except Exception as error:
+        outcome = {"error": type(error).__name__, "rank": getattr(error, "rank", None),
+                   "ranks": list(getattr(error, "ranks", ())), "exit_code": getattr(error, "exit_code", None),
+                   "message": str(error)}
+        if strategy == "run":
+            raise
+        print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)  # as an uncaught error would show
+    outcome["seconds"] = round(time.monotonic() - start, 2)
+    if os.environ.get("RANK") in (None, "0") or "RUNTIME_REPORT_DIR" not in os.environ:
+        print("OUTCOME " + json.dumps(outcome), flush=True)
+
+
+if __name__ == "__main__":  # ddp_spawn imports this file again in each rank
+    main()
