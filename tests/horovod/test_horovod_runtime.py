@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 from horovod_workers import fail_on_rank_1, identity, train
 
@@ -26,8 +25,17 @@ def _pids(directory: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(directory.glob("*.pid"))]
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def _assert_gone(pids: list[int]) -> None:
-    alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    alive = [pid for pid in pids if _running(pid)]
     assert not alive, f"rank processes still running after the launch: {alive}"
 
 
