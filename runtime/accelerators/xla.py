@@ -56,7 +56,7 @@ def _device_count_from_a_child() -> int:
         [sys.executable, "-c", _COUNT_IN_CHILD], capture_output=True, text=True, timeout=120, env=dict(os.environ)
     )
     lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not lines or not lines[-1].isdigit():
+    if result.returncode != 0 or not lines or not lines[-1].isascii() or not lines[-1].isdigit():
         raise RuntimeConfigError(
             f"torch_xla's runtime could not count its devices (exit code {result.returncode}):\n"
             f"{result.stderr.strip()[-2000:]}\n"

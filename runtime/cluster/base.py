@@ -83,5 +83,6 @@ class ClusterEnvironment:
 
 def port_from_job_id(job_id: str) -> int:
     """A port every node of the job computes alike: 15000 + the job id's last four digits."""
-    digits = "".join(ch for ch in job_id if ch.isdigit())[-4:] or "0"
+    # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
+    digits = "".join(ch for ch in job_id if ch in "0123456789")[-4:] or "0"
     return 15000 + int(digits)

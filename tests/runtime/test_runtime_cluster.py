@@ -82,3 +82,11 @@ def test_ranks_started_by_hand_must_agree_on_master_port() -> None:
     with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT is not set"):
         _ = LocalEnvironment(started_by_hand, environ={}).main_port
     assert LocalEnvironment(started_by_hand, environ={"MASTER_PORT": "29400"}).main_port == 29400
+
+
+def test_a_job_id_with_non_ascii_digits_still_gives_a_port() -> None:
+    from runtime.cluster.base import port_from_job_id
+
+    assert port_from_job_id("4321") == 15000 + 4321
+    assert port_from_job_id("job²①7") == 15000 + 7  # "²" and "①" are digits to str.isdigit, not to int
+    assert port_from_job_id("interactive") == 15000
