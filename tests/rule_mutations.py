@@ -113,27 +113,29 @@ def _tables(doc: Document) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+# Each kind of mutation the loader must refuse; a kind listed twice is drawn twice as often.
+BREAKING_KINDS: list[str] = [
+    "unknown_key",
+    "wrong_type",
+    "wrong_type",
+    "missing_key",
+    "utf8",
+    "duplicate_stage",
+    "duplicate_id",
+    "arity",
+    "operator",
+    "operand",
+    "unknown_slot",
+    "ref",
+    "domain_value",
+    "unknown_function",
+    "malformed",
+]
+
+
 def _breaking(rng: random.Random, name: str, text: str, doc: Document, vocabulary: Document) -> Mutant | None:
     """One mutation that must be refused; None when this file has nothing of the kind chosen."""
-    kind = rng.choice(
-        [
-            "unknown_key",
-            "wrong_type",
-            "wrong_type",
-            "missing_key",
-            "utf8",
-            "duplicate_stage",
-            "duplicate_id",
-            "arity",
-            "operator",
-            "operand",
-            "unknown_slot",
-            "ref",
-            "domain_value",
-            "unknown_function",
-            "malformed",
-        ]
-    )
+    kind = rng.choice(BREAKING_KINDS)
     doc = copy.deepcopy(doc)
     tables = _tables(doc)
     rules = [r for r in doc.get("rule", []) if isinstance(r, dict)]
