@@ -92,7 +92,7 @@ def _build(entries: list[_Entry], depth: int) -> Node[Any] | Leaf[Any]:
     # Split on a slot only when enough of the rules test it: rules that do not are copied into every
     # branch, so splitting on a slot few rules test would multiply the tree for little gain.
     if depth >= MAX_DEPTH or not counts or max(counts.values()) < max(2, len(entries) // SPLIT_SHARE):
-        return Leaf(tuple((item, tuple(c.predicate for c in conditions)) for item, conditions in entries))
+        return Leaf(tuple((item, tuple(t for c in conditions for t in c.tests)) for item, conditions in entries))
     slot = min(counts, key=lambda s: (-counts[s], s))
     split: list[tuple[Any, tuple[Condition, ...], tuple[frozenset[Any], bool, bool] | None]] = []
     constants: set[Any] = set()

@@ -6,9 +6,15 @@ order wins; otherwise the slot's default), then runs its checks (conflict and no
 verifies its slots' types and domains. Everything a person may want to watch goes through a
 :class:`~resolver.reporter.Reporter`.
 
-Evaluation is compiled ahead, once per table: each slot's setters and each stage's checks become a
-decision tree over the slots they test (:mod:`resolver.dispatch`), so a resolution looks up a short
-list of candidate rules and runs only their remaining tests. Provenance is built only when asked for.
+Evaluation is compiled ahead, once per table. Each slot's setters become a decision tree over the
+slots they test (:mod:`resolver.dispatch`), and the tree becomes a chain of closures specialised per
+rule (how the rule gets its value: a constant, another slot, or a registered function; how many
+tests are left), so a resolution calls one function per slot and runs only the remaining tests of
+the candidate rules. Slots no rule sets take their defaults in one step. What verifying a stage
+would check is proven at compile time where it can be (constants, defaults, a slot copied from a
+slot that was verified against the same or a narrower type and domain), so only values that may
+be wrong are checked. Provenance is built only when asked for. No rule text is ever evaluated as
+code: closures capture the compiled conditions and values.
 """
 
 from __future__ import annotations
@@ -17,13 +23,11 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-import attrs
-
 from resolver import dispatch
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
 from resolver.conditions import Call, Const, NotANumber, Ref, ValueExpr
 from resolver.config import FrozenMapping, Provenance, display
-from resolver.dispatch import Leaf, lookup
+from resolver.dispatch import Leaf, Node, lookup
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.functions import FUNCTIONS, InvalidInput
 from resolver.reporter import Reporter
@@ -40,24 +44,53 @@ _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
 _DEFAULT = Provenance("default")
 _CONST, _REF, _CALL = 0, 1, 2
 Predicate = Callable[[Mapping[str, Any]], bool]
+#: ``(slot, expected types, domain members, required)``: what verifying a stage checks of one slot.
+SlotCheck = tuple[str, "tuple[type, ...] | None", "frozenset[str] | None", bool]
 
 
 class _Choice(NamedTuple):
-    """A setter rule and how it gets the slot's value (a constant, another slot, or a function)."""
+    """A setter rule and how it gets the slot's value.
+
+    ``payload`` is the constant, the slot copied, or (``_CALL``) a closure computing the value;
+    ``verify`` is False when the value is proven at compile time to pass the stage's verification.
+    """
 
     rule: CompiledRule
     kind: int
     payload: Any
     expr: ValueExpr
     note: Template | None
+    verify: bool
 
 
-class _SlotProgram(NamedTuple):
-    """How one slot is decided: the decision tree over its setters, and its default."""
+#: No value has this type: the slot's check always runs in full.
+_NO_TYPE = type("_NoType", (), {})
+#: The origin of an input the caller gave (inputs are not in ``origins``).
+_GIVEN: Any = object()
+#: Decides one slot: sets ``values[slot]``, may add a note, returns the rule's choice or None (default).
+Step = Callable[[dict[str, Any], list[str]], "_Choice | None"]
 
-    slot: str
-    tree: dispatch.Node[_Choice] | dispatch.Leaf[_Choice]
-    default: Any
+
+class _CallFailed(Exception):
+    """A registered function refused its input; the evaluator turns this into a ResolutionError."""
+
+    def __init__(self, rule: CompiledRule, expr: Call, error: InvalidInput) -> None:
+        self.rule, self.expr, self.error = rule, expr, error
+
+
+class _StageProgram(NamedTuple):
+    name: str
+    #: Slots no rule can set, with their defaults: assigned in one step.
+    defaults: dict[str, Any]
+    default_origins: dict[str, None]
+    #: The other slots, in the graph's order, each with its step.
+    steps: tuple[tuple[str, Step], ...]
+    #: Every slot in order (defaults included), for runs that report each decision.
+    all_steps: tuple[tuple[str, Step], ...]
+    checks: dispatch.Node[CompiledRule] | dispatch.Leaf[CompiledRule] | None
+    #: ``(slot, check, whether its default needs checking, the exact type and the domain members
+    #: that pass at once)`` for slots that may hold a wrong value.
+    verify: tuple[tuple[str, SlotCheck, bool, type, frozenset[str] | None], ...]
 
 
 class Evaluation:
@@ -89,27 +122,57 @@ class Evaluator:
     def __init__(self, table: CompiledTable) -> None:
         self.table = table
         self._stage_classes: dict[str, type] = {}
-        self._input_stage = table.stages[0].name if table.stages else None
         #: Inputs are given by the caller; a missing one takes its slot's default.
         self._input_slots = frozenset(table.stages[0].slots) if table.stages else frozenset()
         #: Inputs the snapshot does not fill (``Environment.inputs`` gives every env./file./var. one).
         self._other_inputs = tuple(s for s in sorted(self._input_slots) if not s.startswith(("env.", "file.", "var.")))
-        self._plan = tuple(
-            (
-                plan.name,
-                tuple(
-                    _slot_program(table, slot, plan.setters.get(slot, ()))
-                    for slot in plan.slots
-                    if slot not in self._input_slots
-                ),
-                dispatch.build([(rule, rule.when) for rule in plan.checks]),
-                tuple(
-                    v
-                    for v in (_slot_check(table, name, plan.setters.get(name, ())) for name in plan.slots)
-                    if v is not None
-                ),
-            )
-            for plan in table.stages
+        self._other_input_set = frozenset(self._other_inputs)
+        #: Every decided slot in the order the stages decide them (the provenance's order).
+        self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)
+        guarantees = {
+            name: check for plan in table.stages for name in plan.slots if (check := _check_of(table, name)) is not None
+        }
+        self._stages = tuple(self._stage_program(plan, guarantees) for plan in table.stages)
+
+    def _stage_program(self, plan: Any, guarantees: Mapping[str, SlotCheck]) -> _StageProgram:
+        table = self.table
+        defaults: dict[str, Any] = {}
+        steps: list[tuple[str, Step]] = []
+        all_steps: list[tuple[str, Step]] = []
+        for slot in plan.slots:
+            if slot in self._input_slots:
+                continue
+            setters = plan.setters.get(slot, ())
+            default = table.slots[slot].default
+            check = guarantees.get(slot)
+            choices = [(_choice(self, rule, slot, check, guarantees), rule.when) for rule in setters]
+            step = _step(slot, dispatch.build(choices), default, self)
+            all_steps.append((slot, step))
+            if setters:
+                steps.append((slot, step))
+            else:
+                defaults[slot] = default
+        verify = []
+        for name in plan.slots:
+            check = _slot_check(table, name, plan.setters.get(name, ()))
+            if check is None:
+                continue
+            # An input given by the caller is checked when its default would not pass (its default
+            # shows what the slot is meant to hold); a decided slot per rule that may set a wrong value.
+            default_needs = not _passes(table.slots[name].default, *check[1:])
+            if default_needs or plan.setters.get(name):
+                # Values of exactly the expected type (and in the domain) pass without a call.
+                exact = check[1][0] if check[1] is not None and check[1][0] is not Mapping else _NO_TYPE
+                verify.append((name, check, default_needs, exact, check[2] if exact is str else None))
+        checks = dispatch.build([(rule, rule.when) for rule in plan.checks]) if plan.checks else None
+        return _StageProgram(
+            plan.name,
+            defaults,
+            dict.fromkeys(defaults),
+            tuple(steps),
+            tuple(all_steps),
+            checks,
+            tuple(verify),
         )
 
     def render(self, template: Template | None, values: Mapping[str, Any]) -> str | None:
@@ -142,61 +205,45 @@ class Evaluator:
         origins: dict[str, _Choice | None] = {}
         provenance = ProvenanceMap(self, values, inputs, origins)
         notes: list[str] = []
-        rule: CompiledRule | None = None
-        missing = [s for s in self._other_inputs if s not in values]
-        for slot in missing:
-            values[slot] = self.table.slots[slot].default
-            origins[slot] = None
+        if not self._other_input_set <= values.keys():
+            for slot in self._other_inputs:
+                if slot not in values:
+                    values[slot] = self.table.slots[slot].default
+                    origins[slot] = None
+        check: CompiledRule | None = None
         try:
-            for name, programs, checks, verify in self._plan:
-                for slot, tree, default in programs:
-                    entries = tree.entries if type(tree) is Leaf else lookup(tree, values)
-                    for choice, tests in entries:
-                        rule, kind, payload, _, note_template = choice
+            for stage in self._stages:
+                if reporter is None:
+                    values.update(stage.defaults)
+                    origins.update(stage.default_origins)
+                    for slot, step in stage.steps:
+                        origins[slot] = step(values, notes)
+                else:
+                    for slot, step in stage.all_steps:
+                        origins[slot] = step(values, notes)
+                        reporter.decided(slot, values[slot], provenance[slot])
+                checks = stage.checks
+                if checks is not None:
+                    for check, tests in checks.entries if type(checks) is Leaf else lookup(checks, values):
                         for test in tests:
                             if not test(values):
                                 break
                         else:
-                            if kind == _CONST:
-                                values[slot] = payload
-                            elif kind == _REF:
-                                values[slot] = values.get(payload)
-                            else:
-                                values[slot] = self._call(rule, payload, values, provenance)
-                            origins[slot] = choice
-                            if note_template is not None:
-                                note = self.render(note_template, values)
-                                if note not in notes:
-                                    notes.append(note)  # type: ignore[arg-type]
-                            break
-                    else:
-                        values[slot] = default
-                        origins[slot] = None
-                    rule = None
-                    if reporter is not None:
-                        reporter.decided(slot, values[slot], provenance[slot])
-                for check, tests in checks.entries if type(checks) is Leaf else lookup(checks, values):
-                    rule = check
-                    for test in tests:
-                        if not test(values):
-                            break
-                    else:
-                        if check.conflict is not None:
-                            error = self._conflict(check, values, provenance)
-                            if reporter is not None:
-                                reporter.failed(error)
-                            raise error
-                        note = self.render(check.templates.get("note"), values)
-                        notes.append(note)  # type: ignore[arg-type]
-                        if reporter is not None:
-                            reporter.noted(check.id, note)  # type: ignore[arg-type]
-                rule = None
-                if verify:
-                    _verify(name, verify, values)
+                            self._fire(check, values, notes, provenance, reporter)
+                    check = None
+                for slot, slot_check, default_needs, exact, members in stage.verify:
+                    choice = origins.get(slot, _GIVEN)
+                    if default_needs if choice is None or choice is _GIVEN else choice.verify:
+                        value = values[slot]
+                        if type(value) is not exact or (members is not None and value not in members):
+                            _verify(stage.name, slot_check, value)  # the full check; raises if wrong
                 if reporter is not None:
-                    reporter.stage_finished(name, self.stage_value(name, values))
+                    reporter.stage_finished(stage.name, self.stage_value(stage.name, values))
         except NotANumber as exc:
+            rule = check if check is not None else getattr(exc, "_resolver_rule", None)
             raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id if rule else None) from None
+        except _CallFailed as failed:
+            raise self._call_error(failed, values, provenance) from None
         return Evaluation(self, values, provenance, tuple(notes))
 
     def stage_value(self, stage: str, values: Mapping[str, Any]) -> Any:
@@ -204,6 +251,8 @@ class Evaluator:
         plan = next(p for p in self.table.stages if p.name == stage)
         cls = self._stage_classes.get(stage)
         if cls is None:
+            import attrs
+
             cls = self._stage_classes[stage] = attrs.make_class(
                 _class_name(stage), {_field_name(s): attrs.field() for s in plan.slots}, frozen=True, slots=True
             )
@@ -211,23 +260,41 @@ class Evaluator:
 
     # -- pieces ---------------------------------------------------------------------------------
 
-    def _call(
-        self, rule: CompiledRule, expr: Call, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
-    ) -> Any:
-        args = [values.get(a.slot) if isinstance(a, Ref) else a.value for a in expr.args]
-        if None in args:
-            return None  # a function of an unset value is unset; the stage's checks say why
-        try:
-            return FUNCTIONS[expr.fn](*args)
-        except InvalidInput as exc:
-            refs = [a.slot for a in expr.args if isinstance(a, Ref)]
-            sides = tuple(Side(s, values.get(s), provenance.get(s, _DEFAULT)) for s in refs)
-            message = exc.message
-            if len(refs) == 1:
-                label = _input_label(self.table, refs[0])
-                if label not in message:
-                    message = f"{label}: {message}"
-            raise ResolutionError(message, hint=exc.hint, rule=rule.id, sides=sides) from None
+    def _fire(
+        self,
+        check: CompiledRule,
+        values: Mapping[str, Any],
+        notes: list[str],
+        provenance: Mapping[str, Provenance],
+        reporter: Reporter | None,
+    ) -> None:
+        """A check's conditions hold: raise its conflict, or add its note."""
+        if check.conflict is not None:
+            error = self._conflict(check, values, provenance)
+            if reporter is not None:
+                reporter.failed(error)
+            raise error
+        note = self.render(check.templates.get("note"), values)
+        notes.append(note)  # type: ignore[arg-type]
+        if reporter is not None:
+            reporter.noted(check.id, note)  # type: ignore[arg-type]
+
+    def _add_note(self, template: Template, values: Mapping[str, Any], notes: list[str]) -> None:
+        note = self.render(template, values)
+        if note not in notes:
+            notes.append(note)  # type: ignore[arg-type]
+
+    def _call_error(
+        self, failed: _CallFailed, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> ResolutionError:
+        refs = [a.slot for a in failed.expr.args if isinstance(a, Ref)]
+        sides = tuple(Side(s, values.get(s), provenance.get(s, _DEFAULT)) for s in refs)
+        message = failed.error.message
+        if len(refs) == 1:
+            label = _input_label(self.table, refs[0])
+            if label not in message:
+                message = f"{label}: {message}"
+        return ResolutionError(message, hint=failed.error.hint, rule=failed.rule.id, sides=sides)
 
     def provenance_of(
         self, choice: _Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
@@ -258,42 +325,188 @@ class Evaluator:
         )
 
 
-def _verify(stage: str, verify: tuple[Any, ...], values: Mapping[str, Any]) -> None:
-    for name, expected, members, required in verify:
-        value = values[name]
-        if value is None:
-            if required:
-                raise ResolutionError(
-                    f"no rule decided {name!r} in stage {stage!r} for these flags and this environment",
-                    hint="this is a gap in the rule table: add a rule for this case (resolver explain "
-                    "shows what was decided so far)",
-                )
-            continue
-        if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
-            raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
-        if members is not None and isinstance(value, str) and value not in members:
+def _verify(stage: str, check: SlotCheck, value: Any) -> None:
+    name, expected, members, required = check
+    if value is None:
+        if required:
             raise ResolutionError(
-                f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
+                f"no rule decided {name!r} in stage {stage!r} for these flags and this environment",
+                hint="this is a gap in the rule table: add a rule for this case (resolver explain "
+                "shows what was decided so far)",
             )
+        return
+    if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
+        raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
+    if members is not None and isinstance(value, str) and value not in members:
+        raise ResolutionError(
+            f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
+        )
 
 
-# -- compiling a slot's setters and a stage's checks into decision trees ------------------------------
+# -- compiling a slot's setters into closures ------------------------------------------------------
 
 
-def _choice(rule: CompiledRule, slot: str) -> _Choice:
+def _choice(
+    evaluator: Evaluator,
+    rule: CompiledRule,
+    slot: str,
+    check: SlotCheck | None,
+    guarantees: Mapping[str, SlotCheck],
+) -> _Choice:
     expr = rule.set_of(slot)
     note = rule.templates.get("note")
     if isinstance(expr, Const):
         value = FrozenMapping(expr.value) if isinstance(expr.value, dict) else expr.value
-        return _Choice(rule, _CONST, value, expr, note)
+        verify = check is not None and not _passes(value, *check[1:])
+        return _Choice(rule, _CONST, value, expr, note, verify)
     if isinstance(expr, Ref):
-        return _Choice(rule, _REF, expr.slot, expr, note)
-    return _Choice(rule, _CALL, expr, expr, note)
+        verify = check is not None and not _copy_proven(rule, expr.slot, check, guarantees)
+        return _Choice(rule, _REF, expr.slot, expr, note, verify)
+    assert isinstance(expr, Call)
+    return _Choice(rule, _CALL, _compute(rule, expr), expr, note, check is not None)
 
 
-def _slot_program(table: CompiledTable, slot: str, setters: tuple[CompiledRule, ...]) -> _SlotProgram:
-    tree = dispatch.build([(_choice(rule, slot), rule.when) for rule in setters])
-    return _SlotProgram(slot, tree, table.slots[slot].default)
+def _copy_proven(rule: CompiledRule, source: str, check: SlotCheck, guarantees: Mapping[str, SlotCheck]) -> bool:
+    """Whether copying ``source`` always passes ``check``: ``source`` is a decided slot, verified
+    (or proven) against the same type and a narrower domain, or this rule's conditions on it admit
+    only text of the domain."""
+    given = guarantees.get(source)
+    if given is None:
+        return False  # an input, or a slot nothing checks: its value may be anything
+    _, expected, members, required = check
+    _, source_expected, source_members, source_required = given
+    shape = None
+    for condition in rule.when:
+        if condition.slot == source:
+            shape = condition.shape
+    if expected is not None and expected != source_expected:
+        return False
+    if members is not None:
+        narrower = source_members is not None and source_members <= members
+        admitted = (
+            shape is not None
+            and shape.allowed is not None
+            and all(type(v) is str and v in members for v in shape.allowed)
+        )
+        if not (narrower or admitted):
+            return False
+    if required and not source_required and not (shape is not None and shape.is_set is True):
+        return False
+    return True
+
+
+def _compute(rule: CompiledRule, expr: Call) -> Callable[[Mapping[str, Any]], Any]:
+    """A closure calling the registered function on the slots' values (None if any is unset)."""
+    name = expr.fn
+    parts = tuple((isinstance(a, Ref), a.slot if isinstance(a, Ref) else a.value) for a in expr.args)  # type: ignore[union-attr]
+    if len(parts) == 1 and parts[0][0]:
+        only = parts[0][1]
+
+        def call_one(values: Mapping[str, Any]) -> Any:
+            value = values.get(only)
+            if None in (value,):
+                return None  # a function of an unset value is unset; the stage's checks say why
+            try:
+                return FUNCTIONS[name](value)
+            except InvalidInput as exc:
+                raise _CallFailed(rule, expr, exc) from None
+
+        return call_one
+
+    def call(values: Mapping[str, Any]) -> Any:
+        args = [values.get(p) if is_ref else p for is_ref, p in parts]
+        if None in args:
+            return None
+        try:
+            return FUNCTIONS[name](*args)
+        except InvalidInput as exc:
+            raise _CallFailed(rule, expr, exc) from None
+
+    return call
+
+
+def _blame(exc: NotANumber, rule: CompiledRule) -> NotANumber:
+    """Remember which rule's test met a non-number (the run names it in the error)."""
+    if getattr(exc, "_resolver_rule", None) is None:
+        exc._resolver_rule = rule  # type: ignore[attr-defined]
+    return exc
+
+
+def _step(slot: str, tree: Node[_Choice] | Leaf[_Choice], default: Any, evaluator: Evaluator) -> Step:
+    """One closure deciding ``slot``: walks the decision tree, then the candidate rules in order."""
+    if type(tree) is Leaf:
+        entries: tuple[tuple[_Choice, tuple[Predicate, ...]], ...] = tree.entries
+        if not entries:
+
+            def by_default(values: dict[str, Any], notes: list[str]) -> None:
+                values[slot] = default
+
+            return by_default
+        first, tests = entries[0]
+        if len(entries) == 1 and first.note is None and first.kind == _CONST and len(tests) <= 1:
+            return _const_step(slot, first, tests, default)
+    root = tree
+    add_note = evaluator._add_note
+
+    def decide(values: dict[str, Any], notes: list[str]) -> _Choice | None:
+        node = root
+        while type(node) is Node:  # the tree's lookup, inline: one call per slot
+            value = values.get(node.slot)
+            if value is None:
+                node = node.unset
+            else:
+                try:
+                    node = node.branches.get(value, node.other)
+                except TypeError:  # unhashable: equal to none of the constants
+                    node = node.other
+        for choice, tests in node.entries:  # type: ignore[union-attr]
+            try:
+                for test in tests:
+                    if not test(values):
+                        break
+                else:
+                    kind = choice.kind
+                    if kind == _CONST:
+                        values[slot] = choice.payload
+                    elif kind == _REF:
+                        values[slot] = values.get(choice.payload)
+                    else:
+                        values[slot] = choice.payload(values)
+                    if choice.note is not None:
+                        add_note(choice.note, values, notes)
+                    return choice
+            except NotANumber as exc:
+                raise _blame(exc, choice.rule) from None
+        values[slot] = default
+        return None
+
+    return decide
+
+
+def _const_step(slot: str, choice: _Choice, tests: tuple[Predicate, ...], default: Any) -> Step:
+    """One rule setting a constant, after at most one test: the commonest shape, made cheap."""
+    value = choice.payload
+    if not tests:
+
+        def always(values: dict[str, Any], notes: list[str]) -> _Choice:
+            values[slot] = value
+            return choice
+
+        return always
+    test = tests[0]
+
+    def when(values: dict[str, Any], notes: list[str]) -> _Choice | None:
+        try:
+            fired = test(values)
+        except NotANumber as exc:
+            raise _blame(exc, choice.rule) from None
+        if fired:
+            values[slot] = value
+            return choice
+        values[slot] = default
+        return None
+
+    return when
 
 
 class ProvenanceMap(Mapping[str, Provenance]):
@@ -331,8 +544,10 @@ class ProvenanceMap(Mapping[str, Provenance]):
         return found
 
     def __iter__(self) -> Iterator[str]:
-        yield from (s for s in self._values if s not in self._origins)
-        yield from self._origins
+        origins = self._origins
+        yield from (s for s in self._values if s not in origins)
+        yield from (s for s in self._evaluator._other_inputs if s in origins)
+        yield from (s for s in self._evaluator._decided if s in origins)
 
     def __len__(self) -> int:
         return len(self._values.keys() | self._origins.keys())
@@ -346,14 +561,8 @@ def _input_label(table: CompiledTable, slot: str) -> str:
     return slot.removeprefix("arg.")
 
 
-def _slot_check(
-    table: CompiledTable, name: str, setters: tuple[CompiledRule, ...]
-) -> tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool] | None:
-    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check.
-
-    A slot only ever set to constants that pass, whose default passes too, is proven at compile
-    time and skipped; so are variables and files (text or unset by construction).
-    """
+def _check_of(table: CompiledTable, name: str) -> SlotCheck | None:
+    """What verifying a decided slot guarantees of its value (type, domain, required)."""
     if name in table.variables or name.startswith(("var.", "file.")):
         return None
     slot = table.slots[name]
@@ -361,13 +570,16 @@ def _slot_check(
     expected = _PYTHON_TYPES.get(slot.type)
     if expected is None and members is None and not slot.required:
         return None
-    exprs = [rule.set_of(name) for rule in setters]
-    constants = [e.value for e in exprs if isinstance(e, Const)]
-    if len(constants) == len(exprs):
-        candidates = [*constants, slot.default]
-        if all(_passes(v, expected, members, slot.required) for v in candidates):
-            return None
     return name, expected, members, slot.required
+
+
+def _slot_check(table: CompiledTable, name: str, setters: tuple[CompiledRule, ...]) -> SlotCheck | None:
+    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check.
+
+    Variables and files are text or unset by construction. Which values still need the check at
+    run time is decided per rule (:func:`_choice`) and for the default.
+    """
+    return _check_of(table, name)
 
 
 def _passes(value: Any, expected: tuple[type, ...] | None, members: frozenset[str] | None, required: bool) -> bool:
