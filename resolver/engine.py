@@ -19,6 +19,7 @@ code: closures capture the compiled conditions and values.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -129,12 +130,20 @@ class Evaluator:
         self._other_input_set = frozenset(self._other_inputs)
         #: Every decided slot in the order the stages decide them (the provenance's order).
         self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)
-        guarantees = {
+        self._guarantees = {
             name: check for plan in table.stages for name in plan.slots if (check := _check_of(table, name)) is not None
         }
-        self._stages = tuple(self._stage_program(plan, guarantees) for plan in table.stages)
+        # The first run tries the rules in order; decision trees are built for the runs after it,
+        # so a process that resolves once (the CLI) does not pay for building them.
+        self._stages = self._program(trees=False)
+        self._linear = True
+        self._runs = 0
 
-    def _stage_program(self, plan: Any, guarantees: Mapping[str, SlotCheck]) -> _StageProgram:
+    def _program(self, *, trees: bool) -> tuple[_StageProgram, ...]:
+        return tuple(self._stage_program(plan, self._guarantees, trees) for plan in self.table.stages)
+
+    def _stage_program(self, plan: Any, guarantees: Mapping[str, SlotCheck], trees: bool) -> _StageProgram:
+        build = dispatch.build if trees else dispatch.linear
         table = self.table
         defaults: dict[str, Any] = {}
         steps: list[tuple[str, Step]] = []
@@ -146,7 +155,7 @@ class Evaluator:
             default = table.slots[slot].default
             check = guarantees.get(slot)
             choices = [(_choice(self, rule, slot, check, guarantees), rule.when) for rule in setters]
-            step = _step(slot, dispatch.build(choices), default, self)
+            step = _step(slot, build(choices), default, self)
             all_steps.append((slot, step))
             if setters:
                 steps.append((slot, step))
@@ -164,7 +173,7 @@ class Evaluator:
                 # Values of exactly the expected type (and in the domain) pass without a call.
                 exact = check[1][0] if check[1] is not None and check[1][0] is not Mapping else _NO_TYPE
                 verify.append((name, check, default_needs, exact, check[2] if exact is str else None))
-        checks = dispatch.build([(rule, rule.when) for rule in plan.checks]) if plan.checks else None
+        checks = build([(rule, rule.when) for rule in plan.checks]) if plan.checks else None
         return _StageProgram(
             plan.name,
             defaults,
@@ -202,6 +211,12 @@ class Evaluator:
         ``values`` must hold the snapshot's inputs (:meth:`Environment.inputs`); a missing ``arg.*``
         input takes its slot's default.
         """
+        if self._linear:  # a second run: from now on, the decision trees
+            if self._runs:
+                self._stages = self._program(trees=True)
+                self._linear = False
+            self._runs += 1
+        stages = self._stages
         origins: dict[str, _Choice | None] = {}
         provenance = ProvenanceMap(self, values, inputs, origins)
         notes: list[str] = []
@@ -212,7 +227,7 @@ class Evaluator:
                     origins[slot] = None
         check: CompiledRule | None = None
         try:
-            for stage in self._stages:
+            for stage in stages:
                 if reporter is None:
                     values.update(stage.defaults)
                     origins.update(stage.default_origins)
@@ -247,16 +262,16 @@ class Evaluator:
         return Evaluation(self, values, provenance, tuple(notes))
 
     def stage_value(self, stage: str, values: Mapping[str, Any]) -> Any:
-        """One stage's slots as a frozen attrs instance (``PlacedStage(num_devices=2, ...)``)."""
+        """One stage's slots as a frozen attrs instance (``PlacedStage(num_devices=2, ...)``).
+
+        Each stage's class is a plain subclass of one attrs class, made once per evaluator: cheap
+        enough for a process that resolves once, fields read as attributes (``placed.num_devices``).
+        """
         plan = next(p for p in self.table.stages if p.name == stage)
         cls = self._stage_classes.get(stage)
         if cls is None:
-            import attrs
-
-            cls = self._stage_classes[stage] = attrs.make_class(
-                _class_name(stage), {_field_name(s): attrs.field() for s in plan.slots}, frozen=True, slots=True
-            )
-        return cls(*(values[s] for s in plan.slots))
+            cls = self._stage_classes[stage] = type(_class_name(stage), (_stage_base(),), {"__slots__": ()})
+        return cls(tuple((_field_name(s), values[s]) for s in plan.slots))
 
     # -- pieces ---------------------------------------------------------------------------------
 
@@ -590,6 +605,28 @@ def _passes(value: Any, expected: tuple[type, ...] | None, members: frozenset[st
     if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
         return False
     return members is None or not isinstance(value, str) or value in members
+
+
+@functools.cache
+def _stage_base() -> type:
+    import attrs
+
+    @attrs.frozen(repr=False)
+    class StageValue:
+        """A stage's slots, in order, as ``(field, value)`` pairs; read as attributes."""
+
+        _pairs: tuple[tuple[str, Any], ...]
+
+        def __getattr__(self, name: str) -> Any:
+            for field, value in object.__getattribute__(self, "_pairs"):
+                if field == name:
+                    return value
+            raise AttributeError(f"{type(self).__name__!r} has no field {name!r}")
+
+        def __repr__(self) -> str:
+            return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self._pairs) + ")"
+
+    return StageValue
 
 
 def _class_name(stage: str) -> str:

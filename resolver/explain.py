@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -82,4 +81,6 @@ def explain_json(
         ]
     if error is not None:
         data["error"] = error_data(error)
+    import json  # only for --format json
+
     return json.dumps(data, indent=2, sort_keys=True, default=str)
