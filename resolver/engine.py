@@ -69,7 +69,8 @@ _NO_TYPE = type("_NoType", (), {})
 #: The origin of an input the caller gave (inputs are not in ``origins``).
 _GIVEN: Any = object()
 #: Decides one slot: sets ``values[slot]``, may add a note, returns the rule's choice or None (default).
-Step = Callable[[dict[str, Any], list[str]], "_Choice | None"]
+#: Its arguments: the values, the notes, and the slots whose values the stage must still verify.
+Step = Callable[[dict[str, Any], list[str], list[str]], "_Choice | None"]
 
 
 class _CallFailed(Exception):
@@ -89,9 +90,11 @@ class _StageProgram(NamedTuple):
     #: Every slot in order (defaults included), for runs that report each decision.
     all_steps: tuple[tuple[str, Step], ...]
     checks: dispatch.Node[CompiledRule] | dispatch.Leaf[CompiledRule] | None
-    #: ``(slot, check, whether its default needs checking, the exact type and the domain members
-    #: that pass at once)`` for slots that may hold a wrong value.
-    verify: tuple[tuple[str, SlotCheck, bool, type, frozenset[str] | None], ...]
+    #: When the stage is verified slot by slot in order (see ``_stage_program``): ``(slot, check,
+    #: whether its default needs checking, the exact type and the domain members that pass at once)``.
+    verify: tuple[tuple[str, SlotCheck, bool, type, frozenset[str] | None], ...] | None
+    #: Otherwise, the check of each slot a step may mark as pending.
+    checks_of: dict[str, tuple[SlotCheck, type, frozenset[str] | None]]
 
 
 class Evaluation:
@@ -145,34 +148,43 @@ class Evaluator:
     def _stage_program(self, plan: Any, guarantees: Mapping[str, SlotCheck], trees: bool) -> _StageProgram:
         build = dispatch.build if trees else dispatch.linear
         table = self.table
+        checked: dict[str, tuple[SlotCheck, bool, type, frozenset[str] | None]] = {}
+        for name in plan.slots:
+            check = _slot_check(table, name, plan.setters.get(name, ()))
+            if check is not None:
+                # Values of exactly the expected type (and text in the domain) pass without a call.
+                exact = check[1][0] if check[1] is not None and check[1][0] is not Mapping else _NO_TYPE
+                default_needs = not _passes(table.slots[name].default, *check[1:])
+                checked[name] = (check, default_needs, exact, check[2] if exact is str else None)
         defaults: dict[str, Any] = {}
         steps: list[tuple[str, Step]] = []
         all_steps: list[tuple[str, Step]] = []
+        # Slots whose value is checked whatever decides it: inputs (when their default would not
+        # pass: the default shows what the slot is meant to hold) and slots no rule sets whose
+        # default fails. Then the whole stage is verified in order; otherwise only the values the
+        # steps mark as pending (set by a rule not proven to pass, or a default that fails).
+        in_order = False
         for slot in plan.slots:
+            setters = plan.setters.get(slot, ())
+            found = checked.get(slot)
+            default_needs = found is not None and found[1]
+            if slot in self._input_slots or not setters:
+                in_order = in_order or default_needs
             if slot in self._input_slots:
                 continue
-            setters = plan.setters.get(slot, ())
             default = table.slots[slot].default
             check = guarantees.get(slot)
             choices = [(_choice(self, rule, slot, check, guarantees), rule.when) for rule in setters]
-            step = _step(slot, build(choices), default, self)
+            step = _step(slot, build(choices), default, default_needs, self)
             all_steps.append((slot, step))
             if setters:
                 steps.append((slot, step))
             else:
                 defaults[slot] = default
-        verify = []
-        for name in plan.slots:
-            check = _slot_check(table, name, plan.setters.get(name, ()))
-            if check is None:
-                continue
-            # An input given by the caller is checked when its default would not pass (its default
-            # shows what the slot is meant to hold); a decided slot per rule that may set a wrong value.
-            default_needs = not _passes(table.slots[name].default, *check[1:])
-            if default_needs or plan.setters.get(name):
-                # Values of exactly the expected type (and in the domain) pass without a call.
-                exact = check[1][0] if check[1] is not None and check[1][0] is not Mapping else _NO_TYPE
-                verify.append((name, check, default_needs, exact, check[2] if exact is str else None))
+        verify = tuple(
+            (name, check, default_needs, exact, members)
+            for name, (check, default_needs, exact, members) in checked.items()
+        )
         checks = build([(rule, rule.when) for rule in plan.checks]) if plan.checks else None
         return _StageProgram(
             plan.name,
@@ -181,7 +193,8 @@ class Evaluator:
             tuple(steps),
             tuple(all_steps),
             checks,
-            tuple(verify),
+            verify if in_order else None,
+            {name: (check, exact, members) for name, (check, _, exact, members) in checked.items()},
         )
 
     def render(self, template: Template | None, values: Mapping[str, Any]) -> str | None:
@@ -220,6 +233,7 @@ class Evaluator:
         origins: dict[str, _Choice | None] = {}
         provenance = ProvenanceMap(self, values, inputs, origins)
         notes: list[str] = []
+        pending: list[str] = []
         if not self._other_input_set <= values.keys():
             for slot in self._other_inputs:
                 if slot not in values:
@@ -232,10 +246,10 @@ class Evaluator:
                     values.update(stage.defaults)
                     origins.update(stage.default_origins)
                     for slot, step in stage.steps:
-                        origins[slot] = step(values, notes)
+                        origins[slot] = step(values, notes, pending)
                 else:
                     for slot, step in stage.all_steps:
-                        origins[slot] = step(values, notes)
+                        origins[slot] = step(values, notes, pending)
                         reporter.decided(slot, values[slot], provenance[slot])
                 checks = stage.checks
                 if checks is not None:
@@ -246,12 +260,21 @@ class Evaluator:
                         else:
                             self._fire(check, values, notes, provenance, reporter)
                     check = None
-                for slot, slot_check, default_needs, exact, members in stage.verify:
-                    choice = origins.get(slot, _GIVEN)
-                    if default_needs if choice is None or choice is _GIVEN else choice.verify:
+                if stage.verify is not None:
+                    for slot, slot_check, default_needs, exact, members in stage.verify:
+                        choice = origins.get(slot, _GIVEN)
+                        if default_needs if choice is None or choice is _GIVEN else choice.verify:
+                            value = values[slot]
+                            if type(value) is not exact or (members is not None and value not in members):
+                                _verify(stage.name, slot_check, value)  # the full check; raises if wrong
+                elif pending:
+                    checks_of = stage.checks_of
+                    for slot in pending:  # in the stage's order: the steps ran in it
+                        slot_check, exact, members = checks_of[slot]
                         value = values[slot]
                         if type(value) is not exact or (members is not None and value not in members):
-                            _verify(stage.name, slot_check, value)  # the full check; raises if wrong
+                            _verify(stage.name, slot_check, value)
+                pending.clear()
                 if reporter is not None:
                     reporter.stage_finished(stage.name, self.stage_value(stage.name, values))
         except NotANumber as exc:
@@ -447,23 +470,37 @@ def _blame(exc: NotANumber, rule: CompiledRule) -> NotANumber:
     return exc
 
 
-def _step(slot: str, tree: Node[_Choice] | Leaf[_Choice], default: Any, evaluator: Evaluator) -> Step:
-    """One closure deciding ``slot``: walks the decision tree, then the candidate rules in order."""
+def _step(
+    slot: str, tree: Node[_Choice] | Leaf[_Choice], default: Any, default_needs: bool, evaluator: Evaluator
+) -> Step:
+    """One closure deciding ``slot``: walks the decision tree, then the candidate rules in order.
+
+    A value not proven to pass the stage's verification (``_Choice.verify``, or a default that
+    fails it) is marked pending, for the stage to check once its slots are decided.
+    """
     if type(tree) is Leaf:
         entries: tuple[tuple[_Choice, tuple[Predicate, ...]], ...] = tree.entries
-        if not entries:
+        if not entries and not default_needs:
 
-            def by_default(values: dict[str, Any], notes: list[str]) -> None:
+            def by_default(values: dict[str, Any], notes: list[str], pending: list[str]) -> None:
                 values[slot] = default
 
             return by_default
-        first, tests = entries[0]
-        if len(entries) == 1 and first.note is None and first.kind == _CONST and len(tests) <= 1:
-            return _const_step(slot, first, tests, default)
+        if entries:
+            first, tests = entries[0]
+            if (
+                len(entries) == 1
+                and first.note is None
+                and first.kind == _CONST
+                and not first.verify
+                and not default_needs
+                and len(tests) <= 1
+            ):
+                return _const_step(slot, first, tests, default)
     root = tree
     add_note = evaluator._add_note
 
-    def decide(values: dict[str, Any], notes: list[str]) -> _Choice | None:
+    def decide(values: dict[str, Any], notes: list[str], pending: list[str]) -> _Choice | None:
         node = root
         while type(node) is Node:  # the tree's lookup, inline: one call per slot
             value = values.get(node.slot)
@@ -489,10 +526,14 @@ def _step(slot: str, tree: Node[_Choice] | Leaf[_Choice], default: Any, evaluato
                         values[slot] = choice.payload(values)
                     if choice.note is not None:
                         add_note(choice.note, values, notes)
+                    if choice.verify:
+                        pending.append(slot)
                     return choice
             except NotANumber as exc:
                 raise _blame(exc, choice.rule) from None
         values[slot] = default
+        if default_needs:
+            pending.append(slot)
         return None
 
     return decide
@@ -503,14 +544,14 @@ def _const_step(slot: str, choice: _Choice, tests: tuple[Predicate, ...], defaul
     value = choice.payload
     if not tests:
 
-        def always(values: dict[str, Any], notes: list[str]) -> _Choice:
+        def always(values: dict[str, Any], notes: list[str], pending: list[str]) -> _Choice:
             values[slot] = value
             return choice
 
         return always
     test = tests[0]
 
-    def when(values: dict[str, Any], notes: list[str]) -> _Choice | None:
+    def when(values: dict[str, Any], notes: list[str], pending: list[str]) -> _Choice | None:
         try:
             fired = test(values)
         except NotANumber as exc:
