@@ -35,6 +35,8 @@ class Leaf(Generic[T]):
     """The rules that may fire here, in order, each as ``(item, tests left to run)``."""
 
     __slots__ = ("entries",)
+    #: A leaf looks at no slot (a walk stops where ``slot`` is None).
+    slot = None
 
     def __init__(self, entries: tuple[tuple[T, tuple[Predicate, ...]], ...]) -> None:
         self.entries = entries

@@ -502,8 +502,9 @@ def _step(
 
     def decide(values: dict[str, Any], notes: list[str], pending: list[str]) -> _Choice | None:
         node = root
-        while type(node) is Node:  # the tree's lookup, inline: one call per slot
-            value = values.get(node.slot)
+        key = node.slot
+        while key is not None:  # the tree's lookup, inline (a leaf's slot is None): one call per slot
+            value = values.get(key)
             if value is None:
                 node = node.unset
             else:
@@ -511,6 +512,7 @@ def _step(
                     node = node.branches.get(value, node.other)
                 except TypeError:  # unhashable: equal to none of the constants
                     node = node.other
+            key = node.slot
         for choice, tests in node.entries:  # type: ignore[union-attr]
             try:
                 for test in tests:
