@@ -133,9 +133,8 @@ class Evaluator:
         self._other_input_set = frozenset(self._other_inputs)
         #: Every decided slot in the order the stages decide them (the provenance's order).
         self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)
-        self._guarantees = {
-            name: check for plan in table.stages for name in plan.slots if (check := _check_of(table, name)) is not None
-        }
+        #: What verifying each decided slot guarantees (inputs are not verified: they guarantee nothing).
+        self._guarantees = {name: check for name in self._decided if (check := _check_of(table, name)) is not None}
         # The first run tries the rules in order; decision trees are built for the runs after it,
         # so a process that resolves once (the CLI) does not pay for building them.
         self._stages = self._program(trees=False)
@@ -150,7 +149,7 @@ class Evaluator:
         table = self.table
         checked: dict[str, tuple[SlotCheck, bool, type, frozenset[str] | None]] = {}
         for name in plan.slots:
-            check = _slot_check(table, name, plan.setters.get(name, ()))
+            check = _check_of(table, name)
             if check is not None:
                 # Values of exactly the expected type (and text in the domain) pass without a call.
                 exact = check[1][0] if check[1] is not None and check[1][0] is not Mapping else _NO_TYPE
@@ -620,7 +619,11 @@ def _input_label(table: CompiledTable, slot: str) -> str:
 
 
 def _check_of(table: CompiledTable, name: str) -> SlotCheck | None:
-    """What verifying a decided slot guarantees of its value (type, domain, required)."""
+    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check.
+
+    Variables and files are text or unset by construction. Which values still need the check at
+    run time is decided per rule (:func:`_choice`) and for the default.
+    """
     if name in table.variables or name.startswith(("var.", "file.")):
         return None
     slot = table.slots[name]
@@ -629,15 +632,6 @@ def _check_of(table: CompiledTable, name: str) -> SlotCheck | None:
     if expected is None and members is None and not slot.required:
         return None
     return name, expected, members, slot.required
-
-
-def _slot_check(table: CompiledTable, name: str, setters: tuple[CompiledRule, ...]) -> SlotCheck | None:
-    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check.
-
-    Variables and files are text or unset by construction. Which values still need the check at
-    run time is decided per rule (:func:`_choice`) and for the default.
-    """
-    return _check_of(table, name)
 
 
 def _passes(value: Any, expected: tuple[type, ...] | None, members: frozenset[str] | None, required: bool) -> bool:
