@@ -7,10 +7,11 @@ verifies its slots' types and domains. Everything a person may want to watch goe
 :class:`~resolver.reporter.Reporter`.
 
 Evaluation is compiled ahead, once per table. Each slot's setters become a decision tree over the
-slots they test (:mod:`resolver.dispatch`), and the tree becomes a chain of closures specialised per
-rule (how the rule gets its value: a constant, another slot, or a registered function; how many
-tests are left), so a resolution calls one function per slot and runs only the remaining tests of
-the candidate rules. Slots no rule sets take their defaults in one step. What verifying a stage
+slots they test (:mod:`resolver.dispatch`), and the tree becomes one closure specialised per rule
+(:mod:`resolver.steps`: how the rule gets its value, a constant, another slot or a registered
+function; how many tests are left), so a resolution calls one function per slot and runs only the
+remaining tests of the candidate rules. Slots no rule sets take their defaults in one step. The
+first run of a table tests the rules in order; the trees are built from the second run. What verifying a stage
 would check is proven at compile time where it can be (constants, defaults, a slot copied from a
 slot that was verified against the same or a narrower type and domain), so only values that may
 be wrong are checked. Provenance is built only when asked for. No rule text is ever evaluated as
@@ -26,59 +27,29 @@ from typing import Any, NamedTuple
 
 from resolver import dispatch
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
-from resolver.conditions import Call, Const, NotANumber, Ref, ValueExpr
-from resolver.config import FrozenMapping, Provenance, display
-from resolver.dispatch import Leaf, Node, lookup
+from resolver.conditions import Call, NotANumber, Ref
+from resolver.config import Provenance, display
+from resolver.dispatch import Leaf, lookup
 from resolver.errors import ConflictError, ResolutionError, Side
-from resolver.functions import FUNCTIONS, InvalidInput
 from resolver.reporter import Reporter
+from resolver.steps import (
+    NO_TYPE,
+    CallFailed,
+    Choice,
+    SlotCheck,
+    Step,
+    check_of,
+    choice_for,
+    passes,
+    step_for,
+    verify_value,
+)
 
 __all__ = ["Evaluation", "Evaluator", "display"]
 
-_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "bool": (bool,),
-    "tuple": (tuple,),
-    "mapping": (Mapping,),
-}
 _DEFAULT = Provenance("default")
-_CONST, _REF, _CALL = 0, 1, 2
-Predicate = Callable[[Mapping[str, Any]], bool]
-#: ``(slot, expected types, domain members, required)``: what verifying a stage checks of one slot.
-SlotCheck = tuple[str, "tuple[type, ...] | None", "frozenset[str] | None", bool]
-
-
-class _Choice(NamedTuple):
-    """A setter rule and how it gets the slot's value.
-
-    ``payload`` is the constant, the slot copied, or (``_CALL``) a closure computing the value;
-    ``verify`` is False when the value is proven at compile time to pass the stage's verification.
-    """
-
-    rule: CompiledRule
-    kind: int
-    payload: Any
-    expr: ValueExpr
-    note: Template | None
-    verify: bool
-
-
-#: No value has this type: the slot's check always runs in full.
-_NO_TYPE = type("_NoType", (), {})
 #: The origin of an input the caller gave (inputs are not in ``origins``).
 _GIVEN: Any = object()
-#: Decides one slot: sets ``values[slot]``, may add a note, returns the rule's choice or None (default).
-#: Its arguments: the values, the notes, and the slots whose values the stage must still verify.
-Step = Callable[[dict[str, Any], list[str], list[str]], "_Choice | None"]
-
-
-class _CallFailed(Exception):
-    """A registered function refused its input; the evaluator turns this into a ResolutionError."""
-
-    def __init__(self, rule: CompiledRule, expr: Call, error: InvalidInput) -> None:
-        self.rule, self.expr, self.error = rule, expr, error
-
 
 class _StageProgram(NamedTuple):
     name: str
@@ -134,7 +105,7 @@ class Evaluator:
         #: Every decided slot in the order the stages decide them (the provenance's order).
         self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)
         #: What verifying each decided slot guarantees (inputs are not verified: they guarantee nothing).
-        self._guarantees = {name: check for name in self._decided if (check := _check_of(table, name)) is not None}
+        self._guarantees = {name: check for name in self._decided if (check := check_of(table, name)) is not None}
         # The first run tries the rules in order; decision trees are built for the runs after it,
         # so a process that resolves once (the CLI) does not pay for building them.
         self._stages = self._program(trees=False)
@@ -149,11 +120,11 @@ class Evaluator:
         table = self.table
         checked: dict[str, tuple[SlotCheck, bool, type, frozenset[str] | None]] = {}
         for name in plan.slots:
-            check = _check_of(table, name)
+            check = check_of(table, name)
             if check is not None:
                 # Values of exactly the expected type (and text in the domain) pass without a call.
-                exact = check[1][0] if check[1] is not None and check[1][0] is not Mapping else _NO_TYPE
-                default_needs = not _passes(table.slots[name].default, *check[1:])
+                exact = check[1][0] if check[1] is not None and check[1][0] is not Mapping else NO_TYPE
+                default_needs = not passes(table.slots[name].default, *check[1:])
                 checked[name] = (check, default_needs, exact, check[2] if exact is str else None)
         defaults: dict[str, Any] = {}
         steps: list[tuple[str, Step]] = []
@@ -173,8 +144,8 @@ class Evaluator:
                 continue
             default = table.slots[slot].default
             check = guarantees.get(slot)
-            choices = [(_choice(self, rule, slot, check, guarantees), rule.when) for rule in setters]
-            step = _step(slot, build(choices), default, default_needs, self)
+            choices = [(choice_for(rule, slot, check, guarantees), rule.when) for rule in setters]
+            step = step_for(slot, build(choices), default, default_needs, self._add_note)
             all_steps.append((slot, step))
             if setters:
                 steps.append((slot, step))
@@ -229,7 +200,7 @@ class Evaluator:
                 self._linear = False
             self._runs += 1
         stages = self._stages
-        origins: dict[str, _Choice | None] = {}
+        origins: dict[str, Choice | None] = {}
         provenance = ProvenanceMap(self, values, inputs, origins)
         notes: list[str] = []
         pending: list[str] = []
@@ -265,21 +236,21 @@ class Evaluator:
                         if default_needs if choice is None or choice is _GIVEN else choice.verify:
                             value = values[slot]
                             if type(value) is not exact or (members is not None and value not in members):
-                                _verify(stage.name, slot_check, value)  # the full check; raises if wrong
+                                verify_value(stage.name, slot_check, value)  # the full check; raises if wrong
                 elif pending:
                     checks_of = stage.checks_of
                     for slot in pending:  # in the stage's order: the steps ran in it
                         slot_check, exact, members = checks_of[slot]
                         value = values[slot]
                         if type(value) is not exact or (members is not None and value not in members):
-                            _verify(stage.name, slot_check, value)
+                            verify_value(stage.name, slot_check, value)
                 pending.clear()
                 if reporter is not None:
                     reporter.stage_finished(stage.name, self.stage_value(stage.name, values))
         except NotANumber as exc:
             rule = check if check is not None else getattr(exc, "_resolver_rule", None)
             raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id if rule else None) from None
-        except _CallFailed as failed:
+        except CallFailed as failed:
             raise self._call_error(failed, values, provenance) from None
         return Evaluation(self, values, provenance, tuple(notes))
 
@@ -322,7 +293,7 @@ class Evaluator:
             notes.append(note)  # type: ignore[arg-type]
 
     def _call_error(
-        self, failed: _CallFailed, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+        self, failed: CallFailed, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
     ) -> ResolutionError:
         refs = [a.slot for a in failed.expr.args if isinstance(a, Ref)]
         sides = tuple(Side(s, values.get(s), provenance.get(s, _DEFAULT)) for s in refs)
@@ -334,7 +305,7 @@ class Evaluator:
         return ResolutionError(message, hint=failed.error.hint, rule=failed.rule.id, sides=sides)
 
     def provenance_of(
-        self, choice: _Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+        self, choice: Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
     ) -> Provenance:
         rule, expr = choice.rule, choice.expr
         why = self.render(rule.templates.get("why"), values)
@@ -362,210 +333,6 @@ class Evaluator:
         )
 
 
-def _verify(stage: str, check: SlotCheck, value: Any) -> None:
-    name, expected, members, required = check
-    if value is None:
-        if required:
-            raise ResolutionError(
-                f"no rule decided {name!r} in stage {stage!r} for these flags and this environment",
-                hint="this is a gap in the rule table: add a rule for this case (resolver explain "
-                "shows what was decided so far)",
-            )
-        return
-    if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
-        raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
-    if members is not None and isinstance(value, str) and value not in members:
-        raise ResolutionError(
-            f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
-        )
-
-
-# -- compiling a slot's setters into closures ------------------------------------------------------
-
-
-def _choice(
-    evaluator: Evaluator,
-    rule: CompiledRule,
-    slot: str,
-    check: SlotCheck | None,
-    guarantees: Mapping[str, SlotCheck],
-) -> _Choice:
-    expr = rule.set_of(slot)
-    note = rule.templates.get("note")
-    if isinstance(expr, Const):
-        value = FrozenMapping(expr.value) if isinstance(expr.value, dict) else expr.value
-        verify = check is not None and not _passes(value, *check[1:])
-        return _Choice(rule, _CONST, value, expr, note, verify)
-    if isinstance(expr, Ref):
-        verify = check is not None and not _copy_proven(rule, expr.slot, check, guarantees)
-        return _Choice(rule, _REF, expr.slot, expr, note, verify)
-    assert isinstance(expr, Call)
-    return _Choice(rule, _CALL, _compute(rule, expr), expr, note, check is not None)
-
-
-def _copy_proven(rule: CompiledRule, source: str, check: SlotCheck, guarantees: Mapping[str, SlotCheck]) -> bool:
-    """Whether copying ``source`` always passes ``check``: ``source`` is a decided slot, verified
-    (or proven) against the same type and a narrower domain, or this rule's conditions on it admit
-    only text of the domain."""
-    given = guarantees.get(source)
-    if given is None:
-        return False  # an input, or a slot nothing checks: its value may be anything
-    _, expected, members, required = check
-    _, source_expected, source_members, source_required = given
-    shape = None
-    for condition in rule.when:
-        if condition.slot == source:
-            shape = condition.shape
-    if expected is not None and expected != source_expected:
-        return False
-    if members is not None:
-        narrower = source_members is not None and source_members <= members
-        admitted = (
-            shape is not None
-            and shape.allowed is not None
-            and all(type(v) is str and v in members for v in shape.allowed)
-        )
-        if not (narrower or admitted):
-            return False
-    if required and not source_required and not (shape is not None and shape.is_set is True):
-        return False
-    return True
-
-
-def _compute(rule: CompiledRule, expr: Call) -> Callable[[Mapping[str, Any]], Any]:
-    """A closure calling the registered function on the slots' values (None if any is unset)."""
-    name = expr.fn
-    parts = tuple((isinstance(a, Ref), a.slot if isinstance(a, Ref) else a.value) for a in expr.args)  # type: ignore[union-attr]
-    if len(parts) == 1 and parts[0][0]:
-        only = parts[0][1]
-
-        def call_one(values: Mapping[str, Any]) -> Any:
-            value = values.get(only)
-            if None in (value,):
-                return None  # a function of an unset value is unset; the stage's checks say why
-            try:
-                return FUNCTIONS[name](value)
-            except InvalidInput as exc:
-                raise _CallFailed(rule, expr, exc) from None
-
-        return call_one
-
-    def call(values: Mapping[str, Any]) -> Any:
-        args = [values.get(p) if is_ref else p for is_ref, p in parts]
-        if None in args:
-            return None
-        try:
-            return FUNCTIONS[name](*args)
-        except InvalidInput as exc:
-            raise _CallFailed(rule, expr, exc) from None
-
-    return call
-
-
-def _blame(exc: NotANumber, rule: CompiledRule) -> NotANumber:
-    """Remember which rule's test met a non-number (the run names it in the error)."""
-    if getattr(exc, "_resolver_rule", None) is None:
-        exc._resolver_rule = rule  # type: ignore[attr-defined]
-    return exc
-
-
-def _step(
-    slot: str, tree: Node[_Choice] | Leaf[_Choice], default: Any, default_needs: bool, evaluator: Evaluator
-) -> Step:
-    """One closure deciding ``slot``: walks the decision tree, then the candidate rules in order.
-
-    A value not proven to pass the stage's verification (``_Choice.verify``, or a default that
-    fails it) is marked pending, for the stage to check once its slots are decided.
-    """
-    if type(tree) is Leaf:
-        entries: tuple[tuple[_Choice, tuple[Predicate, ...]], ...] = tree.entries
-        if not entries and not default_needs:
-
-            def by_default(values: dict[str, Any], notes: list[str], pending: list[str]) -> None:
-                values[slot] = default
-
-            return by_default
-        if entries:
-            first, tests = entries[0]
-            if (
-                len(entries) == 1
-                and first.note is None
-                and first.kind == _CONST
-                and not first.verify
-                and not default_needs
-                and len(tests) <= 1
-            ):
-                return _const_step(slot, first, tests, default)
-    root = tree
-    add_note = evaluator._add_note
-
-    def decide(values: dict[str, Any], notes: list[str], pending: list[str]) -> _Choice | None:
-        node = root
-        key = node.slot
-        while key is not None:  # the tree's lookup, inline (a leaf's slot is None): one call per slot
-            value = values.get(key)
-            if value is None:
-                node = node.unset
-            else:
-                try:
-                    node = node.branches.get(value, node.other)
-                except TypeError:  # unhashable: equal to none of the constants
-                    node = node.other
-            key = node.slot
-        for choice, tests in node.entries:  # type: ignore[union-attr]
-            try:
-                for test in tests:
-                    if not test(values):
-                        break
-                else:
-                    kind = choice.kind
-                    if kind == _CONST:
-                        values[slot] = choice.payload
-                    elif kind == _REF:
-                        values[slot] = values.get(choice.payload)
-                    else:
-                        values[slot] = choice.payload(values)
-                    if choice.note is not None:
-                        add_note(choice.note, values, notes)
-                    if choice.verify:
-                        pending.append(slot)
-                    return choice
-            except NotANumber as exc:
-                raise _blame(exc, choice.rule) from None
-        values[slot] = default
-        if default_needs:
-            pending.append(slot)
-        return None
-
-    return decide
-
-
-def _const_step(slot: str, choice: _Choice, tests: tuple[Predicate, ...], default: Any) -> Step:
-    """One rule setting a constant, after at most one test: the commonest shape, made cheap."""
-    value = choice.payload
-    if not tests:
-
-        def always(values: dict[str, Any], notes: list[str], pending: list[str]) -> _Choice:
-            values[slot] = value
-            return choice
-
-        return always
-    test = tests[0]
-
-    def when(values: dict[str, Any], notes: list[str], pending: list[str]) -> _Choice | None:
-        try:
-            fired = test(values)
-        except NotANumber as exc:
-            raise _blame(exc, choice.rule) from None
-        if fired:
-            values[slot] = value
-            return choice
-        values[slot] = default
-        return None
-
-    return when
-
-
 class ProvenanceMap(Mapping[str, Provenance]):
     """Provenance of every slot, built only when someone looks (most resolutions never do)."""
 
@@ -574,7 +341,7 @@ class ProvenanceMap(Mapping[str, Provenance]):
         evaluator: Evaluator,
         values: Mapping[str, Any],
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
-        origins: Mapping[str, _Choice | None],
+        origins: Mapping[str, Choice | None],
     ) -> None:
         self._evaluator = evaluator
         self._values = values
@@ -616,32 +383,6 @@ def _input_label(table: CompiledTable, slot: str) -> str:
     if variable is not None:
         return variable
     return slot.removeprefix("arg.")
-
-
-def _check_of(table: CompiledTable, name: str) -> SlotCheck | None:
-    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check.
-
-    Variables and files are text or unset by construction. Which values still need the check at
-    run time is decided per rule (:func:`_choice`) and for the default.
-    """
-    if name in table.variables or name.startswith(("var.", "file.")):
-        return None
-    slot = table.slots[name]
-    members = table.domains[slot.domain] if slot.domain is not None else None
-    expected = _PYTHON_TYPES.get(slot.type)
-    if expected is None and members is None and not slot.required:
-        return None
-    return name, expected, members, slot.required
-
-
-def _passes(value: Any, expected: tuple[type, ...] | None, members: frozenset[str] | None, required: bool) -> bool:
-    if value is None:
-        return not required
-    if isinstance(value, dict):
-        value = FrozenMapping(value)
-    if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
-        return False
-    return members is None or not isinstance(value, str) or value in members
 
 
 @functools.cache
