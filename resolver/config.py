@@ -155,6 +155,11 @@ class ResolvedConfig:
     global_rank: int
     local_rank: int
     node_rank: int
+    #: Rank 0's machine and rendezvous port (``MASTER_ADDR``/``MASTER_PORT``); ``main_port`` is
+    #: None when the runtime picks a free port at launch (one machine), and both are None where the
+    #: cluster's own runtime connects the processes (XLA).
+    main_address: str | None = None
+    main_port: int | None = None
     strategy_options: FrozenMapping = attrs.field(factory=FrozenMapping, converter=_to_frozen_mapping)
     provenance: Mapping[str, Provenance] = attrs.field(
         factory=FrozenMapping, converter=_to_provenance_mapping, eq=False, repr=False

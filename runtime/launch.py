@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resolver.config import ResolvedConfig
+from resolver.flags import FLAG_DEFAULTS, collect_flags
 from runtime.build import build
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
 from runtime.rank_environment import launched_config
@@ -28,7 +29,10 @@ def launch(
     precision: str | int | None = None,
     num_nodes: int = 1,
     cluster_environment: str = "auto",
-    plugins: Sequence[Any] = (),
+    plugins: Sequence[str] = (),
+    node_rank: int | None = None,
+    master_addr: str | None = None,
+    master_port: int | None = None,
     environment: Environment | None = None,
     timeout: float | None = None,
     strategy_options: Mapping[str, Any] | None = None,
@@ -36,7 +40,7 @@ def launch(
 ) -> R:
     """Run ``fn(strategy, *args, **kwargs)`` in every process of the run the flags describe.
 
-    The flags go through ``resolver.resolve``; the strategy is built from the result and
+    The flags (declared in ``resolver.flags.FLAGS``) go through ``resolver.resolve``; the strategy is built from the result and
     launches the processes. ``fn`` runs after this process's device is selected and the process
     group is joined, and ``launch`` returns rank 0's return value (on other nodes, the node's
     first rank's). ``timeout`` (seconds) bounds the whole run and every collective.
@@ -45,15 +49,7 @@ def launch(
     flags are not resolved again: ``fn`` runs as the rank that config names. This is what
     happens when the subprocess launcher re-runs a script and it reaches this call again.
     """
-    flags: dict[str, Any] = {
-        "accelerator": accelerator,
-        "devices": devices,
-        "strategy": strategy,
-        "precision": precision,
-        "num_nodes": num_nodes,
-        "cluster_environment": cluster_environment,
-        "plugins": plugins,
-    }
+    flags = collect_flags(locals())
     launched = launched_config()
     if launched is not None:
         return run_launched_rank(_run_checked_worker, launched, flags, fn, *args, **kwargs)
@@ -71,7 +67,7 @@ def _run_checked_worker(
 ) -> R:
     import resolver
 
-    defaults = resolver.api.FLAG_DEFAULTS
+    defaults = FLAG_DEFAULTS
     # No flags: the command that started this worker (e.g. `resolver run`) decided.
     accepts_any = all(flags[name] == default for name, default in defaults.items())
     requested: ResolvedConfig | None = None
