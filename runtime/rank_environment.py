@@ -83,7 +83,8 @@ def rank_variables(
         "LOCAL_WORLD_SIZE": str(config.num_devices),
         "NODE_RANK": str(config.node_rank),
         "GROUP_RANK": str(config.node_rank),
-        CONFIG_VARIABLE: config.to_json(),
+        # the rank's config carries the rendezvous it was given (a port picked at launch included)
+        CONFIG_VARIABLE: attrs.evolve(config, main_address=main_address, main_port=main_port).to_json(),
     }
     if report_dir is not None:
         variables[REPORT_DIR_VARIABLE] = report_dir

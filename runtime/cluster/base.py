@@ -44,19 +44,28 @@ class ClusterEnvironment:
 
     @property
     def main_address(self) -> str:
-        """Host name or IP address of the machine that runs global rank 0."""
+        """Host name or IP address of the machine that runs global rank 0: the resolved
+        ``config.main_address`` (flag, MASTER_ADDR or the cluster's rule), else MASTER_ADDR."""
+        if getattr(self.config, "main_address", None):
+            return str(self.config.main_address)
         return self._required("MASTER_ADDR")
 
     @property
     def main_port(self) -> int:
-        """The port rank 0's rendezvous store listens on: MASTER_PORT, else one from the job id."""
+        """The port rank 0's rendezvous store listens on: the resolved ``config.main_port``, else
+        MASTER_PORT, else one from the job id."""
+        if getattr(self.config, "main_port", None):
+            return int(self.config.main_port)  # type: ignore[arg-type]
         if self.main_port_source == "MASTER_PORT":
             return self._port(self._required("MASTER_PORT"), "MASTER_PORT")
         return port_from_job_id(self.environ[self.main_port_source])
 
     @property
     def main_port_source(self) -> str:
-        """Where :attr:`main_port` came from, for messages (a variable name)."""
+        """Where :attr:`main_port` came from, for messages (a variable name, or the flag)."""
+        provenance = self.config.provenance.get("main_port") if getattr(self.config, "main_port", None) else None
+        if provenance is not None and provenance.kind == "flag":
+            return "master_port"
         if self.environ.get("MASTER_PORT", "").strip() or self.job_id_variable is None:
             return "MASTER_PORT"
         return self.job_id_variable if self.environ.get(self.job_id_variable, "").strip() else "MASTER_PORT"
