@@ -25,6 +25,7 @@ __all__ = [
     "FLAG_DEFAULTS",
     "builtin_rules_dir",
     "builtin_table",
+    "given_flags",
     "load_rules",
     "removed_flag_error",
     "resolve",
@@ -33,7 +34,9 @@ __all__ = [
 
 RulesArg = CompiledTable | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
 
-_CONFIG_FIELDS = tuple(a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes"))
+_CONFIG_FIELDS = tuple(
+    a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes", "flags")
+)
 
 
 def builtin_rules_dir() -> Path:
@@ -173,6 +176,17 @@ def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+def given_flags(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags that differ from their defaults, normalized as ``resolve()`` reads them (text
+    lowercased, lists as tuples): what ``ResolvedConfig.flags`` records."""
+    values = _flag_values(flags)
+    return {
+        name: values[slot]
+        for name, slot, default, _ in _ARG_SLOTS
+        if type(values[slot]) is not type(default) or values[slot] != default
+    }
+
+
 def _flag_provenance(flags: Mapping[str, Any], values: Mapping[str, Any], slot: str) -> Provenance | None:
     """What the user wrote for an arg.* input (built only when someone asks)."""
     name = _ARG_NAMES.get(slot)
@@ -257,14 +271,15 @@ def resolve(
         )
     flags = collect_flags(locals())
     evaluation = run_rules(flags, environment, rules, reporter)
-    return config_from(evaluation)
+    return config_from(evaluation, given_flags(flags))
 
 
-def config_from(evaluation: Evaluation) -> ResolvedConfig:
+def config_from(evaluation: Evaluation, flags: Mapping[str, Any] | None = None) -> ResolvedConfig:
     values = evaluation.values
     try:
         return ResolvedConfig(
             **{name: values[name] for name in _CONFIG_FIELDS},
+            flags=flags,
             provenance=ProvenanceView(_CONFIG_FIELDS, evaluation.provenance),
             notes=evaluation.notes,
         )

@@ -161,6 +161,10 @@ class ResolvedConfig:
     main_address: str | None = None
     main_port: int | None = None
     strategy_options: FrozenMapping = attrs.field(factory=FrozenMapping, converter=_to_frozen_mapping)
+    #: The flags ``resolve()`` was given (normalized; those left at their default are left out), so
+    #: a worker can tell whether the ``launch()`` it reaches is the one it was started for
+    #: without resolving again.
+    flags: FrozenMapping = attrs.field(factory=FrozenMapping, converter=_to_frozen_mapping)
     provenance: Mapping[str, Provenance] = attrs.field(
         factory=FrozenMapping, converter=_to_provenance_mapping, eq=False, repr=False
     )
