@@ -8,11 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from resolver.cache import cached_table
 from resolver.compiler import CompiledTable, compile_table
-from resolver.config import Provenance, ProvenanceView, ResolvedConfig
+from resolver.config import DECIDED_FIELDS, Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
@@ -34,9 +32,7 @@ __all__ = [
 
 RulesArg = CompiledTable | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
 
-_CONFIG_FIELDS = tuple(
-    a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes", "flags")
-)
+_CONFIG_FIELDS = DECIDED_FIELDS
 
 
 def builtin_rules_dir() -> Path:

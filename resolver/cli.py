@@ -34,9 +34,10 @@ def _flag_help(flag: Flag) -> str:
     """A flag's help: its declaration's text, the values its domain accepts in the loaded table,
     and its default."""
     text = flag.help
-    if flag.domain is not None:
-        values = sorted(builtin_table().domains.get(flag.domain, ()))
-        text += f"; one of: {', '.join(values)}" if not flag.repeatable else f"; any of: {', '.join(values)}"
+    if flag.listed_domains:
+        domains = builtin_table().domains
+        values = sorted({value for name in flag.listed_domains for value in domains.get(name, ())})
+        text += f"; {'any' if flag.repeatable else 'one'} of: {', '.join(values)}"
     if flag.default not in (None, ()):
         text += f" (default: {flag.default})"
     if flag.variable is not None:

@@ -47,6 +47,13 @@ class Flag:
     #: The command line's option name when it is not the flag's own (``--plugin`` for ``plugins``).
     cli_name: str | None = None
     repeatable: bool = False
+    #: The domains whose values ``--help`` lists, when not just ``domain``.
+    help_domains: tuple[str, ...] = ()
+
+    @property
+    def listed_domains(self) -> tuple[str, ...]:
+        """The domains whose values the help lists."""
+        return self.help_domains or ((self.domain,) if self.domain else ())
 
     @property
     def quoted(self) -> bool:
@@ -109,7 +116,7 @@ FLAGS: tuple[Flag, ...] = (
         name="cluster_environment",
         annotation="str",
         default="auto",
-        help="who started the processes (default: detected)",
+        help="who started the processes (auto: detected)",
         domain="cluster_flag",
         variable="RESOLVER_CLUSTER_ENVIRONMENT",
     ),
@@ -120,6 +127,7 @@ FLAGS: tuple[Flag, ...] = (
         help="a cluster environment or precision given as a plugin (repeatable)",
         slot_type="tuple",
         domain="plugin",
+        help_domains=("cluster", "precision_flag"),
         cli_name="plugin",
         repeatable=True,
     ),
@@ -179,7 +187,11 @@ def _shown(flag: Flag, slot: str) -> str:
 
 def _slots(flag: Flag) -> dict[str, Any]:
     slots: dict[str, Any] = {
-        f"arg.{flag.name}": {"stage": "input", "nullable": flag.default is None, "doc": f"the {flag.name} argument as given: {flag.help}"}
+        f"arg.{flag.name}": {
+            "stage": "input",
+            "nullable": flag.default is None,
+            "doc": f"the {flag.name} argument as given: {flag.help}",
+        }
     }
     if flag.repeatable:  # a list of names: read by rules of its own, not one request
         return slots

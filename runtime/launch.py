@@ -6,8 +6,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resolver.config import ResolvedConfig
 from resolver.api import given_flags
+from resolver.config import ResolvedConfig
 from resolver.errors import ResolutionError
 from resolver.flags import collect_flags
 from runtime.build import build
@@ -43,10 +43,10 @@ def launch(
 ) -> R:
     """Run ``fn(strategy, *args, **kwargs)`` in every process of the run the flags describe.
 
-    The flags (declared in ``resolver.flags.FLAGS``) go through ``resolver.resolve``; the strategy is built from the result and
-    launches the processes. ``fn`` runs after this process's device is selected and the process
-    group is joined, and ``launch`` returns rank 0's return value (on other nodes, the node's
-    first rank's). ``timeout`` (seconds) bounds the whole run and every collective.
+    The flags (declared in ``resolver.flags.FLAGS``) go through ``resolver.resolve``; the strategy
+    is built from the result and launches the processes. ``fn`` runs after this process's device
+    is selected and the process group is joined, and ``launch`` returns rank 0's return value (on
+    other nodes, the node's first rank's). ``timeout`` (seconds) bounds the whole run and every collective.
 
     In a process that a launcher or ``resolver run`` started (``RESOLVER_CONFIG`` is set), the
     flags are not resolved again: ``fn`` runs as the rank that config names. This is what
