@@ -175,7 +175,11 @@ def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
 def given_flags(flags: Mapping[str, Any]) -> dict[str, Any]:
     """The flags that differ from their defaults, normalized as ``resolve()`` reads them (text
     lowercased, lists as tuples): what ``ResolvedConfig.flags`` records."""
-    values = _flag_values(flags)
+    return _given(_flag_values(flags))
+
+
+def _given(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags that differ from their defaults, from normalized ``arg.*`` values."""
     return {
         name: values[slot]
         for name, slot, default, _ in _ARG_SLOTS
@@ -267,7 +271,7 @@ def resolve(
         )
     flags = collect_flags(locals())
     evaluation = run_rules(flags, environment, rules, reporter)
-    return config_from(evaluation, given_flags(flags))
+    return config_from(evaluation, _given(evaluation.values))  # the arg.* values it normalized
 
 
 def config_from(evaluation: Evaluation, flags: Mapping[str, Any] | None = None) -> ResolvedConfig:
