@@ -155,6 +155,8 @@ class ResolvedConfig:
     global_rank: int
     local_rank: int
     node_rank: int
+    #: Intra-op CPU threads each local rank runs torch with (``OMP_NUM_THREADS``); ``None``: torch's default.
+    threads_per_rank: int | None = None
     strategy_options: FrozenMapping = attrs.field(factory=FrozenMapping, converter=_to_frozen_mapping)
     provenance: Mapping[str, Provenance] = attrs.field(
         factory=FrozenMapping, converter=_to_provenance_mapping, eq=False, repr=False
