@@ -30,11 +30,19 @@ class StrategyOptions:
     - ``timeout`` (seconds): bounds a launched run and every collective operation.
     - ``check_collectives``: ranks compare their arguments before each collective operation, so
       misuse raises on every rank instead of hanging (``False`` saves that small exchange).
+    - ``num_threads``: intra-op CPU threads of each rank, instead of the resolved
+      ``threads_per_rank`` (``OMP_NUM_THREADS``, else cores // local ranks).
     """
 
     use_distributed_sampler: bool = True
     timeout: float | None = None
     check_collectives: bool = True
+    num_threads: int | None = attrs.field(default=None)
+
+    @num_threads.validator
+    def _check_num_threads(self, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+        if value is not None and value < 1:
+            raise ValueError(f"num_threads must be at least 1, got {value}")
 
 
 def _strict_bool(value: object, _: type) -> bool:
