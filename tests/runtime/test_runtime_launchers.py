@@ -194,3 +194,38 @@ def test_a_worker_that_never_reaches_launch_fails_fast_instead_of_hanging(tmp_pa
     done = run_script(str(tmp_path), "skip_launch")
     assert done.returncode != 0
     assert "rank 1 exited before reaching this launch() call" in done.stderr
+
+
+def rank_threads_seen(strategy: runtime.Strategy) -> list[tuple[int, str | None]]:
+    """Every rank's intra-op thread count and OMP_NUM_THREADS, by rank."""
+    return strategy.collective.all_gather_object((torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")))
+
+
+@pytest.mark.parametrize("launcher", ["fork", "spawn"])
+def test_each_rank_runs_with_the_resolved_threads_per_rank(launcher: str) -> None:
+    before = torch.get_num_threads()
+    config = ddp_config(2, launcher=launcher, threads_per_rank=1)
+    assert runtime.build(config, timeout=60).launch(rank_threads_seen) == [(1, "1"), (1, "1")]
+    assert torch.get_num_threads() == before  # the caller's own setting is untouched
+
+
+def test_the_num_threads_option_overrides_threads_per_rank() -> None:
+    config = ddp_config(2, launcher="fork", threads_per_rank=1)
+    assert runtime.build(config, timeout=60, num_threads=2).launch(rank_threads_seen) == [(2, "2"), (2, "2")]
+    with pytest.raises(runtime.RuntimeConfigError, match="num_threads must be at least 1"):
+        runtime.build(config, num_threads=0)
+
+
+def test_threads_per_rank_is_resolved_from_the_cores_and_shown_by_explain() -> None:
+    import resolver
+
+    environment = resolver.Environment(cpu_count=8)
+    config = resolver.resolve(accelerator="cpu", devices=4, strategy="ddp", environment=environment)
+    assert config.threads_per_rank == 2
+    assert "8 CPU core(s) shared by 4 local rank(s)" in config.provenance["threads_per_rank"].describe()
+    explained = subprocess.run([sys.executable, "-m", "resolver", "explain", "--accelerator", "cpu", "--devices", "2",
+                                "--strategy", "ddp"], capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "OMP_NUM_THREADS": "3"})
+    assert explained.returncode == 0, explained.stderr
+    line = next(line for line in explained.stdout.splitlines() if line.startswith("threads_per_rank"))
+    assert line.split()[1] == "3" and "variable OMP_NUM_THREADS=3" in line
