@@ -21,6 +21,7 @@ from resolver.config import Provenance, ResolvedConfig
 
 __all__ = [
     "CONFIG_VARIABLE",
+    "DOORBELL_VARIABLE",
     "DEFAULT_RENDEZVOUS_TIMEOUT",
     "PARENT_PID_VARIABLE",
     "RENDEZVOUS_TIMEOUT_VARIABLE",
@@ -40,6 +41,8 @@ CONFIG_VARIABLE = "RESOLVER_CONFIG"
 REPORT_DIR_VARIABLE = "RUNTIME_REPORT_DIR"
 #: The launcher's pid: a rank whose launcher is gone stops instead of running orphaned.
 PARENT_PID_VARIABLE = "RUNTIME_LAUNCHER_PID"
+#: A pipe's write end a rank rings (one byte) after each report, so its launcher wakes at once.
+DOORBELL_VARIABLE = "RUNTIME_DOORBELL_FD"
 #: Seconds every rank has to reach the rendezvous (join the process group) before the launch fails.
 RENDEZVOUS_TIMEOUT_VARIABLE = "RUNTIME_RENDEZVOUS_TIMEOUT"
 #: The rendezvous timeout when the variable is not set.

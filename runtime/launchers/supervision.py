@@ -1,6 +1,9 @@
 """Watching rank processes: first failure wins, the rest are stopped, nothing is left behind.
 
-A :class:`Supervisor` polls the processes of one launch. When one exits with an error it stops
+A :class:`Supervisor` waits on the processes of one launch without polling: it sleeps until a
+process exits (its sentinel: a ``pidfd`` for a ``Popen``), a rank rings the launch's doorbell
+(it wrote a report: joined, finished, error), :meth:`Supervisor.stop` is called, or a deadline
+comes. When one exits with an error it stops
 the others (``SIGTERM``, then ``SIGKILL`` after a grace period) and reaps every one; at the
 launch deadline, or at the rendezvous deadline for ranks that never reached the rendezvous, it
 asks the ranks still running for their Python stacks, then stops them.
@@ -20,13 +23,14 @@ The :class:`Outcome` blames the cause, not its echoes:
 
 from __future__ import annotations
 
+import multiprocessing.connection
 import multiprocessing.process
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import attrs
@@ -44,6 +48,7 @@ __all__ = [
     "stop_processes",
 ]
 
+#: Only where a process offers no sentinel (no pidfd: Linux before 5.3, other systems).
 _POLL_INTERVAL = 0.05
 _GRACE = 3.0
 _STACK_WAIT = 1.0
@@ -64,6 +69,12 @@ class RankProcess(Protocol):
         """Wait up to ``timeout`` seconds; the exit code, or ``None`` if still running."""
 
     def send_signal(self, signum: int) -> None: ...
+
+    def sentinel(self) -> int | None:
+        """A file descriptor that becomes readable when the process exits (``None``: none; poll)."""
+
+    def close(self) -> None:
+        """Release the sentinel (after the process was reaped)."""
 
 
 class MultiprocessingRank:
@@ -91,12 +102,32 @@ class MultiprocessingRank:
             except ProcessLookupError:
                 pass
 
+    def sentinel(self) -> int | None:
+        return self.process.sentinel
+
+    def close(self) -> None:
+        """The sentinel belongs to the process object (closed when it is collected)."""
+
 
 class PopenRank:
-    """A :class:`subprocess.Popen` as a :class:`RankProcess`."""
+    """A :class:`subprocess.Popen` as a :class:`RankProcess`; its sentinel is a pidfd, opened at once."""
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self.popen = popen
+        self._pidfd: int | None = None
+        if hasattr(os, "pidfd_open"):
+            try:
+                self._pidfd = os.pidfd_open(popen.pid)
+            except OSError:  # no pidfd support (old kernel, seccomp): poll instead
+                self._pidfd = None
+
+    def sentinel(self) -> int | None:
+        return self._pidfd
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
 
     @property
     def pid(self) -> int:
@@ -214,6 +245,7 @@ class Supervisor:
         *,
         rendezvous_timeout: float | None = None,
         grace: float = _GRACE,
+        doorbell: int | None = None,
     ) -> None:
         self.processes = dict(processes)
         self.reports = reports
@@ -227,24 +259,67 @@ class Supervisor:
         self._joined: set[int] = set()
         self._last_alive: dict[int, float] = {rank: time.time() for rank in self.processes}
         self._stop_requested = threading.Event()
+        self._detached = False
         self._stopped: set[int] = set()
+        # The doorbell: ranks (and stop()/detach()) write a byte to wake watch() at once.
+        self._doorbell = doorbell
+        self._bell_read, self._bell_write = os.pipe()
+        os.set_blocking(self._bell_write, False)
+        self._changed = threading.Condition()
+        self._watching = True
 
     def add_failure(self, failure: Failure) -> None:
         """Record the failure of a rank that is not one of the watched processes."""
         self.outcome.failures.append(failure)
+        self._ring()
 
     def stop(self) -> None:
         """Ask :meth:`watch` to stop every process still running."""
         self._stop_requested.set()
+        self._ring()
+
+    def detach(self) -> None:
+        """Make :meth:`watch` return at once, leaving the processes running (they finished their work)."""
+        self._detached = True
+        self._ring()
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Block the calling thread until ``condition()`` holds, re-checked whenever :meth:`watch`
+        wakes (a process exited, a rank reported, a deadline passed) and once it has returned."""
+        with self._changed:
+            return self._changed.wait_for(lambda: condition() or not self._watching, timeout) and condition()
+
+    def _ring(self) -> None:
+        try:
+            os.write(self._bell_write, b"!")
+        except (BlockingIOError, OSError):
+            pass  # full (it will be read) or closed (watch() returned)
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def watch(self) -> Outcome:
+        try:
+            self._watch()
+        finally:
+            with self._changed:
+                self._watching = False
+                self._changed.notify_all()
+            os.close(self._bell_read)
+            os.close(self._bell_write)
+        return self.outcome
+
+    def _watch(self) -> None:
         running = dict(self.processes)
         settle_until: float | None = None
-        while running:
+        while running and not self._detached:
             self._collect_exits(running)
+            self._notify()
             if not running:
                 break
             now = time.monotonic()
+            wait: float | None = None
             if self.outcome.failures or self._stop_requested.is_set():
                 # A rank that fails makes its peers fail a moment later; give the first one time
                 # to write its report (and exit) before the rest are stopped.
@@ -253,6 +328,7 @@ class Supervisor:
                     self._name_stuck_ranks(running)
                     self._stop(running)
                     continue
+                wait = settle_until - now
             elif self._deadline is not None and now >= self._deadline:
                 self._time_out(running, tuple(sorted(running)))
                 continue
@@ -263,8 +339,29 @@ class Supervisor:
                     self._time_out(running, absent)
                     continue
                 self._rendezvous_deadline = None
-            self._stop_requested.wait(_POLL_INTERVAL)
-        return self.outcome
+                continue
+            else:
+                deadlines = [d - now for d in (self._deadline, self._rendezvous_deadline) if d is not None]
+                wait = min(deadlines) if deadlines else None
+            self._wait_for_event(running, wait)
+
+    def _wait_for_event(self, running: Mapping[int, RankProcess], wait: float | None) -> None:
+        """Sleep until a process exits, a bell rings, or ``wait`` seconds pass (no polling)."""
+        sentinels = [process.sentinel() for process in running.values()]
+        if any(sentinel is None for sentinel in sentinels):
+            wait = _POLL_INTERVAL if wait is None else min(wait, _POLL_INTERVAL)
+        bells = [self._bell_read] + ([self._doorbell] if self._doorbell is not None else [])
+        ready = multiprocessing.connection.wait([s for s in sentinels if s is not None] + bells, wait)
+        # Every process that has not exited was alive until now; one that exited did so just now.
+        seen = time.time()
+        for rank in running:
+            self._last_alive[rank] = seen
+        for bell in bells:
+            if bell in ready:
+                try:
+                    os.read(bell, 4096)
+                except (BlockingIOError, OSError):
+                    pass
 
     def _has_joined(self, rank: int) -> bool:
         if rank not in self._joined and self.reports.has_joined(rank):
@@ -295,6 +392,7 @@ class Supervisor:
                 self._last_alive[rank] = time.time()
                 continue
             del running[rank]
+            process.close()
             if code == 0 or self.reports.has_finished(rank):
                 # Its work returned: if its peers then fail inside torch.distributed, it left them waiting.
                 self.outcome.departures.append(Failure(rank, self._last_alive[rank], 0, "left the run", ""))
