@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resolver.config import ResolvedConfig
 from runtime.build import build
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
-from runtime.rank_environment import launched_config
+from runtime.rank_environment import LAUNCH_FLAGS_VARIABLE, environ_patch, launched_config
 from runtime.worker import check_worker_entry, run_worker
 
 if TYPE_CHECKING:
@@ -17,6 +19,16 @@ if TYPE_CHECKING:
 __all__ = ["launch"]
 
 R = TypeVar("R")
+#: ``resolve()``'s flag defaults (as ``resolver.api.FLAG_DEFAULTS``; a test keeps them equal).
+_FLAG_DEFAULTS: dict[str, Any] = {
+    "accelerator": "auto",
+    "devices": "auto",
+    "strategy": "auto",
+    "precision": None,
+    "num_nodes": 1,
+    "cluster_environment": "auto",
+    "plugins": (),
+}
 
 
 def launch(
@@ -63,24 +75,31 @@ def launch(
     options = dict(strategy_options or {})
     if timeout is not None:
         options["timeout"] = timeout
-    return build(config, **options).launch(fn, *args, **kwargs)
+    # Workers that reach this call with the same flags need not resolve them again (nor load the rules).
+    with environ_patch({LAUNCH_FLAGS_VARIABLE: _flags_text(flags)}):
+        return build(config, **options).launch(fn, *args, **kwargs)
+
+
+def _flags_text(flags: Mapping[str, Any]) -> str:
+    return json.dumps(flags, sort_keys=True, default=repr)
 
 
 def _run_checked_worker(
     launched: ResolvedConfig, flags: Mapping[str, Any], fn: Callable[..., R], *args: Any, **kwargs: Any
 ) -> R:
-    import resolver
-
-    defaults = resolver.api.FLAG_DEFAULTS
     # No flags: the command that started this worker (e.g. `resolver run`) decided.
-    accepts_any = all(flags[name] == default for name, default in defaults.items())
+    accepts_any = all(flags[name] == default for name, default in _FLAG_DEFAULTS.items())
     requested: ResolvedConfig | None = None
-    if not accepts_any:
+    if not accepts_any and os.environ.get(LAUNCH_FLAGS_VARIABLE) == _flags_text(flags):
+        requested = launched  # the flags the launching process resolved: no need to resolve them here
+    elif not accepts_any:
+        import resolver
+
         try:
             requested = resolver.resolve(**flags)
         except resolver.ResolutionError:
             requested = None
-    wanted = ", ".join(f"{name}={value!r}" for name, value in flags.items() if value != defaults[name])
+    wanted = ", ".join(f"{name}={value!r}" for name, value in flags.items() if value != _FLAG_DEFAULTS[name])
     check_worker_entry(requested, f"launch({wanted})", accepts_any=accepts_any)
     return run_worker(fn, *args, **kwargs)
 

@@ -378,7 +378,9 @@ class Supervisor:
     def _name_stuck_ranks(self, running: Mapping[int, RankProcess]) -> None:
         """When every failure so far came from torch.distributed, the ranks still running are suspects."""
         failed = {f.rank for f in self.outcome.failures}
-        suspects = {rank: p for rank, p in running.items() if rank not in failed and rank not in self._stopped}
+        # A rank that reported an error or finished its work is on its way out, not stuck.
+        suspects = {rank: p for rank, p in running.items()
+                    if rank not in failed and rank not in self._stopped and not self._is_exiting(rank)}  # fmt: skip
         if suspects and self.outcome.failures and all(f.communication for f in self.outcome.failures):
             if not self.outcome.stuck_ranks:
                 self.outcome.stuck_ranks = tuple(sorted(suspects))
@@ -410,12 +412,15 @@ class Supervisor:
         # It died between the last poll that saw it alive and this one: blame from the earlier.
         return Failure(rank, self._last_alive[rank], code, summary, "")
 
+    def _is_exiting(self, rank: int) -> bool:
+        return self.reports.read_error(rank) is not None or self.reports.has_finished(rank)
+
     def _stop(self, running: dict[int, RankProcess]) -> None:
         # A rank that reported an error, or whose work returned, is on its way out: let it exit with
         # its own code (a torch process can take seconds to finish on a busy machine).
         deadline = time.monotonic() + _EXITING_GRACE
         for rank, process in running.items():
-            if self.reports.read_error(rank) is not None or self.reports.has_finished(rank):
+            if self._is_exiting(rank):
                 process.wait(max(0.0, deadline - time.monotonic()))
         self._collect_exits(running)
         self._stopped.update(running)

@@ -229,3 +229,38 @@ def test_threads_per_rank_is_resolved_from_the_cores_and_shown_by_explain() -> N
     assert explained.returncode == 0, explained.stderr
     line = next(line for line in explained.stdout.splitlines() if line.startswith("threads_per_rank"))
     assert line.split()[1] == "3" and "variable OMP_NUM_THREADS=3" in line
+
+
+WORKER_IMPORTS = """
+import json, sys
+import runtime
+
+def loaded(strategy):
+    rule_engine = ("networkx", "cattrs", "tomllib", "tomli_w")
+    return sorted(m for m in sys.modules if m.split(".")[0] in rule_engine or m in (
+        "resolver.api", "resolver.table", "resolver.schema", "resolver.compiler", "resolver.engine"))
+
+print("LOADED " + json.dumps(runtime.launch(loaded, accelerator="cpu", devices=1, strategy="ddp", timeout=60)))
+"""
+
+
+def test_a_worker_that_receives_a_resolved_config_loads_no_rule_engine(tmp_path: Path) -> None:
+    import resolver
+    from runtime.ports import find_free_port
+    from runtime.rank_environment import LAUNCH_FLAGS_VARIABLE, rank_variables
+
+    # What the launching process of `runtime.launch(loaded, accelerator="cpu", devices=1, strategy="ddp")`
+    # hands a worker: its config and its flags (a fresh interpreter, as the subprocess launcher starts).
+    config = resolver.resolve(accelerator="cpu", devices=1, strategy="ddp", environment=resolver.Environment())
+    flags = {"accelerator": "cpu", "devices": 1, "strategy": "ddp", "precision": None, "num_nodes": 1,
+             "cluster_environment": "auto", "plugins": ()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESOLVER_", "RUNTIME_"))}
+    env.update(rank_variables(config, "127.0.0.1", find_free_port()))
+    env[LAUNCH_FLAGS_VARIABLE] = json.dumps(flags, sort_keys=True, default=repr)
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER_IMPORTS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90, env=env)
+
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("LOADED "))
+    assert json.loads(line.removeprefix("LOADED ")) == []
