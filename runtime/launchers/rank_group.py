@@ -10,7 +10,8 @@ When the block ends every rank process still running is stopped (``SIGTERM``, th
 and reaped, and the report folder is removed, however the block ends. A launcher whose ranks all
 finished their work may :meth:`RankGroup.release` the processes that are still exiting (a torch
 interpreter takes a while to shut down) so that ``launch()`` returns at once: a background
-thread reaps them, and the launching process waits for it before it exits.
+thread reaps them (within what is left of the launch timeout), and the launching process waits
+for it before it exits.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
@@ -30,8 +31,6 @@ from runtime.rank_environment import DOORBELL_VARIABLE
 
 __all__ = ["DOORBELL_VARIABLE", "RankGroup", "rank_group", "start_rank_process"]
 
-#: How long a released rank may take to exit before it is killed.
-_EXIT_GRACE = 10.0
 
 _reapers: set[threading.Thread] = set()
 
@@ -83,15 +82,18 @@ class RankGroup:
             self.processes, self.reports, timeout, rendezvous_timeout=rendezvous_timeout, doorbell=self._bell_read
         )
 
-    def release(self) -> None:
-        """Hand the processes still running (their work is done) to a background reaper."""
+    def release(self, limit: float | None = None) -> None:
+        """Hand the processes still running (their work is done) to a background reaper, which
+        waits for them to exit (a re-run script may still run the code after its ``launch()``) for
+        up to ``limit`` seconds (``None``: no limit), then stops them."""
         running = [p for p in self.processes.values() if p.poll() is None]
         for process in self.processes.values():
             if process not in running:
                 process.close()
         self.processes.clear()
         if running:
-            reaper = threading.Thread(target=_reap, args=(running,), name="rank-reaper", daemon=True)
+            deadline = None if limit is None else time.monotonic() + limit
+            reaper = threading.Thread(target=_reap, args=(running, deadline), name="rank-reaper", daemon=True)
             _reapers.add(reaper)
             reaper.start()
 
@@ -103,12 +105,15 @@ class RankGroup:
             os.close(fd)
 
 
-def _reap(processes: list[RankProcess]) -> None:
+def _reap(processes: list[RankProcess], deadline: float | None) -> None:
     try:
         for process in processes:
-            if process.wait(_EXIT_GRACE) is None:
-                process.send_signal(signal.SIGKILL)
-                process.wait(_EXIT_GRACE)
+            while process.poll() is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    stop_processes({0: process})
+                    break
+                process.wait(3600.0 if left is None else left)
             process.close()
     finally:
         _reapers.discard(threading.current_thread())

@@ -98,7 +98,7 @@ class SubprocessScriptLauncher(Launcher):
             else:
                 supervisor.detach()
                 watcher.join()
-                group.release()
+                group.release(supervisor.time_left())
         problem = supervisor.outcome.problem(self.timeout)
         if problem is not None:
             raise problem

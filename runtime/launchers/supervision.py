@@ -179,6 +179,10 @@ class Supervisor:
         with self._changed:
             return self._changed.wait_for(lambda: condition() or not self._watching, timeout) and condition()
 
+    def time_left(self) -> float | None:
+        """Seconds until the launch timeout (``None``: no timeout)."""
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
     def _ring(self) -> None:
         try:
             os.write(self._bell_write, b"!")
