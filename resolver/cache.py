@@ -75,11 +75,18 @@ def _rebuild_condition(slot: str, ops: Any, domains: Any) -> Condition:
 
 
 def _load(path: Path) -> CompiledTable | None:
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()  # unpickling makes many objects and no cycles: collecting meanwhile only costs time
     try:
         with path.open("rb") as f:
             table = pickle.load(f)
     except Exception:  # a corrupt or foreign entry is not an error: compile instead
         return None
+    finally:
+        if enabled:
+            gc.enable()
     if not isinstance(table, CompiledTable) or not table.functions <= FUNCTIONS.keys():
         return None  # a function the table calls is not registered here: compiling says so
     return table

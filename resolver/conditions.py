@@ -70,6 +70,8 @@ class Condition:
     ops: tuple[tuple[str, Any], ...]
     predicate: Predicate = attrs.field(eq=False, repr=False)
     shape: Shape = attrs.field(eq=False, repr=False)
+    #: One test per operator, in order (``predicate`` is all of them): the evaluator runs these.
+    tests: tuple[Predicate, ...] = attrs.field(default=(), eq=False, repr=False)
 
     @property
     def refs(self) -> tuple[str, ...]:
@@ -81,12 +83,17 @@ class Condition:
 
     @classmethod
     def build(cls, slot: str, ops: tuple[tuple[str, Any], ...], domains: Mapping[str, frozenset[str]]) -> Condition:
-        preds = [OPERATORS[op].predicate(slot, operand, domains) for op, operand in ops]
+        preds = tuple(OPERATORS[op].predicate(slot, operand, domains) for op, operand in ops)
         if len(preds) == 1:
             predicate = preds[0]
         else:
-            predicate = lambda values: all(p(values) for p in preds)  # noqa: E731
+
+            def predicate(values: Mapping[str, Any]) -> bool:
+                for p in preds:
+                    if not p(values):
+                        return False
+                return True
         shape = Shape()
         for op, operand in ops:
             shape = shape.meet(OPERATORS[op].shape(operand, domains))
-        return cls(slot, ops, predicate, shape)
+        return cls(slot, ops, predicate, shape, preds)

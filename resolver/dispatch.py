@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from resolver.conditions import Condition
 
-__all__ = ["Leaf", "Node", "build", "lookup"]
+__all__ = ["Leaf", "Node", "build", "linear", "lookup"]
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 T = TypeVar("T")
@@ -35,6 +35,8 @@ class Leaf(Generic[T]):
     """The rules that may fire here, in order, each as ``(item, tests left to run)``."""
 
     __slots__ = ("entries",)
+    #: A leaf looks at no slot (a walk stops where ``slot`` is None).
+    slot = None
 
     def __init__(self, entries: tuple[tuple[T, tuple[Predicate, ...]], ...]) -> None:
         self.entries = entries
@@ -77,31 +79,40 @@ def admitted(condition: Condition) -> tuple[frozenset[Any], bool, bool] | None:
 _Entry = tuple[Any, tuple[Condition, ...]]
 
 
+def linear(items: Sequence[tuple[T, Sequence[Condition]]]) -> Leaf[T]:
+    """No tree: one leaf testing every item in order (what :func:`build` decides, without the set-up)."""
+    return Leaf(tuple((item, tuple(t for c in conditions for t in c.tests)) for item, conditions in items))
+
+
 def build(items: Sequence[tuple[T, Sequence[Condition]]], depth: int = 0) -> Node[T] | Leaf[T]:
     """The tree for ``items`` (each an item and its conditions, all of which must hold), order kept."""
     entries: list[_Entry] = [(item, tuple(conditions)) for item, conditions in items]
-    return _build(entries, depth)
+    # What each condition admits, worked out once (the tree asks again at every level).
+    admits = {id(c): admitted(c) for _, conditions in entries for c in conditions}
+    return _build(entries, depth, admits)
 
 
-def _build(entries: list[_Entry], depth: int) -> Node[Any] | Leaf[Any]:
+def _build(
+    entries: list[_Entry], depth: int, admits_of: dict[int, tuple[frozenset[Any], bool, bool] | None]
+) -> Node[Any] | Leaf[Any]:
     counts: Counter[str] = Counter()
     for _, conditions in entries:
         for condition in conditions:
-            if admitted(condition) is not None:
+            if admits_of[id(condition)] is not None:
                 counts[condition.slot] += 1
     # Split on a slot only when enough of the rules test it: rules that do not are copied into every
     # branch, so splitting on a slot few rules test would multiply the tree for little gain.
     if depth >= MAX_DEPTH or not counts or max(counts.values()) < max(2, len(entries) // SPLIT_SHARE):
-        return Leaf(tuple((item, tuple(c.predicate for c in conditions)) for item, conditions in entries))
+        return Leaf(tuple((item, tuple(t for c in conditions for t in c.tests)) for item, conditions in entries))
     slot = min(counts, key=lambda s: (-counts[s], s))
     split: list[tuple[Any, tuple[Condition, ...], tuple[frozenset[Any], bool, bool] | None]] = []
     constants: set[Any] = set()
     for item, conditions in entries:
-        decided = next((c for c in conditions if c.slot == slot and admitted(c) is not None), None)
+        decided = next((c for c in conditions if c.slot == slot and admits_of[id(c)] is not None), None)
         if decided is None:
             split.append((item, conditions, None))
             continue
-        admits = admitted(decided)
+        admits = admits_of[id(decided)]
         assert admits is not None
         constants |= admits[0]
         split.append((item, tuple(c for c in conditions if c is not decided), admits))
@@ -119,7 +130,7 @@ def _build(entries: list[_Entry], depth: int) -> Node[Any] | Leaf[Any]:
                     kept.append((item, rest))
             elif key in admits[0] or admits[2]:
                 kept.append((item, rest))
-        return _build(kept, depth + 1)
+        return _build(kept, depth + 1, admits_of)
 
     return Node(slot, {key: branch(key) for key in constants}, branch(_UNSET), branch(_OTHER))
 

@@ -6,58 +6,66 @@ order wins; otherwise the slot's default), then runs its checks (conflict and no
 verifies its slots' types and domains. Everything a person may want to watch goes through a
 :class:`~resolver.reporter.Reporter`.
 
-Evaluation is compiled ahead, once per table: each slot's setters and each stage's checks become a
-decision tree over the slots they test (:mod:`resolver.dispatch`), so a resolution looks up a short
-list of candidate rules and runs only their remaining tests. Provenance is built only when asked for.
+Evaluation is compiled ahead, once per table. Each slot's setters become a decision tree over the
+slots they test (:mod:`resolver.dispatch`), and the tree becomes one closure specialised per rule
+(:mod:`resolver.steps`: how the rule gets its value, a constant, another slot or a registered
+function; how many tests are left), so a resolution calls one function per slot and runs only the
+remaining tests of the candidate rules. Slots no rule sets take their defaults in one step. The
+first run of a table tests the rules in order; the trees are built from the second run. What verifying a stage
+would check is proven at compile time where it can be (constants, defaults, a slot copied from a
+slot that was verified against the same or a narrower type and domain), so only values that may
+be wrong are checked. Provenance is built only when asked for. No rule text is ever evaluated as
+code: closures capture the compiled conditions and values.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-import attrs
-
 from resolver import dispatch
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
-from resolver.conditions import Call, Const, NotANumber, Ref, ValueExpr
-from resolver.config import FrozenMapping, Provenance, display
+from resolver.conditions import Call, NotANumber, Ref
+from resolver.config import Provenance, display
 from resolver.dispatch import Leaf, lookup
 from resolver.errors import ConflictError, ResolutionError, Side
-from resolver.functions import FUNCTIONS, InvalidInput
 from resolver.reporter import Reporter
+from resolver.steps import (
+    NO_TYPE,
+    CallFailed,
+    Choice,
+    SlotCheck,
+    Step,
+    check_of,
+    choice_for,
+    passes,
+    step_for,
+    verify_value,
+)
 
 __all__ = ["Evaluation", "Evaluator", "display"]
 
-_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "bool": (bool,),
-    "tuple": (tuple,),
-    "mapping": (Mapping,),
-}
 _DEFAULT = Provenance("default")
-_CONST, _REF, _CALL = 0, 1, 2
-Predicate = Callable[[Mapping[str, Any]], bool]
+#: The origin of an input the caller gave (inputs are not in ``origins``).
+_GIVEN: Any = object()
 
-
-class _Choice(NamedTuple):
-    """A setter rule and how it gets the slot's value (a constant, another slot, or a function)."""
-
-    rule: CompiledRule
-    kind: int
-    payload: Any
-    expr: ValueExpr
-    note: Template | None
-
-
-class _SlotProgram(NamedTuple):
-    """How one slot is decided: the decision tree over its setters, and its default."""
-
-    slot: str
-    tree: dispatch.Node[_Choice] | dispatch.Leaf[_Choice]
-    default: Any
+class _StageProgram(NamedTuple):
+    name: str
+    #: Slots no rule can set, with their defaults: assigned in one step.
+    defaults: dict[str, Any]
+    default_origins: dict[str, None]
+    #: The other slots, in the graph's order, each with its step.
+    steps: tuple[tuple[str, Step], ...]
+    #: Every slot in order (defaults included), for runs that report each decision.
+    all_steps: tuple[tuple[str, Step], ...]
+    checks: dispatch.Node[CompiledRule] | dispatch.Leaf[CompiledRule] | None
+    #: When the stage is verified slot by slot in order (see ``_stage_program``): ``(slot, check,
+    #: whether its default needs checking, the exact type and the domain members that pass at once)``.
+    verify: tuple[tuple[str, SlotCheck, bool, type, frozenset[str] | None], ...] | None
+    #: Otherwise, the check of each slot a step may mark as pending.
+    checks_of: dict[str, tuple[SlotCheck, type, frozenset[str] | None]]
 
 
 class Evaluation:
@@ -89,27 +97,74 @@ class Evaluator:
     def __init__(self, table: CompiledTable) -> None:
         self.table = table
         self._stage_classes: dict[str, type] = {}
-        self._input_stage = table.stages[0].name if table.stages else None
         #: Inputs are given by the caller; a missing one takes its slot's default.
         self._input_slots = frozenset(table.stages[0].slots) if table.stages else frozenset()
         #: Inputs the snapshot does not fill (``Environment.inputs`` gives every env./file./var. one).
         self._other_inputs = tuple(s for s in sorted(self._input_slots) if not s.startswith(("env.", "file.", "var.")))
-        self._plan = tuple(
-            (
-                plan.name,
-                tuple(
-                    _slot_program(table, slot, plan.setters.get(slot, ()))
-                    for slot in plan.slots
-                    if slot not in self._input_slots
-                ),
-                dispatch.build([(rule, rule.when) for rule in plan.checks]),
-                tuple(
-                    v
-                    for v in (_slot_check(table, name, plan.setters.get(name, ())) for name in plan.slots)
-                    if v is not None
-                ),
-            )
-            for plan in table.stages
+        self._other_input_set = frozenset(self._other_inputs)
+        #: Every decided slot in the order the stages decide them (the provenance's order).
+        self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)
+        #: What verifying each decided slot guarantees (inputs are not verified: they guarantee nothing).
+        self._guarantees = {name: check for name in self._decided if (check := check_of(table, name)) is not None}
+        # The first run tries the rules in order; decision trees are built for the runs after it,
+        # so a process that resolves once (the CLI) does not pay for building them.
+        self._stages = self._program(trees=False)
+        self._linear = True
+        self._runs = 0
+
+    def _program(self, *, trees: bool) -> tuple[_StageProgram, ...]:
+        return tuple(self._stage_program(plan, self._guarantees, trees) for plan in self.table.stages)
+
+    def _stage_program(self, plan: Any, guarantees: Mapping[str, SlotCheck], trees: bool) -> _StageProgram:
+        build = dispatch.build if trees else dispatch.linear
+        table = self.table
+        checked: dict[str, tuple[SlotCheck, bool, type, frozenset[str] | None]] = {}
+        for name in plan.slots:
+            check = check_of(table, name)
+            if check is not None:
+                # Values of exactly the expected type (and text in the domain) pass without a call.
+                exact = check[1][0] if check[1] is not None and check[1][0] is not Mapping else NO_TYPE
+                default_needs = not passes(table.slots[name].default, *check[1:])
+                checked[name] = (check, default_needs, exact, check[2] if exact is str else None)
+        defaults: dict[str, Any] = {}
+        steps: list[tuple[str, Step]] = []
+        all_steps: list[tuple[str, Step]] = []
+        # Slots whose value is checked whatever decides it: inputs (when their default would not
+        # pass: the default shows what the slot is meant to hold) and slots no rule sets whose
+        # default fails. Then the whole stage is verified in order; otherwise only the values the
+        # steps mark as pending (set by a rule not proven to pass, or a default that fails).
+        in_order = False
+        for slot in plan.slots:
+            setters = plan.setters.get(slot, ())
+            found = checked.get(slot)
+            default_needs = found is not None and found[1]
+            if slot in self._input_slots or not setters:
+                in_order = in_order or default_needs
+            if slot in self._input_slots:
+                continue
+            default = table.slots[slot].default
+            check = guarantees.get(slot)
+            choices = [(choice_for(rule, slot, check, guarantees), rule.when) for rule in setters]
+            step = step_for(slot, build(choices), default, default_needs, self._add_note)
+            all_steps.append((slot, step))
+            if setters:
+                steps.append((slot, step))
+            else:
+                defaults[slot] = default
+        verify = tuple(
+            (name, check, default_needs, exact, members)
+            for name, (check, default_needs, exact, members) in checked.items()
+        )
+        checks = build([(rule, rule.when) for rule in plan.checks]) if plan.checks else None
+        return _StageProgram(
+            plan.name,
+            defaults,
+            dict.fromkeys(defaults),
+            tuple(steps),
+            tuple(all_steps),
+            checks,
+            verify if in_order else None,
+            {name: (check, exact, members) for name, (check, _, exact, members) in checked.items()},
         )
 
     def render(self, template: Template | None, values: Mapping[str, Any]) -> str | None:
@@ -139,98 +194,118 @@ class Evaluator:
         ``values`` must hold the snapshot's inputs (:meth:`Environment.inputs`); a missing ``arg.*``
         input takes its slot's default.
         """
-        origins: dict[str, _Choice | None] = {}
+        if self._linear:  # a second run: from now on, the decision trees
+            if self._runs:
+                self._stages = self._program(trees=True)
+                self._linear = False
+            self._runs += 1
+        stages = self._stages
+        origins: dict[str, Choice | None] = {}
         provenance = ProvenanceMap(self, values, inputs, origins)
         notes: list[str] = []
-        rule: CompiledRule | None = None
-        missing = [s for s in self._other_inputs if s not in values]
-        for slot in missing:
-            values[slot] = self.table.slots[slot].default
-            origins[slot] = None
+        pending: list[str] = []
+        if not self._other_input_set <= values.keys():
+            for slot in self._other_inputs:
+                if slot not in values:
+                    values[slot] = self.table.slots[slot].default
+                    origins[slot] = None
+        check: CompiledRule | None = None
         try:
-            for name, programs, checks, verify in self._plan:
-                for slot, tree, default in programs:
-                    entries = tree.entries if type(tree) is Leaf else lookup(tree, values)
-                    for choice, tests in entries:
-                        rule, kind, payload, _, note_template = choice
+            for stage in stages:
+                if reporter is None:
+                    values.update(stage.defaults)
+                    origins.update(stage.default_origins)
+                    for slot, step in stage.steps:
+                        origins[slot] = step(values, notes, pending)
+                else:
+                    for slot, step in stage.all_steps:
+                        origins[slot] = step(values, notes, pending)
+                        reporter.decided(slot, values[slot], provenance[slot])
+                checks = stage.checks
+                if checks is not None:
+                    for check, tests in checks.entries if type(checks) is Leaf else lookup(checks, values):
                         for test in tests:
                             if not test(values):
                                 break
                         else:
-                            if kind == _CONST:
-                                values[slot] = payload
-                            elif kind == _REF:
-                                values[slot] = values.get(payload)
-                            else:
-                                values[slot] = self._call(rule, payload, values, provenance)
-                            origins[slot] = choice
-                            if note_template is not None:
-                                note = self.render(note_template, values)
-                                if note not in notes:
-                                    notes.append(note)  # type: ignore[arg-type]
-                            break
-                    else:
-                        values[slot] = default
-                        origins[slot] = None
-                    rule = None
-                    if reporter is not None:
-                        reporter.decided(slot, values[slot], provenance[slot])
-                for check, tests in checks.entries if type(checks) is Leaf else lookup(checks, values):
-                    rule = check
-                    for test in tests:
-                        if not test(values):
-                            break
-                    else:
-                        if check.conflict is not None:
-                            error = self._conflict(check, values, provenance)
-                            if reporter is not None:
-                                reporter.failed(error)
-                            raise error
-                        note = self.render(check.templates.get("note"), values)
-                        notes.append(note)  # type: ignore[arg-type]
-                        if reporter is not None:
-                            reporter.noted(check.id, note)  # type: ignore[arg-type]
-                rule = None
-                if verify:
-                    _verify(name, verify, values)
+                            self._fire(check, values, notes, provenance, reporter)
+                    check = None
+                if stage.verify is not None:
+                    for slot, slot_check, default_needs, exact, members in stage.verify:
+                        choice = origins.get(slot, _GIVEN)
+                        if default_needs if choice is None or choice is _GIVEN else choice.verify:
+                            value = values[slot]
+                            if type(value) is not exact or (members is not None and value not in members):
+                                verify_value(stage.name, slot_check, value)  # the full check; raises if wrong
+                elif pending:
+                    checks_of = stage.checks_of
+                    for slot in pending:  # in the stage's order: the steps ran in it
+                        slot_check, exact, members = checks_of[slot]
+                        value = values[slot]
+                        if type(value) is not exact or (members is not None and value not in members):
+                            verify_value(stage.name, slot_check, value)
+                pending.clear()
                 if reporter is not None:
-                    reporter.stage_finished(name, self.stage_value(name, values))
+                    reporter.stage_finished(stage.name, self.stage_value(stage.name, values))
         except NotANumber as exc:
+            rule = check if check is not None else getattr(exc, "_resolver_rule", None)
             raise ResolutionError(exc.message, hint=exc.hint, rule=rule.id if rule else None) from None
+        except CallFailed as failed:
+            raise self._call_error(failed, values, provenance) from None
         return Evaluation(self, values, provenance, tuple(notes))
 
     def stage_value(self, stage: str, values: Mapping[str, Any]) -> Any:
-        """One stage's slots as a frozen attrs instance (``PlacedStage(num_devices=2, ...)``)."""
+        """One stage's slots as a frozen attrs instance (``PlacedStage(num_devices=2, ...)``).
+
+        Each stage's class is a plain subclass of one attrs class, made once per evaluator: cheap
+        enough for a process that resolves once, fields read as attributes (``placed.num_devices``).
+        """
         plan = next(p for p in self.table.stages if p.name == stage)
         cls = self._stage_classes.get(stage)
         if cls is None:
-            cls = self._stage_classes[stage] = attrs.make_class(
-                _class_name(stage), {_field_name(s): attrs.field() for s in plan.slots}, frozen=True, slots=True
-            )
-        return cls(*(values[s] for s in plan.slots))
+            cls = self._stage_classes[stage] = type(_class_name(stage), (_stage_base(),), {"__slots__": ()})
+        return cls(tuple((_field_name(s), values[s]) for s in plan.slots))
 
     # -- pieces ---------------------------------------------------------------------------------
 
-    def _call(
-        self, rule: CompiledRule, expr: Call, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
-    ) -> Any:
-        args = [values.get(a.slot) if isinstance(a, Ref) else a.value for a in expr.args]
-        if None in args:
-            return None  # a function of an unset value is unset; the stage's checks say why
-        try:
-            return FUNCTIONS[expr.fn](*args)
-        except InvalidInput as exc:
-            refs = [a.slot for a in expr.args if isinstance(a, Ref)]
-            sides = tuple(Side(s, values.get(s), provenance.get(s, _DEFAULT)) for s in refs)
-            message = exc.message
-            if len(refs) == 1:
-                label = _input_label(self.table, refs[0])
-                if label not in message:
-                    message = f"{label}: {message}"
-            raise ResolutionError(message, hint=exc.hint, rule=rule.id, sides=sides) from None
+    def _fire(
+        self,
+        check: CompiledRule,
+        values: Mapping[str, Any],
+        notes: list[str],
+        provenance: Mapping[str, Provenance],
+        reporter: Reporter | None,
+    ) -> None:
+        """A check's conditions hold: raise its conflict, or add its note."""
+        if check.conflict is not None:
+            error = self._conflict(check, values, provenance)
+            if reporter is not None:
+                reporter.failed(error)
+            raise error
+        note = self.render(check.templates.get("note"), values)
+        notes.append(note)  # type: ignore[arg-type]
+        if reporter is not None:
+            reporter.noted(check.id, note)  # type: ignore[arg-type]
+
+    def _add_note(self, template: Template, values: Mapping[str, Any], notes: list[str]) -> None:
+        note = self.render(template, values)
+        if note not in notes:
+            notes.append(note)  # type: ignore[arg-type]
+
+    def _call_error(
+        self, failed: CallFailed, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> ResolutionError:
+        refs = [a.slot for a in failed.expr.args if isinstance(a, Ref)]
+        sides = tuple(Side(s, values.get(s), provenance.get(s, _DEFAULT)) for s in refs)
+        message = failed.error.message
+        if len(refs) == 1:
+            label = _input_label(self.table, refs[0])
+            if label not in message:
+                message = f"{label}: {message}"
+        return ResolutionError(message, hint=failed.error.hint, rule=failed.rule.id, sides=sides)
 
     def provenance_of(
-        self, choice: _Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+        self, choice: Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
     ) -> Provenance:
         rule, expr = choice.rule, choice.expr
         why = self.render(rule.templates.get("why"), values)
@@ -258,44 +333,6 @@ class Evaluator:
         )
 
 
-def _verify(stage: str, verify: tuple[Any, ...], values: Mapping[str, Any]) -> None:
-    for name, expected, members, required in verify:
-        value = values[name]
-        if value is None:
-            if required:
-                raise ResolutionError(
-                    f"no rule decided {name!r} in stage {stage!r} for these flags and this environment",
-                    hint="this is a gap in the rule table: add a rule for this case (resolver explain "
-                    "shows what was decided so far)",
-                )
-            continue
-        if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
-            raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
-        if members is not None and isinstance(value, str) and value not in members:
-            raise ResolutionError(
-                f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
-            )
-
-
-# -- compiling a slot's setters and a stage's checks into decision trees ------------------------------
-
-
-def _choice(rule: CompiledRule, slot: str) -> _Choice:
-    expr = rule.set_of(slot)
-    note = rule.templates.get("note")
-    if isinstance(expr, Const):
-        value = FrozenMapping(expr.value) if isinstance(expr.value, dict) else expr.value
-        return _Choice(rule, _CONST, value, expr, note)
-    if isinstance(expr, Ref):
-        return _Choice(rule, _REF, expr.slot, expr, note)
-    return _Choice(rule, _CALL, expr, expr, note)
-
-
-def _slot_program(table: CompiledTable, slot: str, setters: tuple[CompiledRule, ...]) -> _SlotProgram:
-    tree = dispatch.build([(_choice(rule, slot), rule.when) for rule in setters])
-    return _SlotProgram(slot, tree, table.slots[slot].default)
-
-
 class ProvenanceMap(Mapping[str, Provenance]):
     """Provenance of every slot, built only when someone looks (most resolutions never do)."""
 
@@ -304,7 +341,7 @@ class ProvenanceMap(Mapping[str, Provenance]):
         evaluator: Evaluator,
         values: Mapping[str, Any],
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
-        origins: Mapping[str, _Choice | None],
+        origins: Mapping[str, Choice | None],
     ) -> None:
         self._evaluator = evaluator
         self._values = values
@@ -331,8 +368,10 @@ class ProvenanceMap(Mapping[str, Provenance]):
         return found
 
     def __iter__(self) -> Iterator[str]:
-        yield from (s for s in self._values if s not in self._origins)
-        yield from self._origins
+        origins = self._origins
+        yield from (s for s in self._values if s not in origins)
+        yield from (s for s in self._evaluator._other_inputs if s in origins)
+        yield from (s for s in self._evaluator._decided if s in origins)
 
     def __len__(self) -> int:
         return len(self._values.keys() | self._origins.keys())
@@ -346,38 +385,26 @@ def _input_label(table: CompiledTable, slot: str) -> str:
     return slot.removeprefix("arg.")
 
 
-def _slot_check(
-    table: CompiledTable, name: str, setters: tuple[CompiledRule, ...]
-) -> tuple[str, tuple[type, ...] | None, frozenset[str] | None, bool] | None:
-    """What verifying a stage checks of one slot (type, domain, required); None: nothing to check.
+@functools.cache
+def _stage_base() -> type:
+    import attrs
 
-    A slot only ever set to constants that pass, whose default passes too, is proven at compile
-    time and skipped; so are variables and files (text or unset by construction).
-    """
-    if name in table.variables or name.startswith(("var.", "file.")):
-        return None
-    slot = table.slots[name]
-    members = table.domains[slot.domain] if slot.domain is not None else None
-    expected = _PYTHON_TYPES.get(slot.type)
-    if expected is None and members is None and not slot.required:
-        return None
-    exprs = [rule.set_of(name) for rule in setters]
-    constants = [e.value for e in exprs if isinstance(e, Const)]
-    if len(constants) == len(exprs):
-        candidates = [*constants, slot.default]
-        if all(_passes(v, expected, members, slot.required) for v in candidates):
-            return None
-    return name, expected, members, slot.required
+    @attrs.frozen(repr=False)
+    class StageValue:
+        """A stage's slots, in order, as ``(field, value)`` pairs; read as attributes."""
 
+        _pairs: tuple[tuple[str, Any], ...]
 
-def _passes(value: Any, expected: tuple[type, ...] | None, members: frozenset[str] | None, required: bool) -> bool:
-    if value is None:
-        return not required
-    if isinstance(value, dict):
-        value = FrozenMapping(value)
-    if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
-        return False
-    return members is None or not isinstance(value, str) or value in members
+        def __getattr__(self, name: str) -> Any:
+            for field, value in object.__getattribute__(self, "_pairs"):
+                if field == name:
+                    return value
+            raise AttributeError(f"{type(self).__name__!r} has no field {name!r}")
+
+        def __repr__(self) -> str:
+            return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self._pairs) + ")"
+
+    return StageValue
 
 
 def _class_name(stage: str) -> str:

@@ -94,6 +94,62 @@ def _type_of(value: Any) -> str:
     return type(value).__name__
 
 
+#: For each type name, the classes a value is an instance of, and those it must not be an instance
+#: of, for ``_type_of(value) == name`` (``_type_of`` tests them in that order).
+_TYPE_TESTS: dict[str, tuple[Any, tuple[type, ...]]] = {
+    "bool": (bool, ()),
+    "int": (int, (bool,)),
+    "str": (str, (int,)),
+    "tuple": (tuple, (int, str)),
+    "mapping": (Mapping, (int, str, tuple)),
+}
+
+
+def _type_predicate(slot: str, name: str, positive: bool) -> Predicate:
+    """``(_type_of(value) == name) == positive``, as one closure."""
+    if name == "none":
+        return (lambda v: v.get(slot) is None) if positive else (lambda v: v.get(slot) is not None)
+    kind, excluded = _TYPE_TESTS[name]
+    if not excluded:
+        if positive:
+            return lambda v: isinstance(v.get(slot), kind)
+        return lambda v: not isinstance(v.get(slot), kind)
+    if positive:
+        return lambda v: isinstance(x := v.get(slot), kind) and not isinstance(x, excluded)
+    return lambda v: not isinstance(x := v.get(slot), kind) or isinstance(x, excluded)
+
+
+def _membership(slot: str, members: frozenset[Any], inside: bool, *, none_tested: bool) -> Predicate:
+    """``x in members`` (``inside``) or not, where an unhashable value is in no set.
+
+    ``none_tested``: an unset value is compared like any other (``in = ["none", ...]``);
+    otherwise an unset value fails either way.
+    """
+    if inside:
+
+        def member(values: Values) -> bool:
+            x = values.get(slot)
+            if x is None and not none_tested:
+                return False
+            try:
+                return x in members
+            except TypeError:
+                return False
+
+        return member
+
+    def not_member(values: Values) -> bool:
+        x = values.get(slot)
+        if x is None:
+            return False
+        try:
+            return x not in members
+        except TypeError:
+            return True
+
+    return not_member
+
+
 def _hashable(value: Any) -> bool:
     try:
         hash(value)
@@ -287,9 +343,7 @@ class _Member(Operator):
             return by_ref
         if not any(_is_int(o) for o in operand):
             members = frozenset(operand)  # may hold None: `in = ["none", ...]` on a nullable slot
-            if inside:
-                return lambda v: _hashable(x := v.get(slot)) and x in members
-            return lambda v: (x := v.get(slot)) is not None and not (_hashable(x) and x in members)
+            return _membership(slot, members, inside, none_tested=True)
         return lambda v: (x := v.get(slot)) is not None and any(_same(x, o) for o in operand) == inside
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
@@ -351,8 +405,9 @@ class _IsSet(Operator):
         return operand
 
     def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
-        want = operand
-        return lambda v: (v.get(slot) is not None) == want
+        if operand:
+            return lambda v: v.get(slot) is not None
+        return lambda v: v.get(slot) is None
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         return Shape(is_set=operand)
@@ -375,8 +430,7 @@ class _IsType(Operator):
         return operand
 
     def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
-        positive = self.positive
-        return lambda v: (_type_of(v.get(slot)) == operand) == positive
+        return _type_predicate(slot, operand, self.positive)
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         types = frozenset([operand]) if self.positive else frozenset(TYPE_NAMES) - {operand}
@@ -401,8 +455,7 @@ class _InDomain(Operator):
         return operand
 
     def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
-        members, inside = domains[operand], self.inside
-        return lambda v: (x := v.get(slot)) is not None and (_hashable(x) and x in members) == inside
+        return _membership(slot, domains[operand], self.inside, none_tested=False)
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         if self.inside:

@@ -8,7 +8,6 @@ a :class:`~resolver.errors.RuleTableError` naming the file, the rule and, where 
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -263,6 +262,8 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
     Structural errors and those between files (a slot declared twice, an unknown stage or domain,
     a domain that includes itself) are raised here; the rules' meaning is checked at compile.
     """
+    import tomllib  # only when parsing: a table loaded from the disk cache needs neither
+
     from resolver.schema import SchemaProblem, structure_file  # cattrs: only when rule files are read
 
     table = TableData()
