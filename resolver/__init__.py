@@ -5,35 +5,64 @@
     >>> cfg.strategy, cfg.launcher, cfg.world_size
     ('ddp', 'subprocess', 2)
 
-Importing this package never imports torch.
+Importing this package never imports torch. The names below are imported on first use, so a
+process that only reads a resolved config (a rank a launcher started, via ``resolver.config``)
+does not load the rule engine, the rule file reader or their dependencies.
 """
 
-from resolver.api import builtin_rules_dir, load_rules, resolve
-from resolver.compiler import CompiledTable
-from resolver.config import FrozenMapping, Provenance, ResolvedConfig
-from resolver.environment import Environment
-from resolver.errors import ConflictError, ResolutionError, RuleTableError, Side
-from resolver.functions import register_function
-from resolver.probing import register_probe
-from resolver.reporter import RecordingReporter, Reporter
+from __future__ import annotations
 
-__all__ = [
-    "CompiledTable",
-    "ConflictError",
-    "Environment",
-    "FrozenMapping",
-    "Provenance",
-    "RecordingReporter",
-    "Reporter",
-    "ResolutionError",
-    "ResolvedConfig",
-    "RuleTableError",
-    "Side",
-    "builtin_rules_dir",
-    "load_rules",
-    "register_function",
-    "register_probe",
-    "resolve",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from resolver.api import builtin_rules_dir, load_rules, resolve
+    from resolver.compiler import CompiledTable
+    from resolver.config import FrozenMapping, Provenance, ResolvedConfig
+    from resolver.environment import Environment
+    from resolver.errors import ConflictError, ResolutionError, RuleTableError, Side
+    from resolver.functions import register_function
+    from resolver.probing import register_probe
+    from resolver.reporter import RecordingReporter, Reporter
+
+#: Where each public name lives.
+_HOMES = {
+    "builtin_rules_dir": "resolver.api",
+    "load_rules": "resolver.api",
+    "resolve": "resolver.api",
+    "CompiledTable": "resolver.compiler",
+    "FrozenMapping": "resolver.config",
+    "Provenance": "resolver.config",
+    "ResolvedConfig": "resolver.config",
+    "Environment": "resolver.environment",
+    "ConflictError": "resolver.errors",
+    "ResolutionError": "resolver.errors",
+    "RuleTableError": "resolver.errors",
+    "Side": "resolver.errors",
+    "register_function": "resolver.functions",
+    "register_probe": "resolver.probing",
+    "RecordingReporter": "resolver.reporter",
+    "Reporter": "resolver.reporter",
+}
+
+__all__ = sorted(_HOMES)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is not None:
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value
+        return value
+    try:  # resolver.api, resolver.golden, ...: submodules, as after an eager import
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

@@ -169,6 +169,8 @@ class ResolvedConfig:
     global_rank: int
     local_rank: int
     node_rank: int
+    #: Intra-op CPU threads each local rank runs torch with (``OMP_NUM_THREADS``); ``None``: torch's default.
+    threads_per_rank: int | None = None
     #: Rank 0's machine and rendezvous port (``MASTER_ADDR``/``MASTER_PORT``); ``main_port`` is
     #: None when the runtime picks a free port at launch (one machine), and both are None where the
     #: cluster's own runtime connects the processes (XLA).

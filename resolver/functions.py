@@ -227,6 +227,15 @@ def floor_divide(a: Any, b: Any) -> int:
     return to_int(a) // divisor
 
 
+@register_function("share")
+def share(total: int, parts: int) -> int:
+    """An even share of ``total`` among ``parts``, rounded down, at least 1 (``share(8, 3) == 2``)."""
+    divisor = to_int(parts)
+    if divisor <= 0:
+        raise InvalidInput(f"cannot share among {parts!r}", "share among a positive count")
+    return max(1, to_int(total) // divisor)
+
+
 @register_function("local_rank_in_world")
 def local_rank_in_world(node_rank: Any, num_devices: Any, local_rank: Any) -> int:
     """Global rank of a process: ``node_rank * num_devices + local_rank``."""

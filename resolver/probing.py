@@ -149,6 +149,18 @@ def fork_available() -> bool:
     return hasattr(os, "fork")
 
 
+def cpu_count() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        try:
+            return len(os.sched_getaffinity(0))
+        except OSError:
+            pass
+    return os.cpu_count() or 0
+
+
 def hostname() -> str:
     import socket
 
@@ -166,6 +178,7 @@ def _register_builtin() -> None:
         ("interactive", False, lambda environ: is_interactive(), "a notebook or interactive interpreter"),
         ("fork_available", True, lambda environ: fork_available(), "the fork start method exists"),
         ("hostname", "localhost", lambda environ: hostname(), "this machine's host name"),
+        ("cpu_count", 0, lambda environ: cpu_count(), "CPU cores this process may use (0: not known)"),
     ]
     for name, default, read, doc in facts:
         register_probe(name, default=default, doc=doc)(read)

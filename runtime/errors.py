@@ -118,7 +118,9 @@ class LaunchTimeoutError(TimeoutError):
     def _hint(self) -> str:
         return (
             "  hint: a rank waiting in a collective for a peer that never arrives hangs; "
-            "raise `timeout` if the work is just slow"
+            "raise `timeout` if the work is just slow; if ranks may have passed different arguments to a "
+            "collective (the stacks show where each waits), run with RUNTIME_CHECK_COLLECTIVES=every to "
+            "compare every call across ranks (by default each distinct call is compared once)"
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import socket
 
-__all__ = ["find_free_port", "port_is_free"]
+__all__ = ["check_rendezvous_port", "find_free_port", "port_is_free"]
 
 
 def find_free_port() -> int:
@@ -26,3 +26,16 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def check_rendezvous_port(address: str, port: int, source: str, node_rank: int) -> None:
+    """Raise :class:`~runtime.errors.PortInUseError` when node 0 cannot host the rendezvous on ``port``.
+
+    A busy port is an error rather than a silent switch to another port: the other nodes (and
+    anyone who set ``MASTER_PORT`` on purpose) expect this exact one. ``source`` says where the
+    port came from, for the message.
+    """
+    from runtime.errors import PortInUseError
+
+    if node_rank == 0 and not port_is_free(port):
+        raise PortInUseError(address, port, source)

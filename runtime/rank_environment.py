@@ -10,16 +10,20 @@ sees the variables torchrun would set (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK`
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import attrs
 
-from resolver.config import ResolvedConfig
+from resolver.config import Provenance, ResolvedConfig
 from resolver.functions import local_rank_in_world
 
 __all__ = [
     "CONFIG_VARIABLE",
+    "DOORBELL_VARIABLE",
+    "LAUNCH_FLAGS_VARIABLE",
     "DEFAULT_RENDEZVOUS_TIMEOUT",
     "PARENT_PID_VARIABLE",
     "RENDEZVOUS_TIMEOUT_VARIABLE",
@@ -27,7 +31,9 @@ __all__ = [
     "environ_patch",
     "launched_config",
     "rank_config",
+    "rank_threads",
     "rank_variables",
+    "threads_applied",
     "rendezvous_timeout",
 ]
 
@@ -37,6 +43,10 @@ CONFIG_VARIABLE = "RESOLVER_CONFIG"
 REPORT_DIR_VARIABLE = "RUNTIME_REPORT_DIR"
 #: The launcher's pid: a rank whose launcher is gone stops instead of running orphaned.
 PARENT_PID_VARIABLE = "RUNTIME_LAUNCHER_PID"
+#: The flags of the ``runtime.launch()`` call that started a run (its workers compare theirs to it).
+LAUNCH_FLAGS_VARIABLE = "RUNTIME_LAUNCH_FLAGS"
+#: A pipe's write end a rank rings (one byte) after each report, so its launcher wakes at once.
+DOORBELL_VARIABLE = "RUNTIME_DOORBELL_FD"
 #: Seconds every rank has to reach the rendezvous (join the process group) before the launch fails.
 RENDEZVOUS_TIMEOUT_VARIABLE = "RUNTIME_RENDEZVOUS_TIMEOUT"
 #: The rendezvous timeout when the variable is not set.
@@ -88,10 +98,60 @@ def rank_variables(
         # the rank's config carries the rendezvous it was given (a port picked at launch included)
         CONFIG_VARIABLE: attrs.evolve(config, main_address=main_address, main_port=main_port).to_json(),
     }
+    threads = rank_threads(config)
+    if threads is not None:
+        # Read by torch (and OpenMP/MKL) when a fresh interpreter starts; forked ranks and the
+        # caller acting as rank 0 get torch.set_num_threads instead (threads_applied).
+        variables["OMP_NUM_THREADS"] = str(threads)
     if report_dir is not None:
         variables[REPORT_DIR_VARIABLE] = report_dir
         variables[PARENT_PID_VARIABLE] = str(os.getpid())
     return variables
+
+
+def rank_threads(config: ResolvedConfig) -> int | None:
+    """The intra-op thread count of each local rank: the ``num_threads`` strategy option, else
+    the resolved ``threads_per_rank`` (``None``: leave torch's default)."""
+    option = config.strategy_options.get("num_threads")
+    if isinstance(option, int) and not isinstance(option, bool) and option >= 1:
+        return option
+    return config.threads_per_rank
+
+
+@contextlib.contextmanager
+def threads_applied(config: ResolvedConfig) -> Iterator[None]:
+    """Run the block with this rank's intra-op thread count (:func:`rank_threads`), restored after.
+
+    Restoring matters where the launching process itself acts as rank 0 (the subprocess launcher).
+    """
+    threads = rank_threads(config)
+    if threads is None:
+        yield
+        return
+    import torch  # a rank has imported it already
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _config_from_data(data: Mapping[str, Any]) -> ResolvedConfig:
+    """A config from :meth:`ResolvedConfig.to_dict` data, without cattrs (ranks do not import it)."""
+    fields = dict(data)
+    provenance = {
+        name: Provenance(
+            kind=item["kind"],
+            source=item.get("source"),
+            rule=item.get("rule"),
+            why=item.get("why"),
+            inputs=tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in item.get("inputs", ())),
+        )
+        for name, item in (fields.pop("provenance", None) or {}).items()
+    }
+    return ResolvedConfig(**fields, provenance=provenance)
 
 
 def launched_config(environ: Mapping[str, str] | None = None) -> ResolvedConfig | None:
@@ -100,8 +160,11 @@ def launched_config(environ: Mapping[str, str] | None = None) -> ResolvedConfig 
     if not text:
         return None
     try:
-        return ResolvedConfig.from_json(text)
-    except Exception as exc:  # cattrs/json raise several types; all mean the same to the user
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+        return _config_from_data(data)
+    except Exception as exc:  # json, attrs and the fields raise several types; all mean the same here
         raise ValueError(
             f"{CONFIG_VARIABLE} is set but does not hold a resolved config ({exc}); "
             "it is set by runtime launchers for their workers: unset it in your shell"

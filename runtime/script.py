@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from resolver.config import ResolvedConfig
-from runtime.errors import LaunchTimeoutError, PortInUseError
-from runtime.launchers.reports import RankReports
-from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
-from runtime.ports import port_is_free
+from runtime.errors import LaunchTimeoutError
+from runtime.launchers.rank_group import rank_group
+from runtime.ports import check_rendezvous_port
 from runtime.rank_environment import rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
@@ -57,24 +55,17 @@ def run_script(
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     address, port = cluster.main_address, cluster.main_port
     started_by_cluster = config.launcher is None
-    if not started_by_cluster and config.node_rank == 0 and not port_is_free(port):
-        raise PortInUseError(address, port, cluster.main_port_source)
+    if not started_by_cluster:
+        check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
     command = [sys.executable, _SCRIPT_RANK, script, *args]
-    with RankReports.temporary() as reports:
-        processes: dict[int, RankProcess] = {}
+    with rank_group() as group:
+        for rank in ranks:
+            group.popen(rank.global_rank, command, {**os.environ, **rank_variables(rank, address, port, group.reports.directory)})
         try:
-            for rank in ranks:
-                env = {**os.environ, **rank_variables(rank, address, port, reports.directory)}
-                processes[rank.global_rank] = PopenRank(subprocess.Popen(command, env=env))
-            supervisor = Supervisor(processes, reports, timeout)
-            try:
-                outcome = supervisor.watch()
-            except KeyboardInterrupt:
-                stop_processes(processes)
-                return 130
-        finally:
-            stop_processes(processes)
+            outcome = group.supervisor(timeout).watch()
+        except KeyboardInterrupt:
+            return 130  # the group stops and reaps every rank on the way out
     problem = outcome.problem(timeout)
     if problem is None:
         return 0

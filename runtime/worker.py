@@ -9,7 +9,7 @@ from runtime.build import build
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF
 from runtime.launchers.reports import RankReports
-from runtime.rank_environment import CONFIG_VARIABLE, launched_config
+from runtime.rank_environment import CONFIG_VARIABLE, launched_config, threads_applied
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig
@@ -74,7 +74,8 @@ def run_worker(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         # is about to join (strategy.run selects it again, which is harmless).
         strategy.accelerator.set_device(strategy.root_device)
         reports.mark_joined(config.global_rank)
-    return strategy.run(fn, *args, **kwargs)
+    with threads_applied(strategy.config):
+        return strategy.run(fn, *args, **kwargs)
 
 
 setattr(run_worker, MARKS_JOINED_ITSELF, True)

@@ -9,8 +9,11 @@ contract test suite (``tests/contract/collective_cases.py``) states what each op
 
 from __future__ import annotations
 
+import functools
+import os
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -20,7 +23,7 @@ import torch
 from runtime.collectives.checks import REDUCE_OPS, Call, Signature, reduce_op_problem, root_problem, verdict
 from runtime.collectives.errors import CollectiveMisuseError, CollectiveNotSupportedError
 
-__all__ = ["OPERATIONS", "REDUCE_OPS", "Collective", "CollectiveGroup", "ReduceOp"]
+__all__ = ["CHECK_VARIABLE", "OPERATIONS", "REDUCE_OPS", "Collective", "CollectiveGroup", "ReduceOp", "check_every_call"]
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
 
@@ -63,7 +66,11 @@ class Collective(ABC):
     Before running, ranks compare their arguments (one small all-gather) so that tensors of
     different shapes or dtypes, or disagreeing roots or ops, raise a
     :class:`~runtime.collectives.errors.CollectiveMisuseError` on every rank instead of hanging
-    the engine. ``check_across_ranks = False`` skips that exchange (misuse is then undefined).
+    the engine. By default each distinct call (operation, group, op, root and tensor shapes and
+    dtypes) is compared the first time this rank makes it, then trusted: a training loop pays
+    for the comparison once. ``RUNTIME_CHECK_COLLECTIVES=every`` compares every call;
+    ``check_across_ranks = False`` skips the exchange (misuse is then undefined). An operation
+    that fails after its comparison was skipped carries a note saying how to compare every call.
 
     An engine that lacks an operation lists it in :attr:`unsupported_operations` with the reason;
     calling it raises :class:`~runtime.collectives.errors.CollectiveNotSupportedError`.
@@ -78,6 +85,9 @@ class Collective(ABC):
         self._rank = 0
         self._world_size = 1
         self.check_across_ranks = True
+        #: Compare every call (``RUNTIME_CHECK_COLLECTIVES=every``), not only each new one.
+        self.check_every_call = check_every_call()
+        self._agreed: set[tuple[Any, ...]] = set()
 
     @property
     def rank(self) -> int:
@@ -399,17 +409,68 @@ class Collective(ABC):
             raise call.problem
         if not self.check_across_ranks:
             return
+        key = None
         if group.size == 1:
             calls = [(False, call)]
         else:
+            if call.problem is None and not self.check_every_call:
+                key = (operation, group.ranks, pairing, call.key())
+                if key in self._agreed:
+                    _SKIPPED.checked = False  # trusted: the same call agreed before
+                    return
+            _SKIPPED.checked = True
             mine = call.encode(self._device())
             vectors = self._all_gather(mine, group)
             if call.problem is None and pairing == "same" and all(torch.equal(v, mine) for v in vectors):
+                if key is not None:
+                    if len(self._agreed) >= _MAX_AGREED:
+                        self._agreed.clear()
+                    self._agreed.add(key)
                 return  # the common case: every rank passed the same description, without complaint
             calls = [Call.decode(v) for v in vectors]
         error = verdict(operation, group.ranks, calls, call, pairing=pairing)
         if error is not None:
             raise error
+
+
+#: How many distinct calls a collective remembers as agreed (then it starts over).
+_MAX_AGREED = 4096
+#: Where a rank's last operation skipped the comparison (per thread), for the note on its failure.
+_SKIPPED = threading.local()
+#: Names the comparison of every call (otherwise each distinct call is compared once).
+CHECK_VARIABLE = "RUNTIME_CHECK_COLLECTIVES"
+
+
+def check_every_call() -> bool:
+    """Whether ``RUNTIME_CHECK_COLLECTIVES=every`` asks to compare every call across ranks."""
+    return os.environ.get(CHECK_VARIABLE, "").strip().lower() == "every"
+
+
+def _noted(method: Callable[..., T]) -> Callable[..., T]:
+    """``method``, whose failure after a skipped comparison says how to compare every call."""
+
+    @functools.wraps(method)
+    def run(self: Collective, *args: Any, **kwargs: Any) -> T:
+        _SKIPPED.checked = True
+        try:
+            return method(self, *args, **kwargs)
+        except CollectiveMisuseError:
+            raise
+        except Exception as exc:
+            if not getattr(_SKIPPED, "checked", True):
+                exc.add_note(
+                    f"note: this {method.__name__} was not compared across ranks first (each distinct call is "
+                    f"compared once, then trusted); if ranks passed different arguments, run with "
+                    f"{CHECK_VARIABLE}=every to compare every call and get a CollectiveMisuseError instead"
+                )
+            raise
+
+    return run
+
+
+for _name in ("broadcast", "all_reduce", "reduce", "all_gather", "gather", "scatter", "reduce_scatter",
+              "all_to_all", "send", "recv", "barrier", "broadcast_object", "all_gather_object"):  # fmt: skip
+    setattr(Collective, _name, _noted(getattr(Collective, _name)))
 
 
 def _int(value: object) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import torch
@@ -95,6 +96,10 @@ class Call:
     count: int = -1
     signatures: tuple[Signature, ...] = ()
     problem: CollectiveMisuseError | None = attrs.field(default=None, eq=False)
+
+    def key(self) -> tuple[Any, ...]:
+        """What identifies this call among the calls a rank made (hashable, cheap)."""
+        return (self.op, self.root, self.count, tuple(s.encode() for s in self.signatures))
 
     def encode(self, device: torch.device) -> torch.Tensor:
         values = [int(self.problem is not None), self.op, self.root, self.count]

@@ -18,10 +18,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from runtime.errors import PortInUseError
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
 from runtime.launchers.reports import RankReports
-from runtime.ports import port_is_free
+from runtime.ports import check_rendezvous_port
 from runtime.rank_environment import launched_config
 
 if TYPE_CHECKING:
@@ -82,6 +81,5 @@ class Launcher(ABC):
         """
         address = self.cluster_environment.main_address
         port = self.cluster_environment.main_port
-        if self.config.node_rank == 0 and not port_is_free(port):
-            raise PortInUseError(address, port, self.cluster_environment.main_port_source)
+        check_rendezvous_port(address, port, self.cluster_environment.main_port_source, self.config.node_rank)
         return address, port

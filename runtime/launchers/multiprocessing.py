@@ -19,9 +19,10 @@ import torch.multiprocessing
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.launched_rank import run_launched_rank
+from runtime.launchers.rank_group import rank_group
 from runtime.launchers.reports import RankReports
-from runtime.launchers.supervision import MultiprocessingRank, RankProcess, Supervisor, stop_processes
-from runtime.rank_environment import rank_config, rank_variables, rendezvous_timeout
+from runtime.launchers.supervision import MultiprocessingRank
+from runtime.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime.registry import register_launcher
 
 __all__ = ["ForkLauncher", "MultiprocessingLauncher", "SpawnLauncher"]
@@ -66,28 +67,24 @@ class MultiprocessingLauncher(Launcher):
         address, port = self.rendezvous()
         context: Any = torch.multiprocessing.get_context(self.start_method)
         first_rank = rank_config(self.config, 0).global_rank
-        with RankReports.temporary() as reports:
-            processes: dict[int, RankProcess] = {}
-            try:
-                for local_rank in range(self.config.num_devices):
-                    config = rank_config(self.config, local_rank)
-                    variables = rank_variables(config, address, port, reports.directory)
-                    process = context.Process(
-                        target=_rank_process_main,
-                        args=(variables, fn, args, kwargs),
-                        name=f"rank-{config.global_rank}",
-                        daemon=False,  # ranks may start DataLoader workers
-                    )
-                    self._start(process, fn)
-                    processes[config.global_rank] = MultiprocessingRank(process)
-                supervisor = Supervisor(processes, reports, self.timeout, rendezvous_timeout=rendezvous_timeout())
-                outcome = supervisor.watch()
-            finally:
-                stop_processes(processes)
+        with rank_group() as group:
+            for local_rank in range(self.config.num_devices):
+                config = rank_config(self.config, local_rank)
+                # These ranks wake their launcher by exiting; a doorbell of an outer launch is not theirs.
+                variables = {**rank_variables(config, address, port, group.reports.directory), DOORBELL_VARIABLE: ""}
+                process = context.Process(
+                    target=_rank_process_main,
+                    args=(variables, fn, args, kwargs),
+                    name=f"rank-{config.global_rank}",
+                    daemon=False,  # ranks may start DataLoader workers
+                )
+                self._start(process, fn)
+                group.add(config.global_rank, MultiprocessingRank(process))
+            outcome = group.supervisor(self.timeout, rendezvous_timeout=rendezvous_timeout()).watch()
             problem = outcome.problem(self.timeout)
             if problem is not None:
                 raise problem
-            return reports.read_result(first_rank)  # type: ignore[no-any-return]
+            return group.reports.read_result(first_rank)  # type: ignore[no-any-return]
 
     def check_start_method(self) -> None:
         """Refuse to start ranks in a way that cannot work here (hook for subclasses)."""

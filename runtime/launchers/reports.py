@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import signal
+import stat
 import traceback
 from collections.abc import Iterator
 from typing import IO, Any
@@ -23,7 +24,7 @@ import attrs
 
 from runtime.errors import failure_time
 from runtime.launchers.cleanup import report_folder
-from runtime.rank_environment import REPORT_DIR_VARIABLE
+from runtime.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
 
 __all__ = ["ErrorReport", "RankReports", "STACK_SIGNAL", "describe_exception", "is_communication_error"]
 
@@ -153,6 +154,7 @@ class RankReports:
         with open(partial, "wb") as handle:
             handle.write(payload)
         os.replace(partial, path)
+        _ring_launcher()
 
     # -- the launcher's side ------------------------------------------------------------------
 
@@ -193,3 +195,17 @@ class RankReports:
                 return handle.read()
         except OSError:
             return ""
+
+
+def _ring_launcher() -> None:
+    """Wake this rank's launcher (see ``DOORBELL_VARIABLE``): a report was just written."""
+    fd, _, inode = os.environ.get(DOORBELL_VARIABLE, "").partition(":")
+    if not (fd.isascii() and fd.isdigit() and inode.isascii() and inode.isdigit()):
+        return
+    try:
+        # Only the pipe it names: an inherited variable may name a descriptor that is now something else.
+        found = os.fstat(int(fd))
+        if stat.S_ISFIFO(found.st_mode) and found.st_ino == int(inode):
+            os.write(int(fd), b"!")
+    except OSError:
+        pass  # the launcher's pipe is full (it wakes anyway) or gone

@@ -10,24 +10,22 @@ before the launch call happens once per rank.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.errors import RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
+from runtime.launchers.rank_group import rank_group
 from runtime.launchers.reports import RankReports
-from runtime.launchers.supervision import Failure, PopenRank, RankProcess, Supervisor, stop_processes
+from runtime.launchers.supervision import Failure, RankProcess, Supervisor
 from runtime.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime.registry import register_launcher
 
 __all__ = ["SubprocessScriptLauncher", "script_command"]
 
 R = TypeVar("R")
-_JOIN_POLL = 0.02
 
 
 def script_command() -> list[str]:
@@ -50,48 +48,57 @@ def script_command() -> list[str]:
 
 @register_launcher("subprocess")
 class SubprocessScriptLauncher(Launcher):
-    """This process is local rank 0; the script is re-run for local ranks 1..n-1."""
+    """This process is local rank 0; the script is re-run for local ranks 1..n-1.
+
+    ``launch`` returns as soon as every rank's work has returned (each rank reports it): the
+    re-run interpreters finish exiting in the background (see :meth:`RankGroup.release`).
+    """
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         command = script_command() if self.config.num_devices > 1 else []
         joining_timeout = rendezvous_timeout()
         address, port = self.rendezvous()
         own = rank_config(self.config, 0)
-        with RankReports.temporary() as reports:
-            processes: dict[int, RankProcess] = {}
+        with rank_group() as group:
+            reports = group.reports
+            for local_rank in range(1, self.config.num_devices):
+                config = rank_config(self.config, local_rank)
+                group.popen(config.global_rank, command, {**os.environ, **rank_variables(config, address, port, reports.directory)})
+            processes = dict(group.processes)
+            supervisor = group.supervisor(self.timeout, rendezvous_timeout=joining_timeout)
+            watcher = threading.Thread(target=supervisor.watch, name="rank-supervisor", daemon=True)
+            watcher.start()
             try:
-                for local_rank in range(1, self.config.num_devices):
-                    config = rank_config(self.config, local_rank)
-                    env = {**os.environ, **rank_variables(config, address, port, reports.directory)}
-                    processes[config.global_rank] = PopenRank(subprocess.Popen(command, env=env))
-                supervisor = Supervisor(processes, reports, self.timeout, rendezvous_timeout=joining_timeout)
-                watcher = threading.Thread(target=supervisor.watch, name="rank-supervisor", daemon=True)
-                watcher.start()
-                try:
-                    self._wait_for_peers(processes, reports, supervisor)
-                    with environ_patch(rank_variables(own, address, port)):
-                        result = fn(*args, **kwargs)
-                except _PeersFailed:
-                    supervisor.stop()
-                    watcher.join()
-                    problem = supervisor.outcome.problem(self.timeout)
-                    assert problem is not None
-                    raise problem from None
-                except BaseException as exc:
-                    if isinstance(exc, Exception):
-                        supervisor.add_failure(Failure.from_exception(own.global_rank, exc))
-                    supervisor.stop()
-                    watcher.join()
-                    if not isinstance(exc, Exception):
-                        raise  # KeyboardInterrupt, SystemExit: the other ranks are stopped; let it go
-                    problem = supervisor.outcome.problem(self.timeout)
-                    assert problem is not None  # this rank's failure is in the outcome
-                    own_fault = isinstance(problem, RankFailedError) and problem.rank == own.global_rank
-                    # This rank's error is only shown when it is the cause, not a peer's echo.
-                    raise problem from (exc if own_fault else None)
+                self._wait_for_peers(processes, reports, supervisor)
+                with environ_patch(rank_variables(own, address, port)):
+                    result = fn(*args, **kwargs)
+                # Return once every worker's work returned too (or one failed), not when its
+                # interpreter has finished exiting.
+                supervisor.wait_for(lambda: _peers_done(processes, reports, supervisor))
+            except _PeersFailed:
+                supervisor.stop()
                 watcher.join()
-            finally:
-                stop_processes(processes)
+                problem = supervisor.outcome.problem(self.timeout)
+                assert problem is not None
+                raise problem from None
+            except BaseException as exc:
+                if isinstance(exc, Exception):
+                    supervisor.add_failure(Failure.from_exception(own.global_rank, exc))
+                supervisor.stop()
+                watcher.join()
+                if not isinstance(exc, Exception):
+                    raise  # KeyboardInterrupt, SystemExit: the other ranks are stopped; let it go
+                problem = supervisor.outcome.problem(self.timeout)
+                assert problem is not None  # this rank's failure is in the outcome
+                own_fault = isinstance(problem, RankFailedError) and problem.rank == own.global_rank
+                # This rank's error is only shown when it is the cause, not a peer's echo.
+                raise problem from (exc if own_fault else None)
+            if _failed(supervisor):
+                watcher.join()  # the supervisor stops the others and settles the blame
+            else:
+                supervisor.detach()
+                watcher.join()
+                group.release(supervisor.time_left())
         problem = supervisor.outcome.problem(self.timeout)
         if problem is not None:
             raise problem
@@ -102,23 +109,35 @@ class SubprocessScriptLauncher(Launcher):
 
         This rank is the caller's own process, so once it waits inside torch's rendezvous nothing
         can interrupt it; a worker that fails, exits or hangs before joining is caught here
-        instead (the supervisor applies the launch and rendezvous timeouts).
+        instead (the supervisor applies the launch and rendezvous timeouts). No polling: the
+        supervisor wakes this thread whenever a worker reports or exits.
         """
-        waiting = set(processes)
-        while waiting:
-            waiting = {rank for rank in waiting if not reports.has_joined(rank)}
-            outcome = supervisor.outcome
-            if outcome.failures or outcome.timed_out_at is not None:
-                raise _PeersFailed
-            for rank in sorted(waiting):
-                if processes[rank].poll() == 0:
-                    raise RuntimeConfigError(
-                        f"rank {rank} exited before reaching this launch() call: the script it re-ran "
-                        "ended (or branched) before launch()\n"
-                        "  hint: make sure every process reaches the same launch() call"
-                    )
-            if waiting:
-                time.sleep(_JOIN_POLL)
+
+        def settled() -> bool:
+            return _failed(supervisor) or all(reports.has_joined(r) or processes[r].poll() is not None for r in processes)
+
+        supervisor.wait_for(settled)
+        if _failed(supervisor):
+            raise _PeersFailed
+        absent = sorted(r for r in processes if not reports.has_joined(r))
+        for rank in absent:
+            if processes[rank].poll() == 0:
+                raise RuntimeConfigError(
+                    f"rank {rank} exited before reaching this launch() call: the script it re-ran "
+                    "ended (or branched) before launch()\n"
+                    "  hint: make sure every process reaches the same launch() call"
+                )
+        if absent:
+            raise _PeersFailed  # it exited with an error: the supervisor has recorded why
+
+
+def _failed(supervisor: Supervisor) -> bool:
+    outcome = supervisor.outcome
+    return bool(outcome.failures) or outcome.timed_out_at is not None
+
+
+def _peers_done(processes: dict[int, RankProcess], reports: RankReports, supervisor: Supervisor) -> bool:
+    return _failed(supervisor) or all(reports.has_finished(r) or processes[r].poll() is not None for r in processes)
 
 
 class _PeersFailed(Exception):

@@ -1,6 +1,9 @@
 """Watching rank processes: first failure wins, the rest are stopped, nothing is left behind.
 
-A :class:`Supervisor` polls the processes of one launch. When one exits with an error it stops
+A :class:`Supervisor` waits on the processes of one launch without polling: it sleeps until a
+process exits (its sentinel: a ``pidfd`` for a ``Popen``), a rank rings the launch's doorbell
+(it wrote a report: joined, finished, error), :meth:`Supervisor.stop` is called, or a deadline
+comes. When one exits with an error it stops
 the others (``SIGTERM``, then ``SIGKILL`` after a grace period) and reaps every one; at the
 launch deadline, or at the rendezvous deadline for ranks that never reached the rendezvous, it
 asks the ranks still running for their Python stacks, then stops them.
@@ -20,18 +23,16 @@ The :class:`Outcome` blames the cause, not its echoes:
 
 from __future__ import annotations
 
-import multiprocessing.process
+import multiprocessing.connection
 import os
-import signal
-import subprocess
 import threading
 import time
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Callable, Mapping
 
 import attrs
 
 from runtime.errors import LaunchTimeoutError, RankFailedError, RendezvousTimeoutError, failure_time
+from runtime.launchers.rank_processes import GRACE, MultiprocessingRank, PopenRank, RankProcess, stop_processes
 from runtime.launchers.reports import STACK_SIGNAL, RankReports, describe_exception, is_communication_error
 
 __all__ = [
@@ -44,92 +45,12 @@ __all__ = [
     "stop_processes",
 ]
 
+#: Only where a process offers no sentinel (no pidfd: Linux before 5.3, other systems).
 _POLL_INTERVAL = 0.05
-_GRACE = 3.0
+_GRACE = GRACE
 _STACK_WAIT = 1.0
 _SETTLE = 1.0
 _EXITING_GRACE = 10.0
-
-
-class RankProcess(Protocol):
-    """A process running one rank."""
-
-    @property
-    def pid(self) -> int: ...
-
-    def poll(self) -> int | None:
-        """The exit code (negative: killed by that signal) once exited, else ``None``."""
-
-    def wait(self, timeout: float) -> int | None:
-        """Wait up to ``timeout`` seconds; the exit code, or ``None`` if still running."""
-
-    def send_signal(self, signum: int) -> None: ...
-
-
-class MultiprocessingRank:
-    """A :class:`multiprocessing.Process` as a :class:`RankProcess`."""
-
-    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
-        self.process = process
-
-    @property
-    def pid(self) -> int:
-        assert self.process.pid is not None
-        return self.process.pid
-
-    def poll(self) -> int | None:
-        return self.process.exitcode
-
-    def wait(self, timeout: float) -> int | None:
-        self.process.join(timeout)
-        return self.process.exitcode
-
-    def send_signal(self, signum: int) -> None:
-        if self.process.exitcode is None:
-            try:
-                os.kill(self.pid, signum)
-            except ProcessLookupError:
-                pass
-
-
-class PopenRank:
-    """A :class:`subprocess.Popen` as a :class:`RankProcess`."""
-
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        self.popen = popen
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def poll(self) -> int | None:
-        return self.popen.poll()
-
-    def wait(self, timeout: float) -> int | None:
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def send_signal(self, signum: int) -> None:
-        if self.popen.poll() is None:
-            try:
-                self.popen.send_signal(signum)
-            except ProcessLookupError:
-                pass
-
-
-def stop_processes(processes: Mapping[int, RankProcess], grace: float = _GRACE) -> None:
-    """Terminate, then kill after ``grace`` seconds, every process still running; reap them all."""
-    alive = [p for p in processes.values() if p.poll() is None]
-    for process in alive:
-        process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for process in alive:
-        if process.wait(max(0.0, deadline - time.monotonic())) is None:
-            process.send_signal(signal.SIGKILL)
-    for process in alive:
-        process.wait(grace)
 
 
 @attrs.frozen
@@ -214,6 +135,7 @@ class Supervisor:
         *,
         rendezvous_timeout: float | None = None,
         grace: float = _GRACE,
+        doorbell: int | None = None,
     ) -> None:
         self.processes = dict(processes)
         self.reports = reports
@@ -227,24 +149,71 @@ class Supervisor:
         self._joined: set[int] = set()
         self._last_alive: dict[int, float] = {rank: time.time() for rank in self.processes}
         self._stop_requested = threading.Event()
+        self._detached = False
         self._stopped: set[int] = set()
+        # The doorbell: ranks (and stop()/detach()) write a byte to wake watch() at once.
+        self._doorbell = doorbell
+        self._bell_read, self._bell_write = os.pipe()
+        os.set_blocking(self._bell_write, False)
+        self._changed = threading.Condition()
+        self._watching = True
 
     def add_failure(self, failure: Failure) -> None:
         """Record the failure of a rank that is not one of the watched processes."""
         self.outcome.failures.append(failure)
+        self._ring()
 
     def stop(self) -> None:
         """Ask :meth:`watch` to stop every process still running."""
         self._stop_requested.set()
+        self._ring()
+
+    def detach(self) -> None:
+        """Make :meth:`watch` return at once, leaving the processes running (they finished their work)."""
+        self._detached = True
+        self._ring()
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Block the calling thread until ``condition()`` holds, re-checked whenever :meth:`watch`
+        wakes (a process exited, a rank reported, a deadline passed) and once it has returned."""
+        with self._changed:
+            return self._changed.wait_for(lambda: condition() or not self._watching, timeout) and condition()
+
+    def time_left(self) -> float | None:
+        """Seconds until the launch timeout (``None``: no timeout)."""
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def _ring(self) -> None:
+        try:
+            os.write(self._bell_write, b"!")
+        except (BlockingIOError, OSError):
+            pass  # full (it will be read) or closed (watch() returned)
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def watch(self) -> Outcome:
+        try:
+            self._watch()
+        finally:
+            with self._changed:
+                self._watching = False
+                self._changed.notify_all()
+            os.close(self._bell_read)
+            os.close(self._bell_write)
+        return self.outcome
+
+    def _watch(self) -> None:
         running = dict(self.processes)
         settle_until: float | None = None
-        while running:
+        while running and not self._detached:
             self._collect_exits(running)
+            self._notify()
             if not running:
                 break
             now = time.monotonic()
+            wait: float | None = None
             if self.outcome.failures or self._stop_requested.is_set():
                 # A rank that fails makes its peers fail a moment later; give the first one time
                 # to write its report (and exit) before the rest are stopped.
@@ -253,6 +222,7 @@ class Supervisor:
                     self._name_stuck_ranks(running)
                     self._stop(running)
                     continue
+                wait = settle_until - now
             elif self._deadline is not None and now >= self._deadline:
                 self._time_out(running, tuple(sorted(running)))
                 continue
@@ -263,8 +233,29 @@ class Supervisor:
                     self._time_out(running, absent)
                     continue
                 self._rendezvous_deadline = None
-            self._stop_requested.wait(_POLL_INTERVAL)
-        return self.outcome
+                continue
+            else:
+                deadlines = [d - now for d in (self._deadline, self._rendezvous_deadline) if d is not None]
+                wait = min(deadlines) if deadlines else None
+            self._wait_for_event(running, wait)
+
+    def _wait_for_event(self, running: Mapping[int, RankProcess], wait: float | None) -> None:
+        """Sleep until a process exits, a bell rings, or ``wait`` seconds pass (no polling)."""
+        sentinels = [process.sentinel() for process in running.values()]
+        if any(sentinel is None for sentinel in sentinels):
+            wait = _POLL_INTERVAL if wait is None else min(wait, _POLL_INTERVAL)
+        bells = [self._bell_read] + ([self._doorbell] if self._doorbell is not None else [])
+        ready = multiprocessing.connection.wait([s for s in sentinels if s is not None] + bells, wait)
+        # Every process that has not exited was alive until now; one that exited did so just now.
+        seen = time.time()
+        for rank in running:
+            self._last_alive[rank] = seen
+        for bell in bells:
+            if bell in ready:
+                try:
+                    os.read(bell, 4096)
+                except (BlockingIOError, OSError):
+                    pass
 
     def _has_joined(self, rank: int) -> bool:
         if rank not in self._joined and self.reports.has_joined(rank):
@@ -281,7 +272,9 @@ class Supervisor:
     def _name_stuck_ranks(self, running: Mapping[int, RankProcess]) -> None:
         """When every failure so far came from torch.distributed, the ranks still running are suspects."""
         failed = {f.rank for f in self.outcome.failures}
-        suspects = {rank: p for rank, p in running.items() if rank not in failed and rank not in self._stopped}
+        # A rank that reported an error or finished its work is on its way out, not stuck.
+        suspects = {rank: p for rank, p in running.items()
+                    if rank not in failed and rank not in self._stopped and not self._is_exiting(rank)}  # fmt: skip
         if suspects and self.outcome.failures and all(f.communication for f in self.outcome.failures):
             if not self.outcome.stuck_ranks:
                 self.outcome.stuck_ranks = tuple(sorted(suspects))
@@ -295,6 +288,7 @@ class Supervisor:
                 self._last_alive[rank] = time.time()
                 continue
             del running[rank]
+            process.close()
             if code == 0 or self.reports.has_finished(rank):
                 # Its work returned: if its peers then fail inside torch.distributed, it left them waiting.
                 self.outcome.departures.append(Failure(rank, self._last_alive[rank], 0, "left the run", ""))
@@ -312,12 +306,15 @@ class Supervisor:
         # It died between the last poll that saw it alive and this one: blame from the earlier.
         return Failure(rank, self._last_alive[rank], code, summary, "")
 
+    def _is_exiting(self, rank: int) -> bool:
+        return self.reports.read_error(rank) is not None or self.reports.has_finished(rank)
+
     def _stop(self, running: dict[int, RankProcess]) -> None:
         # A rank that reported an error, or whose work returned, is on its way out: let it exit with
         # its own code (a torch process can take seconds to finish on a busy machine).
         deadline = time.monotonic() + _EXITING_GRACE
         for rank, process in running.items():
-            if self.reports.read_error(rank) is not None or self.reports.has_finished(rank):
+            if self._is_exiting(rank):
                 process.wait(max(0.0, deadline - time.monotonic()))
         self._collect_exits(running)
         self._stopped.update(running)

@@ -24,6 +24,7 @@ from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import DataLoaderWarning, stamp_failure_time
 from runtime.launchers.launched_rank import run_launched_rank
+from runtime.rank_environment import threads_applied
 from runtime.strategies.options import StrategyOptions, structure_options
 from runtime.tensor_tree import map_tensors
 
@@ -159,7 +160,8 @@ class Strategy:
         """
         if self._launcher is None:
             # A rank some launcher started reports its failure to it (no-op otherwise).
-            return run_launched_rank(self.run, fn, *args, **kwargs)
+            with threads_applied(self._config):
+                return run_launched_rank(self.run, fn, *args, **kwargs)
         from runtime.worker import run_worker  # the worker builds strategies: import at use
 
         return self._launcher.launch(run_worker, fn, *args, **kwargs)

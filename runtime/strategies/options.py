@@ -10,13 +10,17 @@ launcher starts receive them inside the config.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import functools
+from types import NoneType
 
 import attrs
-import cattrs
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
 from runtime.errors import RuntimeConfigError
+
+if TYPE_CHECKING:
+    import cattrs
 
 __all__ = ["StrategyOptions", "structure_options"]
 
@@ -30,11 +34,19 @@ class StrategyOptions:
     - ``timeout`` (seconds): bounds a launched run and every collective operation.
     - ``check_collectives``: ranks compare their arguments before each collective operation, so
       misuse raises on every rank instead of hanging (``False`` saves that small exchange).
+    - ``num_threads``: intra-op CPU threads of each rank, instead of the resolved
+      ``threads_per_rank`` (``OMP_NUM_THREADS``, else cores // local ranks).
     """
 
     use_distributed_sampler: bool = True
     timeout: float | None = None
     check_collectives: bool = True
+    num_threads: int | None = attrs.field(default=None)
+
+    @num_threads.validator
+    def _check_num_threads(self, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+        if value is not None and value < 1:
+            raise ValueError(f"num_threads must be at least 1, got {value}")
 
 
 def _strict_bool(value: object, _: type) -> bool:
@@ -61,11 +73,41 @@ def _text(value: object, _: type) -> str:
     return value
 
 
-_converter = cattrs.Converter(forbid_extra_keys=True)
-_converter.register_structure_hook(bool, _strict_bool)
-_converter.register_structure_hook(float, _number)
-_converter.register_structure_hook(int, _integer)
-_converter.register_structure_hook(str, _text)
+@functools.cache
+def _converter() -> cattrs.Converter:
+    import cattrs  # only for options that are not plain values of their declared types
+
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_structure_hook(bool, _strict_bool)
+    converter.register_structure_hook(float, _number)
+    converter.register_structure_hook(int, _integer)
+    converter.register_structure_hook(str, _text)
+    return converter
+
+
+#: Declared option types whose values a rank usually receives as they are: the value types each takes.
+_PLAIN: dict[Any, tuple[type, ...]] = {
+    bool: (bool,), int: (int,), float: (int, float), str: (str,),
+    bool | None: (bool, NoneType), int | None: (int, NoneType), float | None: (int, float, NoneType),
+    str | None: (str, NoneType),
+}  # fmt: skip
+
+
+def _plain(options_class: type[StrategyOptions], options: Mapping[str, Any]) -> Any:
+    """``options_class(**options)`` when every option is a plain value of its declared type
+    (the common case, without importing cattrs), else ``None``."""
+    fields = attrs.fields_dict(attrs.resolve_types(options_class))
+    values: dict[str, Any] = {}
+    for key, value in options.items():
+        field = fields.get(key)
+        accepted = _PLAIN.get(field.type) if field is not None else None
+        if accepted is None or type(value) not in accepted:
+            return None
+        values[key] = float(value) if type(value) is int and float in accepted else value
+    try:
+        return options_class(**values)
+    except (TypeError, ValueError):
+        return None  # cattrs says what is wrong, in the usual words
 
 
 def _describe(exc: BaseException, expected: type | None) -> str:
@@ -78,8 +120,14 @@ def _describe(exc: BaseException, expected: type | None) -> str:
 def structure_options(strategy: str, options_class: type[StrategyOptions], options: Mapping[str, Any]) -> Any:
     """``options`` as an instance of ``options_class``, or a :class:`RuntimeConfigError` saying
     which option is unknown or has the wrong type, and what the strategy takes."""
+    found = _plain(options_class, options)
+    if found is not None:
+        return found
+    import cattrs
+    from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
+
     try:
-        return _converter.structure(dict(options), options_class)
+        return _converter().structure(dict(options), options_class)
     except ClassValidationError as exc:
         accepted = ", ".join(sorted(attrs.fields_dict(options_class))) or "no options"
         unknown = [key for error in exc.exceptions if isinstance(error, ForbiddenExtraKeysError)

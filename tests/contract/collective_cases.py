@@ -571,6 +571,9 @@ def run_cases(collective: Collective, names: Iterable[str] | None = None) -> dic
     Returns each case's result combined over the ranks (identical on every rank).
     """
     rank, world = collective.rank, collective.world_size
+    # The cases state what the argument comparison catches when it compares every call
+    # (RUNTIME_CHECK_COLLECTIVES=every); by default each distinct call is compared once.
+    collective.check_every_call = True
     unsupported = dict(type(collective).unsupported_operations)
     # Outcomes travel in a group of their own where the engine has groups, so that a case that
     # left ranks at different operations of the world group does not garble the report.

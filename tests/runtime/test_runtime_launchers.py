@@ -194,3 +194,78 @@ def test_a_worker_that_never_reaches_launch_fails_fast_instead_of_hanging(tmp_pa
     done = run_script(str(tmp_path), "skip_launch")
     assert done.returncode != 0
     assert "rank 1 exited before reaching this launch() call" in done.stderr
+
+
+def rank_threads_seen(strategy: runtime.Strategy) -> list[tuple[int, str | None]]:
+    """Every rank's intra-op thread count and OMP_NUM_THREADS, by rank."""
+    return strategy.collective.all_gather_object((torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")))
+
+
+@pytest.mark.parametrize("launcher", ["fork", "spawn"])
+def test_each_rank_runs_with_the_resolved_threads_per_rank(launcher: str) -> None:
+    before = torch.get_num_threads()
+    config = ddp_config(2, launcher=launcher, threads_per_rank=1)
+    assert runtime.build(config, timeout=60).launch(rank_threads_seen) == [(1, "1"), (1, "1")]
+    assert torch.get_num_threads() == before  # the caller's own setting is untouched
+
+
+def test_the_num_threads_option_overrides_threads_per_rank() -> None:
+    config = ddp_config(2, launcher="fork", threads_per_rank=1)
+    assert runtime.build(config, timeout=60, num_threads=2).launch(rank_threads_seen) == [(2, "2"), (2, "2")]
+    with pytest.raises(runtime.RuntimeConfigError, match="num_threads must be at least 1"):
+        runtime.build(config, num_threads=0)
+
+
+def test_threads_per_rank_is_resolved_from_the_cores_and_shown_by_explain() -> None:
+    import resolver
+
+    environment = resolver.Environment(cpu_count=8)
+    config = resolver.resolve(accelerator="cpu", devices=4, strategy="ddp", environment=environment)
+    assert config.threads_per_rank == 2
+    assert "8 CPU core(s) shared by 4 local rank(s)" in config.provenance["threads_per_rank"].describe()
+    explained = subprocess.run([sys.executable, "-m", "resolver", "explain", "--accelerator", "cpu", "--devices", "2",
+                                "--strategy", "ddp"], capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "OMP_NUM_THREADS": "3"})
+    assert explained.returncode == 0, explained.stderr
+    line = next(line for line in explained.stdout.splitlines() if line.startswith("threads_per_rank"))
+    assert line.split()[1] == "3" and "variable OMP_NUM_THREADS=3" in line
+
+
+WORKER_IMPORTS = """
+import json, sys
+import runtime
+
+def loaded(strategy):
+    # No graph library, no rule-file structuring; no rule table loaded or compiled.
+    rule_engine = ("networkx", "cattrs", "tomli_w")
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in rule_engine or m == "resolver.schema")
+    api = sys.modules.get("resolver.api")
+    evaluator = getattr(api, "_builtin_evaluator", None)
+    if evaluator is not None and hasattr(evaluator, "cache_info") and evaluator.cache_info().currsize:
+        loaded.append("the built-in rule table")
+    return loaded
+
+print("LOADED " + json.dumps(runtime.launch(loaded, accelerator="cpu", devices=1, strategy="ddp", timeout=60)))
+"""
+
+
+def test_a_worker_that_receives_a_resolved_config_loads_no_rule_engine(tmp_path: Path) -> None:
+    import resolver
+    from runtime.ports import find_free_port
+    from runtime.rank_environment import LAUNCH_FLAGS_VARIABLE, rank_variables
+
+    # What the launching process of `runtime.launch(loaded, accelerator="cpu", devices=1, strategy="ddp")`
+    # hands a worker: its config and its flags (a fresh interpreter, as the subprocess launcher starts).
+    config = resolver.resolve(accelerator="cpu", devices=1, strategy="ddp", environment=resolver.Environment())
+    flags = {"accelerator": "cpu", "devices": 1, "strategy": "ddp", "precision": None, "num_nodes": 1,
+             "cluster_environment": "auto", "plugins": ()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESOLVER_", "RUNTIME_"))}
+    env.update(rank_variables(config, "127.0.0.1", find_free_port()))
+    env[LAUNCH_FLAGS_VARIABLE] = json.dumps(flags, sort_keys=True, default=repr)
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER_IMPORTS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90, env=env)
+
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("LOADED "))
+    assert json.loads(line.removeprefix("LOADED ")) == []

@@ -1,0 +1,139 @@
+"""The one way ranks are started, supervised and reaped (``resolver run`` and every local launcher).
+
+::
+
+    with rank_group() as group:                       # a fresh report folder and doorbell
+        group.popen(rank, command, env)                # or group.add(rank, MultiprocessingRank(p))
+        outcome = group.supervisor(timeout).watch()    # event-driven, see supervision.py
+
+When the block ends every rank process still running is stopped (``SIGTERM``, then ``SIGKILL``)
+and reaped, and the report folder is removed, however the block ends. A launcher whose ranks all
+finished their work may :meth:`RankGroup.release` the processes that are still exiting (a torch
+interpreter takes a while to shut down) so that ``launch()`` returns at once: a background
+thread reaps them (within what is left of the launch timeout), and the launching process waits
+for it before it exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO, Any
+
+from runtime.launchers.reports import RankReports
+from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
+from runtime.rank_environment import DOORBELL_VARIABLE
+
+__all__ = ["DOORBELL_VARIABLE", "RankGroup", "rank_group", "start_rank_process"]
+
+
+_reapers: set[threading.Thread] = set()
+
+
+def start_rank_process(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    pass_fds: Sequence[int] = (),
+    stdout: int | IO[Any] | None = None,
+    stderr: int | IO[Any] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start one rank's interpreter: the single place a rank's ``Popen`` is created.
+
+    ``stdout``/``stderr`` default to this process's own streams (output streams straight through);
+    a caller that prefixes or tees rank output passes pipes or files here.
+    """
+    return subprocess.Popen(list(command), env=dict(env), pass_fds=tuple(pass_fds), stdout=stdout, stderr=stderr)
+
+
+class RankGroup:
+    """The rank processes of one launch, their report folder and their doorbell (use :func:`rank_group`)."""
+
+    def __init__(self, reports: RankReports, doorbell: tuple[int, int]) -> None:
+        self.reports = reports
+        self.processes: dict[int, RankProcess] = {}
+        self._bell_read, self._bell_write = doorbell
+
+    def popen(
+        self,
+        rank: int,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        stdout: int | IO[Any] | None = None,
+        stderr: int | IO[Any] | None = None,
+    ) -> PopenRank:
+        """Start ``command`` as ``rank`` with ``env`` (plus the doorbell) and watch it."""
+        env = {**env, DOORBELL_VARIABLE: f"{self._bell_write}:{os.fstat(self._bell_write).st_ino}"}
+        process = PopenRank(start_rank_process(command, env, pass_fds=(self._bell_write,), stdout=stdout, stderr=stderr))
+        self.add(rank, process)
+        return process
+
+    def add(self, rank: int, process: RankProcess) -> None:
+        self.processes[rank] = process
+
+    def supervisor(self, timeout: float | None, *, rendezvous_timeout: float | None = None) -> Supervisor:
+        return Supervisor(
+            self.processes, self.reports, timeout, rendezvous_timeout=rendezvous_timeout, doorbell=self._bell_read
+        )
+
+    def release(self, limit: float | None = None) -> None:
+        """Hand the processes still running (their work is done) to a background reaper, which
+        waits for them to exit (a re-run script may still run the code after its ``launch()``) for
+        up to ``limit`` seconds (``None``: no limit), then stops them."""
+        running = [p for p in self.processes.values() if p.poll() is None]
+        for process in self.processes.values():
+            if process not in running:
+                process.close()
+        self.processes.clear()
+        if running:
+            deadline = None if limit is None else time.monotonic() + limit
+            reaper = threading.Thread(target=_reap, args=(running, deadline), name="rank-reaper", daemon=True)
+            _reapers.add(reaper)
+            reaper.start()
+
+    def close(self) -> None:
+        stop_processes(self.processes)
+        for process in self.processes.values():
+            process.close()
+        for fd in (self._bell_read, self._bell_write):
+            os.close(fd)
+
+
+def _reap(processes: list[RankProcess], deadline: float | None) -> None:
+    try:
+        for process in processes:
+            while process.poll() is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    stop_processes({0: process})
+                    break
+                process.wait(3600.0 if left is None else left)
+            process.close()
+    finally:
+        _reapers.discard(threading.current_thread())
+
+
+@atexit.register
+def _wait_for_reapers() -> None:
+    for reaper in list(_reapers):
+        reaper.join()
+
+
+@contextlib.contextmanager
+def rank_group() -> Iterator[RankGroup]:
+    """A :class:`RankGroup` with a fresh report folder; no process of it outlives the block."""
+    with RankReports.temporary() as reports:
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        group = RankGroup(reports, (read, write))
+        try:
+            yield group
+        finally:
+            group.close()

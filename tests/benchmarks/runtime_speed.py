@@ -1,0 +1,416 @@
+"""Runtime speed side by side in one run: ``python tests/benchmarks/runtime_speed.py [--repeats N] [--only ...]``.
+
+Each comparison of issue 9 runs this project and its peer alternately, ``--repeats`` times each,
+and prints both medians and their ratio (>= 1.0: at least as fast as the peer). Not a test:
+timings depend on the machine and its load; compare ratios taken in one run.
+
+- ``train``: CPU DDP training steps/s of a small MLP on 2 ranks, each a separate launch at default
+  settings: ``runtime.launch(strategy="ddp_spawn")``, ``resolver run`` (a script per rank), raw
+  ``torch.multiprocessing`` spawn + ``DistributedDataParallel`` (threads per rank set by hand, as
+  torchrun/Fabric would) and Lightning Fabric ``ddp_spawn`` (column skipped without ``lightning``).
+- ``spawn``/``fork``: ``launch()`` call until both ranks are ready (process group joined) vs raw
+  ``torch.multiprocessing`` with the same start method + ``init_process_group``.
+- ``ddp``: process start until ready, the ``ddp`` (script re-run) launcher vs ``torchrun``.
+- ``return``: the ranks' work finished until ``launch()`` returns in rank 0 under ``ddp`` (and
+  Fabric's ``ddp`` when installed).
+- ``collectives``: all_reduce / broadcast / barrier of 1 KB and 4 MB through the strategy's
+  collective (default settings) vs raw ``torch.distributed`` in the same ranks, alternating.
+- ``steps``: a training step through the runtime's ``ddp``, ``fsdp`` and ``deepspeed`` strategies
+  vs the same step with raw torch (DDP, ``fully_shard``, ``deepspeed.initialize``) in the same
+  ranks, alternating (DeepSpeed only when installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPOSITORY))
+
+import runtime  # noqa: E402
+from runtime.ports import find_free_port  # noqa: E402
+
+STEPS = 200
+HAVE_FABRIC = importlib.util.find_spec("lightning") is not None
+HAVE_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+
+
+def _rate(step: Callable[[], None], steps: int = STEPS) -> float:
+    for _ in range(10):  # warm-up
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps / (time.perf_counter() - start)
+
+
+def _plain_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[], None]:
+    x, y = torch.randn(32, 64), torch.randn(32, 1)
+
+    def step() -> None:
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return step
+
+
+# -- train: separate launches -------------------------------------------------------------------
+
+
+def _runtime_train(strategy: runtime.Strategy) -> float:
+    model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
+    x, y = strategy.to_device(torch.randn(32, 64)), strategy.to_device(torch.randn(32, 1))
+
+    def step() -> None:
+        strategy.backward(torch.nn.functional.mse_loss(model(x), y))
+        strategy.optimizer_step(optimizer)
+        optimizer.zero_grad()
+
+    return _rate(step)
+
+
+def runtime_train_rate() -> float:
+    return float(runtime.launch(_runtime_train, accelerator="cpu", devices=2, strategy="ddp_spawn"))
+
+
+RUN_SCRIPT = """
+import sys
+sys.path[:0] = [{repo!r}, {here!r}]
+import runtime, runtime_speed
+rate = runtime.launch(runtime_speed._runtime_train)
+if runtime.launched_config().global_rank == 0:
+    print("RATE", rate, flush=True)
+"""
+
+
+def resolver_run_rate() -> float:
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "train.py"
+        script.write_text(RUN_SCRIPT.format(repo=str(REPOSITORY), here=str(Path(__file__).parent)))
+        done = subprocess.run([sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--devices", "2",
+                               "--strategy", "ddp", str(script)], capture_output=True, text=True, timeout=600,
+                              env=_clean_env(), cwd=folder)
+    line = next((line for line in done.stdout.splitlines() if line.startswith("RATE")), None)
+    if line is None:
+        raise RuntimeError(f"resolver run failed:\n{done.stdout}\n{done.stderr}")
+    return float(line.split()[1])
+
+
+def _raw_train(rank: int, port: int, out: str) -> None:
+    torch.set_num_threads(max(1, _cores() // 2))  # by hand, as torchrun / Fabric would
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    model = torch.nn.parallel.DistributedDataParallel(_model())
+    rate = _rate(_plain_step(model, torch.optim.SGD(model.parameters(), lr=0.01)))
+    if rank == 0:
+        Path(out).write_text(str(rate))
+    dist.destroy_process_group()
+
+
+def raw_train_rate() -> float:
+    with tempfile.NamedTemporaryFile() as out:
+        mp.start_processes(_raw_train, args=(find_free_port(), out.name), nprocs=2, start_method="spawn")
+        return float(Path(out.name).read_text())
+
+
+def _fabric_train(fabric: Any) -> float:
+    model = _model()
+    model, optimizer = fabric.setup(model, torch.optim.SGD(model.parameters(), lr=0.01))
+    x, y = fabric.to_device(torch.randn(32, 64)), fabric.to_device(torch.randn(32, 1))
+
+    def step() -> None:
+        fabric.backward(torch.nn.functional.mse_loss(model(x), y))
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return _rate(step)
+
+
+def fabric_train_rate() -> float:
+    from lightning.fabric import Fabric
+
+    fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp_spawn")
+    return float(fabric.launch(_fabric_train))
+
+
+# -- readiness and return latency ------------------------------------------------------------------
+
+
+def _ready(strategy: runtime.Strategy) -> float:
+    return time.time()
+
+
+def runtime_ready_ms(method: str) -> float:
+    start = time.time()
+    ready = runtime.launch(_ready, accelerator="cpu", devices=2, strategy=f"ddp_{method}")
+    return (ready - start) * 1000
+
+
+def _raw_ready(rank: int, port: int, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    if rank == 0:
+        Path(out).write_text(str(time.time()))
+    dist.destroy_process_group()
+
+
+def raw_ready_ms(method: str) -> float:
+    with tempfile.NamedTemporaryFile() as out:
+        start = time.time()
+        mp.start_processes(_raw_ready, args=(find_free_port(), out.name), nprocs=2, start_method=method)
+        return (float(Path(out.name).read_text()) - start) * 1000
+
+
+READY_SCRIPT = """
+import os, sys, time
+sys.path.insert(0, {repo!r})
+import torch.distributed as dist
+if "TORCHELASTIC_RUN_ID" in os.environ:
+    dist.init_process_group("gloo")
+    t = time.time()
+else:
+    import runtime
+    t = runtime.launch(lambda s: time.time(), accelerator="cpu", devices=2, strategy="ddp")
+if os.environ.get("RANK", "0") == "0":
+    print("READY", t, flush=True)
+"""
+
+RETURN_SCRIPT = """
+import os, sys, time
+sys.path.insert(0, {repo!r})
+
+def work(strategy):
+    strategy.barrier() if hasattr(strategy, "barrier") else strategy.collective.barrier()
+    return time.time()
+
+if sys.argv[1] == "fabric":
+    from lightning.fabric import Fabric
+    fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp")
+    finished = fabric.launch(work)
+else:
+    import runtime
+    finished = runtime.launch(work, accelerator="cpu", devices=2, strategy="ddp")
+returned = time.time()
+if os.environ.get("RANK", "0") == "0" and os.environ.get("LOCAL_RANK", "0") == "0":
+    print("RETURN", (returned - finished) * 1000, flush=True)
+"""
+
+
+def _clean_env() -> dict[str, str]:
+    drop = ("RESOLVER_", "RUNTIME_", "MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "OMP_NUM_THREADS")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+def _run_script(text: str, *args: str, prefix: list[str] | None = None) -> tuple[float, str]:
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "script.py"
+        script.write_text(text.format(repo=str(REPOSITORY)))
+        start = time.time()
+        done = subprocess.run([*(prefix or [sys.executable]), str(script), *args], capture_output=True, text=True,
+                              env=_clean_env(), timeout=600, cwd=folder)
+    return start, done.stdout + "\n" + done.stderr
+
+
+def _value(output: str, key: str) -> float:
+    line = next((line for line in output.splitlines() if line.startswith(key + " ")), None)
+    if line is None:
+        raise RuntimeError(f"no {key} line in:\n{output}")
+    return float(line.split()[1])
+
+
+def process_ready_ms(torchrun: bool) -> float:
+    prefix = None
+    if torchrun:
+        prefix = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                  "--master-port", str(find_free_port())]
+    start, output = _run_script(READY_SCRIPT, prefix=prefix)
+    return (_value(output, "READY") - start) * 1000
+
+
+def return_ms(which: str) -> float:
+    return _value(_run_script(RETURN_SCRIPT, which)[1], "RETURN")
+
+
+# -- in-rank comparisons: collectives and training steps --------------------------------------------
+
+
+def _alternate(rounds: int, ours: Callable[[], float], raw: Callable[[], float]) -> tuple[float, float]:
+    mine, theirs = [], []
+    ours(), raw()  # warm-up round, not counted
+    for _ in range(rounds):
+        mine.append(ours())
+        theirs.append(raw())
+    return statistics.median(mine), statistics.median(theirs)
+
+
+def _collectives(strategy: runtime.Strategy, rounds: int) -> dict[str, tuple[float, float]]:
+    collective = strategy.collective
+    results: dict[str, tuple[float, float]] = {}
+    for size_name, numel in (("1KB", 256), ("4MB", 1 << 20)):
+        tensor = torch.zeros(numel)
+        calls = 200 if numel == 256 else 10
+        cases: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
+            "all_reduce": (lambda: collective.all_reduce(tensor), lambda: dist.all_reduce(tensor)),
+            "broadcast": (lambda: collective.broadcast(tensor, 0), lambda: dist.broadcast(tensor, 0)),
+        }
+        if size_name == "1KB":
+            cases["barrier"] = (collective.barrier, dist.barrier)
+        for name, (ours, raw) in cases.items():
+
+            def timed(call: Callable[[], Any]) -> float:
+                dist.barrier()
+                start = time.perf_counter()
+                for _ in range(calls):
+                    call()
+                return (time.perf_counter() - start) / calls * 1e6
+
+            results[f"{name} {size_name}" if name != "barrier" else name] = _alternate(
+                rounds, lambda o=ours: timed(o), lambda r=raw: timed(r)  # type: ignore[misc]
+            )
+    return results
+
+
+def _raw_wrapped(kind: str, model: torch.nn.Module) -> tuple[torch.nn.Module, Any]:
+    if kind == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    elif kind == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    elif kind == "deepspeed":
+        import deepspeed
+
+        engine, optimizer, _, _ = deepspeed.initialize(
+            model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
+            config={"train_micro_batch_size_per_gpu": 32, "zero_optimization": {"stage": 2}},
+        )
+        return engine, optimizer
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[float, float]:
+    kind = strategy.config.strategy
+    model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
+    raw_model, raw_optimizer = _raw_wrapped(kind, _model())
+    x, y = strategy.to_device(torch.randn(32, 64)), strategy.to_device(torch.randn(32, 1))
+
+    def ours() -> None:
+        strategy.backward(torch.nn.functional.mse_loss(model(x), y))
+        strategy.optimizer_step(optimizer)
+        optimizer.zero_grad()
+
+    def raw() -> None:
+        loss = torch.nn.functional.mse_loss(raw_model(x), y)
+        if kind == "deepspeed":
+            raw_model.backward(loss)
+            raw_model.step()
+        else:
+            loss.backward()
+            raw_optimizer.step()
+            raw_optimizer.zero_grad()
+
+    return _alternate(rounds, lambda: _rate(ours, 50), lambda: _rate(raw, 50))
+
+
+def _in_ranks(strategy: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(strategy, *args)`` in 2 forked CPU ranks of ``strategy`` at default settings (fork: this
+    script must not be re-run, as the ddp launcher would)."""
+    import attrs
+
+    import resolver
+
+    config = resolver.resolve(accelerator="cpu", devices=2, strategy=strategy)
+    return runtime.build(attrs.evolve(config, launcher="fork")).launch(fn, *args)
+
+
+# -- reporting ----------------------------------------------------------------------------------
+
+
+def _line(name: str, ours: float, peer: float, peer_name: str, higher_is_better: bool, unit: str) -> None:
+    ratio = ours / peer if higher_is_better else peer / ours
+    print(f"{name:<44} ours {ours:10.1f} {unit:<7} {peer_name} {peer:10.1f}   ratio {ratio:5.2f}", flush=True)
+
+
+def compare(name: str, sides: dict[str, Callable[[], float]], repeats: int, higher_is_better: bool, unit: str) -> None:
+    """Run every side ``repeats`` times, round-robin, and print each ours-vs-peer ratio."""
+    samples: dict[str, list[float]] = {side: [] for side in sides}
+    for _ in range(repeats):
+        for side, measure in sides.items():
+            samples[side].append(measure())
+    medians = {side: statistics.median(values) for side, values in samples.items()}
+    ours = [side for side in sides if side.startswith("ours")]
+    peers = [side for side in sides if not side.startswith("ours")]
+    for mine in ours:
+        for peer in peers:
+            _line(f"{name} [{mine} vs {peer}]", medians[mine], medians[peer], peer, higher_is_better, unit)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", nargs="*", default=["train", "spawn", "fork", "ddp", "return", "collectives", "steps"])
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {_cores()} core(s); Fabric {'yes' if HAVE_FABRIC else 'not installed'}, "
+          f"DeepSpeed {'yes' if HAVE_DEEPSPEED else 'not installed'}; medians of {args.repeats}, alternating", flush=True)
+    if "train" in args.only:
+        sides = {"ours launch": runtime_train_rate, "ours run": resolver_run_rate, "raw": raw_train_rate}
+        if HAVE_FABRIC:
+            sides["fabric"] = fabric_train_rate
+        compare("train 2 ranks", sides, args.repeats, True, "steps/s")
+    for method in ("spawn", "fork"):
+        if method in args.only:
+            compare(f"ddp_{method} call to ready", {"ours": lambda m=method: runtime_ready_ms(m),  # type: ignore[misc]
+                                                  "raw": lambda m=method: raw_ready_ms(m)}, args.repeats, False, "ms")
+    if "ddp" in args.only:
+        compare("ddp process start to ready", {"ours": lambda: process_ready_ms(False),
+                                               "torchrun": lambda: process_ready_ms(True)}, args.repeats, False, "ms")
+    if "return" in args.only:
+        sides = {"ours": lambda: return_ms("runtime")}
+        if HAVE_FABRIC:
+            sides["fabric"] = lambda: return_ms("fabric")
+        samples = {side: statistics.median([measure() for _ in range(args.repeats)]) for side, measure in sides.items()}
+        print(f"{'ddp ranks finished to launch() returns':<44} " + "   ".join(
+            f"{side} {value:8.1f} ms" for side, value in samples.items()) + "   (goal: ours <= 50 ms)", flush=True)
+    if "collectives" in args.only:
+        results = _in_ranks("ddp", _collectives, args.repeats)
+        for name, (ours, raw) in results.items():
+            _line(f"collective {name}", ours, raw, "raw", False, "us")
+    if "steps" in args.only:
+        for kind in ("ddp", "fsdp", "deepspeed"):
+            if kind == "deepspeed" and not HAVE_DEEPSPEED:
+                print(f"{'step deepspeed':<44} skipped: deepspeed is not installed", flush=True)
+                continue
+            ours, raw = _in_ranks(kind, _steps, args.repeats)
+            _line(f"step {kind}", ours, raw, "raw", True, "steps/s")
+
+
+if __name__ == "__main__":
+    main()
