@@ -14,8 +14,8 @@ from resolver.config import DECIDED_FIELDS, Provenance, ProvenanceView, Resolved
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
+from resolver.flag_values import flag_values, given_flags, given_from_values
 from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source
-from resolver.integers import MAX_INT_DIGITS, too_long
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
 
@@ -131,60 +131,8 @@ def removed_flag_error(table: CompiledTable, flag: str, value: Any, *, cli: bool
     )
 
 
-def _normalize_flag(value: Any, lowercase: bool = True) -> Any:
-    if isinstance(value, str):
-        return value.strip().lower() if lowercase else value.strip()
-    if isinstance(value, list):
-        return tuple(value)
-    return value
-
-
-def _plugins(value: Any) -> Any:
-    """Plugin names as a tuple: a single string is one plugin; anything but a list stays as it is
-    (the rules refuse it, naming the value)."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, tuple):
-        return tuple(_normalize_flag(p) for p in value)
-    return value
-
-
-_ARG_SLOTS = tuple((flag.name, f"arg.{flag.name}", flag.default, flag.lowercase) for flag in FLAGS)
-_ARG_NAMES = {slot: name for name, slot, _, _ in _ARG_SLOTS}
+_ARG_NAMES = {f"arg.{flag.name}": flag.name for flag in FLAGS}
 _NOT_GIVEN = Provenance("default")
-
-
-def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
-    """The arg.* inputs, normalized."""
-    values: dict[str, Any] = {}
-    for name, slot, default, lowercase in _ARG_SLOTS:
-        value = _normalize_flag(flags.get(name, default), lowercase)
-        if too_long(value):
-            raise ResolutionError(
-                f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
-                hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
-            )
-        if name == "plugins":
-            value = _plugins(value)
-        values[slot] = value
-    return values
-
-
-def given_flags(flags: Mapping[str, Any]) -> dict[str, Any]:
-    """The flags that differ from their defaults, normalized as ``resolve()`` reads them (text
-    lowercased, lists as tuples): what ``ResolvedConfig.flags`` records."""
-    return _given(_flag_values(flags))
-
-
-def _given(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The flags that differ from their defaults, from normalized ``arg.*`` values."""
-    return {
-        name: values[slot]
-        for name, slot, default, _ in _ARG_SLOTS
-        if type(values[slot]) is not type(default) or values[slot] != default
-    }
 
 
 def _flag_provenance(flags: Mapping[str, Any], values: Mapping[str, Any], slot: str) -> Provenance | None:
@@ -220,7 +168,7 @@ def run_rules(
     evaluator = _evaluator(rules)
     env_values, env_provenance = _environment_values(evaluator, environment)
     values = dict(env_values)  # a copy of a same-shaped dict: no rehashing, however many variables
-    values.update(_flag_values(flags))
+    values.update(flag_values(flags))
 
     def inputs(slot: str) -> Provenance | None:
         found = env_provenance.get(slot)
@@ -271,7 +219,7 @@ def resolve(
         )
     flags = collect_flags(locals())
     evaluation = run_rules(flags, environment, rules, reporter)
-    return config_from(evaluation, _given(evaluation.values))  # the arg.* values it normalized
+    return config_from(evaluation, given_from_values(evaluation.values))  # the arg.* values it normalized
 
 
 def config_from(evaluation: Evaluation, flags: Mapping[str, Any] | None = None) -> ResolvedConfig:

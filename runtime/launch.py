@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resolver.api import given_flags
+from resolver.flag_values import given_flags
 from resolver.config import ResolvedConfig
 from resolver.errors import ResolutionError
 from resolver.flags import collect_flags

@@ -23,7 +23,6 @@ from resolver.functions import local_rank_in_world
 __all__ = [
     "CONFIG_VARIABLE",
     "DOORBELL_VARIABLE",
-    "LAUNCH_FLAGS_VARIABLE",
     "DEFAULT_RENDEZVOUS_TIMEOUT",
     "PARENT_PID_VARIABLE",
     "RENDEZVOUS_TIMEOUT_VARIABLE",
@@ -43,8 +42,6 @@ CONFIG_VARIABLE = "RESOLVER_CONFIG"
 REPORT_DIR_VARIABLE = "RUNTIME_REPORT_DIR"
 #: The launcher's pid: a rank whose launcher is gone stops instead of running orphaned.
 PARENT_PID_VARIABLE = "RUNTIME_LAUNCHER_PID"
-#: The flags of the ``runtime.launch()`` call that started a run (its workers compare theirs to it).
-LAUNCH_FLAGS_VARIABLE = "RUNTIME_LAUNCH_FLAGS"
 #: A pipe's write end a rank rings (one byte) after each report, so its launcher wakes at once.
 DOORBELL_VARIABLE = "RUNTIME_DOORBELL_FD"
 #: Seconds every rank has to reach the rendezvous (join the process group) before the launch fails.

@@ -238,7 +238,8 @@ import runtime
 def loaded(strategy):
     # No graph library, no rule-file structuring; no rule table loaded or compiled.
     rule_engine = ("networkx", "cattrs", "tomli_w")
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in rule_engine or m == "resolver.schema")
+    engine_modules = ("resolver.schema", "resolver.api", "resolver.engine", "resolver.compiler", "resolver.cache")
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in rule_engine or m in engine_modules)
     api = sys.modules.get("resolver.api")
     evaluator = getattr(api, "_builtin_evaluator", None)
     if evaluator is not None and hasattr(evaluator, "cache_info") and evaluator.cache_info().currsize:
@@ -252,16 +253,14 @@ print("LOADED " + json.dumps(runtime.launch(loaded, accelerator="cpu", devices=1
 def test_a_worker_that_receives_a_resolved_config_loads_no_rule_engine(tmp_path: Path) -> None:
     import resolver
     from runtime.ports import find_free_port
-    from runtime.rank_environment import LAUNCH_FLAGS_VARIABLE, rank_variables
+    from runtime.rank_environment import rank_variables
 
     # What the launching process of `runtime.launch(loaded, accelerator="cpu", devices=1, strategy="ddp")`
-    # hands a worker: its config and its flags (a fresh interpreter, as the subprocess launcher starts).
+    # hands a worker: its config, which records those flags (a fresh interpreter, as the subprocess
+    # launcher starts).
     config = resolver.resolve(accelerator="cpu", devices=1, strategy="ddp", environment=resolver.Environment())
-    flags = {"accelerator": "cpu", "devices": 1, "strategy": "ddp", "precision": None, "num_nodes": 1,
-             "cluster_environment": "auto", "plugins": ()}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RESOLVER_", "RUNTIME_"))}
     env.update(rank_variables(config, "127.0.0.1", find_free_port()))
-    env[LAUNCH_FLAGS_VARIABLE] = json.dumps(flags, sort_keys=True, default=repr)
     script = tmp_path / "worker.py"
     script.write_text(WORKER_IMPORTS)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90, env=env)

@@ -1,0 +1,71 @@
+"""The flags as the rules read them: normalized (text stripped and lowercased, lists as tuples,
+one plugin string as one plugin) into the ``arg.*`` input slots, and the ones a user gave.
+
+Kept apart from the engine so that a rank comparing its ``launch()`` flags with its config's
+loads no rule machinery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from resolver.errors import ResolutionError
+from resolver.flags import FLAGS
+from resolver.integers import MAX_INT_DIGITS, too_long
+
+__all__ = ["flag_values", "given_flags", "given_from_values"]
+
+
+def _normalize_flag(value: Any, lowercase: bool = True) -> Any:
+    if isinstance(value, str):
+        return value.strip().lower() if lowercase else value.strip()
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _plugins(value: Any) -> Any:
+    """Plugin names as a tuple: a single string is one plugin; anything but a list stays as it is
+    (the rules refuse it, naming the value)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, tuple):
+        return tuple(_normalize_flag(p) for p in value)
+    return value
+
+
+_ARG_SLOTS = tuple((flag.name, f"arg.{flag.name}", flag.default, flag.lowercase) for flag in FLAGS)
+
+
+def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The arg.* inputs, normalized."""
+    values: dict[str, Any] = {}
+    for name, slot, default, lowercase in _ARG_SLOTS:
+        value = _normalize_flag(flags.get(name, default), lowercase)
+        if too_long(value):
+            raise ResolutionError(
+                f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
+                hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
+            )
+        if name == "plugins":
+            value = _plugins(value)
+        values[slot] = value
+    return values
+
+
+def given_flags(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags that differ from their defaults, normalized as ``resolve()`` reads them (text
+    lowercased, lists as tuples): what ``ResolvedConfig.flags`` records."""
+    return given_from_values(flag_values(flags))
+
+
+def given_from_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags that differ from their defaults, from normalized ``arg.*`` values."""
+    return {
+        name: values[slot]
+        for name, slot, default, _ in _ARG_SLOTS
+        if type(values[slot]) is not type(default) or values[slot] != default
+    }
