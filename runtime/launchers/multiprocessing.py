@@ -62,7 +62,7 @@ class MultiprocessingLauncher(Launcher):
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         self.check_start_method()
-        rendezvous_timeout()  # a bad RUNTIME_RENDEZVOUS_TIMEOUT fails before anything starts
+        rendezvous_timeout(self.config)  # a bad RUNTIME_RENDEZVOUS_TIMEOUT fails before anything starts
         address, port = self.rendezvous()
         context: Any = torch.multiprocessing.get_context(self.start_method)
         first_rank = rank_config(self.config, 0).global_rank
@@ -80,7 +80,7 @@ class MultiprocessingLauncher(Launcher):
                     )
                     self._start(process, fn)
                     processes[config.global_rank] = MultiprocessingRank(process)
-                supervisor = Supervisor(processes, reports, self.timeout, rendezvous_timeout=rendezvous_timeout())
+                supervisor = Supervisor(processes, reports, self.timeout, rendezvous_timeout=rendezvous_timeout(self.config))
                 outcome = supervisor.watch()
             finally:
                 stop_processes(processes)

@@ -54,7 +54,7 @@ class SubprocessScriptLauncher(Launcher):
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         command = script_command() if self.config.num_devices > 1 else []
-        joining_timeout = rendezvous_timeout()
+        joining_timeout = rendezvous_timeout(self.config)
         address, port = self.rendezvous()
         own = rank_config(self.config, 0)
         with RankReports.temporary() as reports:

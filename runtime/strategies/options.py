@@ -28,12 +28,15 @@ class StrategyOptions:
     - ``use_distributed_sampler``: :meth:`~runtime.Strategy.process_dataloader` shards loaders
       across ranks (``False`` leaves loaders alone).
     - ``timeout`` (seconds): bounds a launched run and every collective operation.
+    - ``rendezvous_timeout`` (seconds): bounds the time until every rank has joined the process
+      group (default: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 300); separate from ``timeout``.
     - ``check_collectives``: ranks compare their arguments before each collective operation, so
       misuse raises on every rank instead of hanging (``False`` saves that small exchange).
     """
 
     use_distributed_sampler: bool = True
     timeout: float | None = None
+    rendezvous_timeout: float | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
     check_collectives: bool = True
 
 
