@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from runtime.errors import RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.reports import RankReports
+from runtime.launchers.signals import watch_processes
 from runtime.launchers.supervision import Failure, PopenRank, RankProcess, Supervisor, stop_processes
 from runtime.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime.registry import register_launcher
@@ -59,6 +60,7 @@ class SubprocessScriptLauncher(Launcher):
         own = rank_config(self.config, 0)
         with RankReports.temporary() as reports:
             processes: dict[int, RankProcess] = {}
+            watch_processes(processes)  # SIGTERM stops them even while this rank is blocked in a collective
             try:
                 for local_rank in range(1, self.config.num_devices):
                     config = rank_config(self.config, local_rank)
