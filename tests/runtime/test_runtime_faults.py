@@ -226,3 +226,36 @@ def test_a_report_folder_left_by_a_killed_launch_is_removed_by_the_next_launch(t
         else:
             os.environ["TMPDIR"] = saved
         tempfile.tempdir = None
+
+
+def test_the_rendezvous_wait_is_bounded_by_the_rendezvous_timeout_not_the_collective_timeout() -> None:
+    from runtime.collectives.torch_distributed import TorchCollective
+    from runtime.errors import RendezvousWaitError
+    from runtime.launchers.reports import is_communication_error
+    from runtime.ports import find_free_port
+
+    collective = TorchCollective()
+    start = time.monotonic()
+    with pytest.raises(RendezvousWaitError) as caught:  # rank 1 never comes
+        collective.setup(0, 2, "gloo", "127.0.0.1", find_free_port(), timeout=600, rendezvous_timeout=2)
+    assert time.monotonic() - start < 60  # not the 600 s collective timeout
+    assert (caught.value.rank, caught.value.missing, caught.value.timeout) == (0, (1,), 2)
+    assert "rank 0 waited 2 s (the rendezvous timeout) in the rendezvous at tcp://127.0.0.1:" in str(caught.value)
+    assert is_communication_error(caught.value)  # an echo: the launcher blames the missing rank
+    assert not collective.is_initialized
+
+
+def test_the_rendezvous_timeout_is_a_strategy_option_before_the_environment_variable() -> None:
+    import resolver
+    import runtime
+    from runtime.errors import RuntimeConfigError
+    from runtime.rank_environment import rendezvous_timeout
+
+    config = resolver.resolve(devices=2, strategy="ddp_spawn", accelerator="cpu")
+    strategy = runtime.build(config, rendezvous_timeout=45)
+    assert strategy.options.rendezvous_timeout == 45
+    assert rendezvous_timeout(strategy.config, {"RUNTIME_RENDEZVOUS_TIMEOUT": "9"}) == 45
+    assert rendezvous_timeout(config, {"RUNTIME_RENDEZVOUS_TIMEOUT": "9"}) == 9
+    assert rendezvous_timeout(config, {}) == 300
+    with pytest.raises(RuntimeConfigError, match="rendezvous_timeout"):
+        runtime.build(config, rendezvous_timeout=0)
