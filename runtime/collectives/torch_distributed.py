@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -11,7 +12,7 @@ import torch.distributed as dist
 
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.errors import PortInUseError, RendezvousWaitError
-from runtime.launchers.reports import mark_as_echo
+from runtime.launchers.reports import mark_as_echo, rendezvous_abandoned
 from runtime.ports import port_is_free
 from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 from runtime.registry import register_collective
@@ -51,6 +52,7 @@ def _tcp_url(address: str, port: int) -> str:
 
 
 _ARRIVED = "runtime-rendezvous/arrived-"
+_POLL = 0.05
 
 
 def _rendezvous_store(address: str, port: int, rank: int, world_size: int, timeout: float) -> dist.TCPStore:
@@ -74,16 +76,22 @@ def _wait_for_every_rank(store: dist.TCPStore, rank: int, world_size: int, timeo
     """Announce this rank in the store and wait (at most ``timeout`` s) until every rank has.
 
     gloo/nccl wait for their peers with the collective timeout; waiting here first bounds the
-    rendezvous by its own timeout, and tells which ranks never came.
+    rendezvous by its own timeout, and tells which ranks never came. The wait polls, so that a
+    launching process that is a rank itself stops waiting as soon as its launcher gave up on the
+    launch (:func:`~runtime.launchers.reports.rendezvous_abandoned`: a peer failed or timed out).
     """
     store.set(f"{_ARRIVED}{rank}", "1")
-    try:
-        store.wait([f"{_ARRIVED}{peer}" for peer in range(world_size)], timedelta(seconds=timeout))
-    except dist.DistError as exc:
-        missing = [peer for peer in range(world_size) if not _arrived(store, peer)]
-        error = RendezvousWaitError(rank, missing, timeout, where)
-        mark_as_echo(error)
-        raise error from exc
+    deadline = time.monotonic() + timeout
+    waiting = list(range(world_size))
+    while True:
+        waiting = [peer for peer in waiting if not _arrived(store, peer)]
+        if not waiting:
+            return
+        if rendezvous_abandoned() or time.monotonic() >= deadline:
+            error = RendezvousWaitError(rank, waiting, timeout, where)
+            mark_as_echo(error)  # the peers it waited for are the cause, not this rank
+            raise error
+        time.sleep(_POLL)
 
 
 def _arrived(store: dist.TCPStore, peer: int) -> bool:

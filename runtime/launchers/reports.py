@@ -16,6 +16,7 @@ import os
 import pickle
 import re
 import signal
+import threading
 import traceback
 from collections.abc import Iterator
 from typing import IO, Any
@@ -29,6 +30,8 @@ from runtime.rank_environment import REPORT_DIR_VARIABLE
 __all__ = [
     "ErrorReport",
     "RankReports",
+    "abandon_rendezvous",
+    "rendezvous_abandoned",
     "STACK_SIGNAL",
     "describe_exception",
     "is_communication_error",
@@ -61,6 +64,17 @@ _DISTRIBUTED_DIRECTORY = _distributed_directory()
 
 
 _ECHO = "_runtime_echo"
+_abandoned = threading.Event()
+
+
+def abandon_rendezvous() -> None:
+    """The launcher gave up on the launch (a rank failed or timed out): a rank that runs in the
+    launching process stops waiting in the rendezvous (cleared when the next launch starts)."""
+    _abandoned.set()
+
+
+def rendezvous_abandoned() -> bool:
+    return _abandoned.is_set()
 
 
 def mark_as_echo(exc: BaseException) -> None:
@@ -161,6 +175,7 @@ class RankReports:
     @contextlib.contextmanager
     def temporary(cls) -> Iterator[RankReports]:
         """A fresh directory, removed however the launch ends (see :mod:`runtime.launchers.cleanup`)."""
+        _abandoned.clear()  # a new launch
         with report_folder() as directory:
             yield cls(directory)
 

@@ -35,6 +35,7 @@ from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
 from runtime.launchers.reports import (
     STACK_SIGNAL,
     RankReports,
+    abandon_rendezvous,
     describe_exception,
     is_communication_error,
     rendezvous_wait_timeout,
@@ -316,6 +317,7 @@ class Supervisor:
             # A rank we stopped failed on its own only if it reported before we stopped it.
             if rank not in self._stopped or failure.traceback:
                 self.outcome.failures.append(failure)
+                abandon_rendezvous()  # a rank in this process stops waiting for its peers there
 
     def _failure(self, rank: int, code: int) -> Failure:
         report = self.reports.read_error(rank)
@@ -329,6 +331,7 @@ class Supervisor:
     def _stop(self, running: dict[int, RankProcess]) -> None:
         # A rank that reported an error, or whose work returned, is on its way out: let it exit with
         # its own code (a torch process can take seconds to finish on a busy machine).
+        abandon_rendezvous()  # a rank in this process stops waiting for its peers there
         deadline = time.monotonic() + _EXITING_GRACE
         for rank, process in running.items():
             if self.reports.read_error(rank) is not None or self.reports.has_finished(rank):

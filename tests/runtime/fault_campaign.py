@@ -37,14 +37,17 @@ FAULTS = {
     "os._exit(3)": "exit3",
     "SIGKILL": "sigkill",
     "fail before rendezvous": "device-fail",
+    "fail in rendezvous": "device-late-fail",
     "hang before rendezvous": "device-hang",
     "hang in rendezvous": "device-late-hang",
     "hang in collective": "hang",
     "skip collective, exit": "skip",
     "SIGTERM to launcher": "hang",
 }
-LAUNCH_TIMEOUT = 30.0  # bounds the "hang in collective" cases
-RENDEZVOUS_TIMEOUT = "20"  # bounds the "hang before/in rendezvous" cases
+#: Defaults of --launch-timeout (bounds "hang in collective") and --rendezvous-timeout ("hang before/in
+#: rendezvous"); on a loaded machine raise the latter above the time ranks take to start.
+LAUNCH_TIMEOUT = 60.0
+RENDEZVOUS_TIMEOUT = 30.0
 _DROP = ("RESOLVER_CONFIG", "RUNTIME_REPORT_DIR", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "RANK", "LOCAL_RANK",
          "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "RUNTIME_RENDEZVOUS_TIMEOUT")
 
@@ -59,11 +62,11 @@ class Case:
     leftover_folders: int
 
 
-def _command(launcher: str, kind: str, out: str) -> list[str]:
+def _command(launcher: str, kind: str, out: str, launch_timeout: float) -> list[str]:
     if launcher == "run":
         return [sys.executable, "-m", "resolver.cli", "run", "--devices", "2", "--strategy", "ddp",
-                "--timeout", str(LAUNCH_TIMEOUT), str(SCRIPT), "run", kind, out]  # fmt: skip
-    return [sys.executable, str(SCRIPT), launcher, kind, out, str(LAUNCH_TIMEOUT)]
+                "--timeout", str(launch_timeout), str(SCRIPT), "run", kind, out]  # fmt: skip
+    return [sys.executable, str(SCRIPT), launcher, kind, out, str(launch_timeout)]
 
 
 def _named(launcher: str, returncode: int, stdout: str, stderr: str) -> str:
@@ -81,14 +84,15 @@ def _named(launcher: str, returncode: int, stdout: str, stderr: str) -> str:
     return f"{outcome['error']} ({who}{code})"
 
 
-def run_case(launcher: str, fault: str) -> Case:
+def run_case(launcher: str, fault: str, launch_timeout: float = LAUNCH_TIMEOUT,
+             rendezvous_timeout: float = RENDEZVOUS_TIMEOUT) -> Case:  # fmt: skip
     kind = FAULTS[fault]
     with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if k not in _DROP}
-        env.update(TMPDIR=tmp, RUNTIME_RENDEZVOUS_TIMEOUT=RENDEZVOUS_TIMEOUT,
+        env.update(TMPDIR=tmp, RUNTIME_RENDEZVOUS_TIMEOUT=str(rendezvous_timeout),
                    PYTHONPATH=os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])))
         start = time.monotonic()
-        process = subprocess.Popen(_command(launcher, kind, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        process = subprocess.Popen(_command(launcher, kind, out, launch_timeout), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, env=env, cwd=REPOSITORY)  # fmt: skip
         if fault == "SIGTERM to launcher":
             while len(recorded_pids(Path(out))) < 2 and time.monotonic() - start < 120:
@@ -116,18 +120,21 @@ def main() -> None:
     parser.add_argument("launchers", nargs="*", help=f"some of {', '.join(LAUNCHERS)} (default: all)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per case; the time shown is their median")
     parser.add_argument("--fault", action="append", choices=list(FAULTS), help="only these faults (repeatable)")
+    parser.add_argument("--launch-timeout", type=float, default=LAUNCH_TIMEOUT, help="seconds (default: %(default)s)")
+    parser.add_argument("--rendezvous-timeout", type=float, default=RENDEZVOUS_TIMEOUT,
+                        help="seconds (default: %(default)s)")
     args = parser.parse_args()
     unknown = set(args.launchers) - set(LAUNCHERS)
     if unknown:
         parser.error(f"unknown launcher(s) {', '.join(sorted(unknown))}; choose from {', '.join(LAUNCHERS)}")
-    print(f"launch timeout {LAUNCH_TIMEOUT:g} s, rendezvous timeout {RENDEZVOUS_TIMEOUT} s, "
+    print(f"launch timeout {args.launch_timeout:g} s, rendezvous timeout {args.rendezvous_timeout:g} s, "
           f"{args.repeat} run(s) per case")
     print("| fault in rank 1 | launcher | error named (rank, exit code) | median s to fail "
           "| leftover processes | leftover report folders |")
     print("|---|---|---|---|---|---|")
     for fault in args.fault or FAULTS:
         for launcher in args.launchers or LAUNCHERS:
-            cases = [run_case(launcher, fault) for _ in range(args.repeat)]
+            cases = [run_case(launcher, fault, args.launch_timeout, args.rendezvous_timeout) for _ in range(args.repeat)]
             named = " / ".join(sorted({c.named for c in cases}))
             seconds = statistics.median(c.seconds for c in cases)
             leftovers = f"{sum(c.leftover_processes for c in cases)} | {sum(c.leftover_folders for c in cases)}"

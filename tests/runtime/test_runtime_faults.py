@@ -112,8 +112,12 @@ def test_a_rank_that_skips_a_collective_and_exits_is_named_as_the_one_that_left(
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_a_rank_that_fails_before_joining_fails_the_launch_within_seconds(launcher: str, tmp_path: Path) -> None:
-    run = Run(launcher, "device-fail", tmp_path, timeout=600)  # no launch timeout to hide behind
+@pytest.mark.parametrize(("kind", "where"), [("device-fail", "being selected"), ("device-late-fail", "joining")])
+def test_a_rank_that_fails_before_joining_fails_the_launch_within_seconds(
+    launcher: str, kind: str, where: str, tmp_path: Path
+) -> None:
+    # Before it told the launcher it arrived, or after (while rank 0 already waits in the rendezvous).
+    run = Run(launcher, kind, tmp_path, timeout=600)  # no launch timeout, 300 s rendezvous timeout
 
     if launcher == "run":
         assert run.done.returncode == 1, run.done.stderr
@@ -121,8 +125,8 @@ def test_a_rank_that_fails_before_joining_fails_the_launch_within_seconds(launch
     else:
         assert (run.outcome["error"], run.outcome["rank"]) == ("RankFailedError", 1), run.outcome
         seconds = float(run.outcome["seconds"])  # type: ignore[arg-type]
-    assert "rank 1 failed (exit code 1): OSError: rank 1: device went away while being selected" in run.message
-    assert seconds < 60  # not torch's 30 minutes, nor the 300 s rendezvous timeout
+    assert f"rank 1 failed (exit code 1): OSError: rank 1: device went away while {where}" in run.message
+    assert seconds < 120  # not torch's 30 minutes, nor the 300 s rendezvous timeout
     run.assert_nothing_left()
 
 
