@@ -80,7 +80,8 @@ class MultiprocessingLauncher(Launcher):
                     )
                     self._start(process, fn)
                     processes[config.global_rank] = MultiprocessingRank(process)
-                supervisor = Supervisor(processes, reports, self.timeout, rendezvous_timeout=rendezvous_timeout(self.config))
+                supervisor = Supervisor(processes, reports, self.timeout,
+                                        rendezvous_timeout=rendezvous_timeout(self.config))  # fmt: skip
                 outcome = supervisor.watch()
             finally:
                 stop_processes(processes)

@@ -81,9 +81,10 @@ _current: _Guard | None = None
 def _reset_in_forked_child() -> None:
     global _current
     if _current is not None and os.getpid() != _current.owner:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
         _current = None
+        with contextlib.suppress(ValueError):  # forked from another thread than the main one
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
 
 
 os.register_at_fork(after_in_child=_reset_in_forked_child)

@@ -36,7 +36,9 @@ class StrategyOptions:
 
     use_distributed_sampler: bool = True
     timeout: float | None = None
-    rendezvous_timeout: float | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
+    rendezvous_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
     check_collectives: bool = True
 
 

@@ -92,8 +92,8 @@ def run_case(launcher: str, fault: str, launch_timeout: float = LAUNCH_TIMEOUT,
         env.update(TMPDIR=tmp, RUNTIME_RENDEZVOUS_TIMEOUT=str(rendezvous_timeout),
                    PYTHONPATH=os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])))
         start = time.monotonic()
-        process = subprocess.Popen(_command(launcher, kind, out, launch_timeout), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True, env=env, cwd=REPOSITORY)  # fmt: skip
+        process = subprocess.Popen(_command(launcher, kind, out, launch_timeout), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=env, cwd=REPOSITORY)  # fmt: skip
         if fault == "SIGTERM to launcher":
             while len(recorded_pids(Path(out))) < 2 and time.monotonic() - start < 120:
                 time.sleep(0.05)
@@ -134,7 +134,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for fault in args.fault or FAULTS:
         for launcher in args.launchers or LAUNCHERS:
-            cases = [run_case(launcher, fault, args.launch_timeout, args.rendezvous_timeout) for _ in range(args.repeat)]
+            cases = [run_case(launcher, fault, args.launch_timeout, args.rendezvous_timeout)
+                     for _ in range(args.repeat)]  # fmt: skip
             named = " / ".join(sorted({c.named for c in cases}))
             seconds = statistics.median(c.seconds for c in cases)
             leftovers = f"{sum(c.leftover_processes for c in cases)} | {sum(c.leftover_folders for c in cases)}"
