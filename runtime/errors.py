@@ -12,6 +12,7 @@ __all__ = [
     "PortInUseError",
     "RankFailedError",
     "RendezvousTimeoutError",
+    "RendezvousWaitError",
     "RuntimeConfigError",
     "failure_time",
     "stamp_failure_time",
@@ -100,13 +101,24 @@ class LaunchTimeoutError(TimeoutError):
     the Python stack it was in when it was stopped (where it could be captured).
     """
 
-    def __init__(self, ranks: Sequence[int], timeout: float, stacks: Mapping[int, str] | None = None) -> None:
+    def __init__(
+        self,
+        ranks: Sequence[int],
+        timeout: float,
+        stacks: Mapping[int, str] | None = None,
+        *,
+        waiting: Mapping[int, str] | None = None,
+    ) -> None:
         self.ranks = tuple(ranks)
         self.timeout = timeout
         self.stacks = dict(stacks or {})
+        #: The other ranks that were waiting for these, and where (e.g. ``{0: "barrier()"}``), where known.
+        self.waiting = dict(waiting or {})
         names = ", ".join(str(r) for r in self.ranks)
         noun = "rank" if len(self.ranks) == 1 else "ranks"
         lines = [f"{noun} {names} {self._what(len(self.ranks) == 1)}"]
+        lines += [f"  rank {rank} was waiting for {'it' if len(self.ranks) == 1 else 'them'} in {where}"
+                  for rank, where in sorted(self.waiting.items())]  # fmt: skip
         for rank, stack in sorted(self.stacks.items()):
             lines.append(f"\n--- where rank {rank} was ---\n{stack.rstrip()}")
         lines.append(self._hint())
@@ -138,8 +150,26 @@ class RendezvousTimeoutError(LaunchTimeoutError):
     def _hint(self) -> str:
         return (
             "  hint: a rank reaches the rendezvous when its launch() call is about to join the process "
-            "group; if the work before that is just slow, set RUNTIME_RENDEZVOUS_TIMEOUT (seconds, "
-            "default 300) higher"
+            "group; if the work before that is just slow, raise the strategy option `rendezvous_timeout` or "
+            "RUNTIME_RENDEZVOUS_TIMEOUT (seconds, default 300)"
+        )
+
+
+class RendezvousWaitError(TimeoutError):
+    """Raised in a rank that waited the rendezvous timeout in the rendezvous for peers that never came.
+
+    It is what the waiting rank sees, not the cause: the launcher blames the ``missing`` ranks
+    (with their stacks) instead, as a :class:`RendezvousTimeoutError`.
+    """
+
+    def __init__(self, rank: int, missing: Sequence[int], timeout: float, where: str) -> None:
+        self.rank = rank
+        self.missing = tuple(missing)
+        self.timeout = timeout
+        names = ", ".join(str(r) for r in self.missing) or "unknown"
+        super().__init__(
+            f"rank {rank} waited {timeout:g} s (the rendezvous timeout) in the rendezvous at {where} "
+            f"for rank(s) {names}, which did not arrive"
         )
 
 

@@ -50,8 +50,12 @@ RENDEZVOUS_TIMEOUT_VARIABLE = "RUNTIME_RENDEZVOUS_TIMEOUT"
 DEFAULT_RENDEZVOUS_TIMEOUT = 300.0
 
 
-def rendezvous_timeout(environ: Mapping[str, str] | None = None) -> float:
-    """The rendezvous timeout in seconds: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 300."""
+def rendezvous_timeout(config: ResolvedConfig | None = None, environ: Mapping[str, str] | None = None) -> float:
+    """The rendezvous timeout in seconds: the strategy option ``rendezvous_timeout`` of ``config``,
+    else ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 300."""
+    option = None if config is None else config.strategy_options.get("rendezvous_timeout")
+    if option is not None:
+        return float(option)
     text = (os.environ if environ is None else environ).get(RENDEZVOUS_TIMEOUT_VARIABLE, "").strip()
     if not text:
         return DEFAULT_RENDEZVOUS_TIMEOUT

@@ -125,11 +125,14 @@ class Collective(ABC):
         timeout: timedelta | float | None = None,
         *,
         device: torch.device | None = None,
+        rendezvous_timeout: float | None = None,
     ) -> None:
         """Join the group: ``rank`` of ``world_size`` processes meeting at ``master_addr:master_port``.
 
-        ``timeout`` (seconds or a timedelta) bounds the rendezvous and every later operation;
-        ``device`` is the device this process's tensors live on (some backends need it).
+        ``timeout`` (seconds or a timedelta) bounds every operation; ``rendezvous_timeout``
+        (seconds) bounds the wait for every rank to join (default: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else
+        300; a collective without a rendezvous of its own ignores it); ``device`` is the device this process's tensors
+        live on (some backends need it).
         """
 
     @abstractmethod

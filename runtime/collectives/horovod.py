@@ -71,6 +71,7 @@ class HorovodCollective(Collective):
         timeout: timedelta | float | None = None,
         *,
         device: torch.device | None = None,
+        rendezvous_timeout: float | None = None,
     ) -> None:
         """Join Horovod's job. The rendezvous comes from the variables ``horovodrun``/``horovod.run``
         set (``master_addr``/``master_port`` are not used); ``rank``/``world_size`` must match them."""

@@ -42,6 +42,7 @@ class SingleDeviceCollective(Collective):
         timeout: timedelta | float | None = None,
         *,
         device: torch.device | None = None,
+        rendezvous_timeout: float | None = None,
     ) -> None:
         if world_size != 1 or rank != 0:
             raise ValueError(

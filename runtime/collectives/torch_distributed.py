@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -10,8 +11,10 @@ import torch
 import torch.distributed as dist
 
 from runtime.collectives.base import Collective, CollectiveGroup
-from runtime.errors import PortInUseError
+from runtime.errors import PortInUseError, RendezvousWaitError
+from runtime.launchers.reports import mark_as_echo, rendezvous_abandoned
 from runtime.ports import port_is_free
+from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 from runtime.registry import register_collective
 
 __all__ = ["TorchCollective"]
@@ -46,6 +49,56 @@ def _import_group_default_modules() -> None:
 def _tcp_url(address: str, port: int) -> str:
     host = f"[{address}]" if ":" in address else address
     return f"tcp://{host}:{port}"
+
+
+_ARRIVED = "runtime-rendezvous/arrived-"
+_POLL = 0.05
+
+
+def _rendezvous_store(address: str, port: int, rank: int, world_size: int, timeout: float) -> dist.TCPStore:
+    """The run's key-value store: rank 0 hosts it, the others connect (retrying for ``timeout`` s)."""
+    try:
+        return dist.TCPStore(
+            address, port, world_size, is_master=rank == 0, timeout=timedelta(seconds=timeout), wait_for_workers=False
+        )
+    except dist.DistError as exc:
+        if rank == 0:
+            if not port_is_free(port):
+                raise PortInUseError(address, port, "MASTER_PORT") from exc
+            raise
+        # The client retried until the timeout: rank 0 never opened the store (or the address is wrong).
+        error = RendezvousWaitError(rank, (0,), timeout, _tcp_url(address, port))
+        mark_as_echo(error)
+        raise error from exc
+
+
+def _wait_for_every_rank(store: dist.TCPStore, rank: int, world_size: int, timeout: float, where: str) -> None:
+    """Announce this rank in the store and wait (at most ``timeout`` s) until every rank has.
+
+    gloo/nccl wait for their peers with the collective timeout; waiting here first bounds the
+    rendezvous by its own timeout, and tells which ranks never came. The wait polls, so that a
+    launching process that is a rank itself stops waiting as soon as its launcher gave up on the
+    launch (:func:`~runtime.launchers.reports.rendezvous_abandoned`: a peer failed or timed out).
+    """
+    store.set(f"{_ARRIVED}{rank}", "1")
+    deadline = time.monotonic() + timeout
+    waiting = list(range(world_size))
+    while True:
+        waiting = [peer for peer in waiting if not _arrived(store, peer)]
+        if not waiting:
+            return
+        if rendezvous_abandoned() or time.monotonic() >= deadline:
+            error = RendezvousWaitError(rank, waiting, timeout, where)
+            mark_as_echo(error)  # the peers it waited for are the cause, not this rank
+            raise error
+        time.sleep(_POLL)
+
+
+def _arrived(store: dist.TCPStore, peer: int) -> bool:
+    try:
+        return bool(store.check([f"{_ARRIVED}{peer}"]))
+    except dist.DistError:
+        return False
 
 
 @register_collective("torch")
@@ -83,7 +136,15 @@ class TorchCollective(Collective):
         timeout: timedelta | float | None = None,
         *,
         device: torch.device | None = None,
+        rendezvous_timeout: float | None = None,
     ) -> None:
+        """Join (or adopt) the default process group; see :meth:`Collective.setup`.
+
+        The rendezvous is bounded by ``rendezvous_timeout`` (default: ``RUNTIME_RENDEZVOUS_TIMEOUT``,
+        else 300 s), every later operation by ``timeout``: rank 0 hosts
+        a ``TCPStore`` with the rendezvous timeout, every rank waits there until all have arrived
+        (:func:`_wait_for_every_rank`), and only then joins gloo/nccl with the collective timeout.
+        """
         if not dist.is_available():
             raise RuntimeError("this torch build has no torch.distributed support")
         if device is not None:
@@ -103,18 +164,11 @@ class TorchCollective(Collective):
         pg_timeout = _as_timedelta(timeout)
         if pg_timeout is not None:
             kwargs["timeout"] = pg_timeout
-        try:
-            dist.init_process_group(
-                backend=backend,
-                init_method=_tcp_url(master_addr, master_port),
-                rank=rank,
-                world_size=world_size,
-                **kwargs,
-            )
-        except dist.DistNetworkError as exc:
-            if rank == 0 and not port_is_free(master_port):
-                raise PortInUseError(master_addr, master_port, "MASTER_PORT") from exc
-            raise
+        if rendezvous_timeout is None:
+            rendezvous_timeout = default_rendezvous_timeout()
+        store = _rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
+        _wait_for_every_rank(store, rank, world_size, rendezvous_timeout, _tcp_url(master_addr, master_port))
+        dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, **kwargs)
         self._adopt(owns=True)
 
     def _adopt(self, *, owns: bool) -> None:

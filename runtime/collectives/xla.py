@@ -73,6 +73,7 @@ class XLACollective(Collective):
         timeout: timedelta | float | None = None,
         *,
         device: torch.device | None = None,
+        rendezvous_timeout: float | None = None,
     ) -> None:
         """Join the replicas: PJRT already connected them, so this checks who this process is.
 

@@ -5,9 +5,9 @@ temporary directory (``tempfile.gettempdir()``: ``$TMPDIR``, else ``/tmp``), pri
 (mode 0700). It is removed
 
 - when the launch returns or raises (also on Ctrl-C);
-- when the launching process gets ``SIGTERM`` during the launch: the launch turns it into
-  ``SystemExit(143)`` in the main thread, so the ranks are stopped and the folder removed before the
-  process exits with the status a shell reports for SIGTERM;
+- when the launching process gets ``SIGTERM`` during the launch, at once, also while its main
+  thread is blocked in a collective (:mod:`runtime.launchers.signals`): the ranks are stopped and
+  the folder removed before the process exits with 143, the status a shell reports for SIGTERM;
 - after ``SIGKILL`` (which no process can catch) by the next launch of the same user on this
   machine, which removes every such folder whose launching process (``<pid>`` started at
   ``<start>``) no longer exists; the OS's temporary-file cleaning removes it otherwise.
@@ -18,18 +18,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
+
+from runtime.launchers.signals import SIGTERM_EXIT_CODE, sigterm_guard
 
 __all__ = ["FOLDER_PREFIX", "SIGTERM_EXIT_CODE", "report_folder", "sweep_stale_folders"]
 
 FOLDER_PREFIX = "runtime-ranks-"
-#: The exit status of a launching process stopped by SIGTERM (as a shell reports it).
-SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 
 
 def _start_time(pid: int) -> str:
@@ -78,31 +75,6 @@ def sweep_stale_folders(directory: str | None = None) -> list[str]:
     return removed
 
 
-def _raise_exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(SIGTERM_EXIT_CODE)
-
-
-@contextlib.contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    """Inside the block, SIGTERM unwinds the main thread (finally blocks run) instead of killing it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    try:
-        previous = signal.getsignal(signal.SIGTERM)
-    except ValueError:
-        yield
-        return
-    if previous is not signal.SIG_DFL:
-        yield  # the program handles SIGTERM itself: leave its handler alone
-        return
-    signal.signal(signal.SIGTERM, _raise_exit_on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 @contextlib.contextmanager
 def report_folder() -> Iterator[str]:
     """A fresh private folder for one launch, removed however the launch ends (module docstring)."""
@@ -110,7 +82,7 @@ def report_folder() -> Iterator[str]:
     pid = os.getpid()
     path = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{pid}-{_start_time(pid) or '0'}-")
     try:
-        with _sigterm_unwinds():
+        with sigterm_guard(path):
             yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)

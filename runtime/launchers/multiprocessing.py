@@ -63,7 +63,7 @@ class MultiprocessingLauncher(Launcher):
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         self.check_start_method()
-        rendezvous_timeout()  # a bad RUNTIME_RENDEZVOUS_TIMEOUT fails before anything starts
+        rendezvous_timeout(self.config)  # a bad RUNTIME_RENDEZVOUS_TIMEOUT fails before anything starts
         address, port = self.rendezvous()
         context: Any = torch.multiprocessing.get_context(self.start_method)
         first_rank = rank_config(self.config, 0).global_rank
@@ -80,7 +80,7 @@ class MultiprocessingLauncher(Launcher):
                 )
                 self._start(process, fn)
                 group.add(config.global_rank, MultiprocessingRank(process))
-            outcome = group.supervisor(self.timeout, rendezvous_timeout=rendezvous_timeout()).watch()
+            outcome = group.supervisor(self.timeout, rendezvous_timeout=rendezvous_timeout(self.config)).watch()
             problem = outcome.problem(self.timeout)
             if problem is not None:
                 raise problem

@@ -14,19 +14,33 @@ import importlib.util
 import json
 import os
 import pickle
+import re
 import signal
 import stat
+import threading
 import traceback
 from collections.abc import Iterator
 from typing import IO, Any
 
 import attrs
 
-from runtime.errors import failure_time
+from runtime.errors import LaunchTimeoutError, RendezvousTimeoutError, RendezvousWaitError, failure_time
 from runtime.launchers.cleanup import report_folder
 from runtime.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
 
-__all__ = ["ErrorReport", "RankReports", "STACK_SIGNAL", "describe_exception", "is_communication_error"]
+__all__ = [
+    "ErrorReport",
+    "RankReports",
+    "abandon_rendezvous",
+    "rendezvous_abandoned",
+    "STACK_SIGNAL",
+    "describe_exception",
+    "is_communication_error",
+    "mark_as_echo",
+    "split_waiting",
+    "timeout_error",
+    "where_waiting",
+]
 
 #: The signal that makes a rank dump its stack (None where the platform has no SIGUSR1).
 STACK_SIGNAL: int | None = getattr(signal, "SIGUSR1", None)
@@ -50,13 +64,35 @@ def _distributed_directory() -> str | None:
 _DISTRIBUTED_DIRECTORY = _distributed_directory()
 
 
+_ECHO = "_runtime_echo"
+_abandoned = threading.Event()
+
+
+def abandon_rendezvous() -> None:
+    """The launcher gave up on the launch (a rank failed or timed out): a rank that runs in the
+    launching process stops waiting in the rendezvous (cleared when the next launch starts)."""
+    _abandoned.set()
+
+
+def rendezvous_abandoned() -> bool:
+    return _abandoned.is_set()
+
+
+def mark_as_echo(exc: BaseException) -> None:
+    """Mark ``exc`` as what a rank saw of a peer's fault (e.g. a rendezvous wait that timed out)."""
+    setattr(exc, _ECHO, True)
+
+
 def is_communication_error(exc: BaseException) -> bool:
     """Whether ``exc`` was raised inside ``torch.distributed`` (a collective or the rendezvous).
 
     Gloo reports a vanished peer ("connection reset/closed by peer") and a timed-out collective
     as plain ``RuntimeError``; what sets them apart from the user's own errors is where they
     were raised. Such a failure is usually the echo of a peer that failed, left or hung first.
+    An exception marked with :func:`mark_as_echo` counts too.
     """
+    if getattr(exc, _ECHO, False):
+        return True
     if _DISTRIBUTED_DIRECTORY is None:
         return False
     frames = traceback.extract_tb(exc.__traceback__)
@@ -72,6 +108,62 @@ class ErrorReport:
     summary: str
     traceback: str
     communication: bool = False
+    #: Set when the rank timed out waiting in the rendezvous for peers (its rendezvous timeout).
+    rendezvous_timeout: float | None = None
+
+
+def rendezvous_wait_timeout(exc: BaseException) -> float | None:
+    """The rendezvous timeout after which ``exc`` was raised, if it is a rendezvous wait that timed out."""
+    return exc.timeout if isinstance(exc, RendezvousWaitError) else None
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+),? in (\S+)')
+_COLLECTIVES_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "collectives", "")
+_JOINING = "setup"  # Collective.setup: the rendezvous
+
+
+def where_waiting(text: str) -> str | None:
+    """Where a traceback or a stack dump shows its rank waiting for peers, e.g.
+    ``"barrier() (called at train.py:12 in step)"``, or ``None`` if it is not in a collective."""
+    threads = re.split(r"\n(?=(?:Current thread|Thread) 0x)", text)
+    for thread in threads:
+        frames = [(os.path.realpath(f), int(n), fn) for f, n, fn in _FRAME.findall(thread)]
+        if "most recent call first" in thread:
+            frames.reverse()  # faulthandler lists the innermost frame first
+        for index, (filename, _, function) in enumerate(frames):
+            if not filename.startswith(_COLLECTIVES_DIRECTORY) or function.startswith("_"):
+                continue
+            what = "the rendezvous (joining the process group)" if function == _JOINING else f"{function}()"
+            if index > 0:
+                caller_file, caller_line, caller = frames[index - 1]
+                what += f" (called at {os.path.basename(caller_file)}:{caller_line} in {caller})"
+            return what
+    return None
+
+
+def split_waiting(
+    ranks: tuple[int, ...], stacks: dict[int, str], tracebacks: dict[int, str]
+) -> tuple[tuple[int, ...], dict[int, str]]:
+    """Split the ranks of a timeout into those that hung and those that waited for them (with where).
+
+    ``stacks`` are the stacks of ``ranks``; ``tracebacks`` those of peers whose wait failed. A rank
+    is waiting when its stack or traceback is in a collective; when every rank is, none is set apart.
+    """
+    waiting = {rank: where for rank, text in {**stacks, **tracebacks}.items() if (where := where_waiting(text))}
+    hung = tuple(rank for rank in ranks if rank not in waiting)
+    if not hung:
+        return ranks, {rank: where for rank, where in waiting.items() if rank not in ranks}
+    return hung, {rank: where for rank, where in waiting.items() if rank not in hung}
+
+
+def timeout_error(
+    ranks: tuple[int, ...], limit: float, stacks: dict[int, str], echoes: dict[int, str], *, rendezvous: bool
+) -> LaunchTimeoutError:
+    """The error for ``ranks`` that ran past ``limit`` seconds (the rendezvous timeout if ``rendezvous``),
+    naming those that hung, with their stacks, and the peers that waited for them (:func:`split_waiting`)."""
+    hung, waiting = split_waiting(ranks, stacks, echoes)
+    kind = RendezvousTimeoutError if rendezvous else LaunchTimeoutError
+    return kind(hung, limit, {rank: stacks[rank] for rank in hung if rank in stacks}, waiting=waiting)
 
 
 class RankReports:
@@ -84,6 +176,7 @@ class RankReports:
     @contextlib.contextmanager
     def temporary(cls) -> Iterator[RankReports]:
         """A fresh directory, removed however the launch ends (see :mod:`runtime.launchers.cleanup`)."""
+        _abandoned.clear()  # a new launch
         with report_folder() as directory:
             yield cls(directory)
 
@@ -135,6 +228,7 @@ class RankReports:
             "summary": summary,
             "traceback": text,
             "communication": is_communication_error(exc),
+            "rendezvous_timeout": rendezvous_wait_timeout(exc),
         }
         self._write_atomically(self._path(rank, "error.json"), json.dumps(data).encode())
 
@@ -170,6 +264,7 @@ class RankReports:
             summary=data["summary"],
             traceback=data["traceback"],
             communication=bool(data.get("communication", False)),
+            rendezvous_timeout=data.get("rendezvous_timeout"),
         )
 
     def has_joined(self, rank: int) -> bool:

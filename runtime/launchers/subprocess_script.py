@@ -19,6 +19,7 @@ from runtime.errors import RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.rank_group import rank_group
 from runtime.launchers.reports import RankReports
+from runtime.launchers.signals import watch_processes
 from runtime.launchers.supervision import Failure, RankProcess, Supervisor
 from runtime.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime.registry import register_launcher
@@ -56,11 +57,12 @@ class SubprocessScriptLauncher(Launcher):
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         command = script_command() if self.config.num_devices > 1 else []
-        joining_timeout = rendezvous_timeout()
+        joining_timeout = rendezvous_timeout(self.config)
         address, port = self.rendezvous()
         own = rank_config(self.config, 0)
         with rank_group() as group:
             reports = group.reports
+            watch_processes(group.processes)  # SIGTERM stops them even while this rank is blocked in a collective
             for local_rank in range(1, self.config.num_devices):
                 config = rank_config(self.config, local_rank)
                 group.popen(config.global_rank, command, {**os.environ, **rank_variables(config, address, port, reports.directory)})

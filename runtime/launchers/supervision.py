@@ -31,9 +31,17 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from runtime.errors import LaunchTimeoutError, RankFailedError, RendezvousTimeoutError, failure_time
+from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
 from runtime.launchers.rank_processes import GRACE, MultiprocessingRank, PopenRank, RankProcess, stop_processes
-from runtime.launchers.reports import STACK_SIGNAL, RankReports, describe_exception, is_communication_error
+from runtime.launchers.reports import (
+    STACK_SIGNAL,
+    RankReports,
+    abandon_rendezvous,
+    describe_exception,
+    is_communication_error,
+    rendezvous_wait_timeout,
+    timeout_error,
+)
 
 __all__ = [
     "Failure",
@@ -64,12 +72,15 @@ class Failure:
     traceback: str
     #: Raised inside ``torch.distributed``: usually the echo of a peer's failure.
     communication: bool = False
+    #: Set when it is a rank's rendezvous wait that timed out (that timeout): its peers hung before joining.
+    rendezvous_timeout: float | None = None
 
     @classmethod
     def from_exception(cls, rank: int, exc: BaseException) -> Failure:
         """The failure of a rank that ran in this process."""
         summary, text = describe_exception(exc)
-        return cls(rank, failure_time(exc), None, summary, text, is_communication_error(exc))
+        return cls(rank, failure_time(exc), None, summary, text, is_communication_error(exc),
+                   rendezvous_wait_timeout(exc))  # fmt: skip
 
     def error(self) -> RankFailedError:
         return RankFailedError(self.rank, exit_code=self.exit_code, traceback=self.traceback, summary=self.summary)
@@ -97,6 +108,7 @@ class Outcome:
     def problem(self, timeout: float | None) -> RankFailedError | LaunchTimeoutError | None:
         """The exception for the cause of the failure (see the module docstring), or ``None``."""
         blamed = _earliest([f for f in self.failures if not f.communication])
+        echoes = {f.rank: f.traceback for f in self.failures if f.communication}
         if blamed is None and self.failures:
             echo = _earliest(self.failures)
             assert echo is not None
@@ -108,13 +120,15 @@ class Outcome:
                              f"it in a collective, which then failed ({echo.summary.splitlines()[0][:200]})"),
                 )
             elif self.stuck_ranks and self.timed_out_at is None:
-                return LaunchTimeoutError(self.stuck_ranks, timeout or 0.0, self.stacks)
+                waited = next((f.rendezvous_timeout for f in self.failures if f.rendezvous_timeout is not None), None)
+                limit = (timeout or 0.0) if waited is None else waited
+                return timeout_error(self.stuck_ranks, limit, self.stacks, echoes, rendezvous=waited is not None)
             else:
                 blamed = echo
         if self.timed_out_at is not None and (blamed is None or blamed.communication or self.timed_out_at <= blamed.time):
-            if self.rendezvous_timeout is not None:
-                return RendezvousTimeoutError(self.timed_out_ranks, self.rendezvous_timeout, self.stacks)
-            return LaunchTimeoutError(self.timed_out_ranks, timeout or 0.0, self.stacks)
+            limit = (timeout or 0.0) if self.rendezvous_timeout is None else self.rendezvous_timeout
+            return timeout_error(self.timed_out_ranks, limit, self.stacks, echoes,
+                                 rendezvous=self.rendezvous_timeout is not None)  # fmt: skip
         return blamed.error() if blamed is not None else None
 
 
@@ -297,11 +311,13 @@ class Supervisor:
             # A rank we stopped failed on its own only if it reported before we stopped it.
             if rank not in self._stopped or failure.traceback:
                 self.outcome.failures.append(failure)
+                abandon_rendezvous()  # a rank in this process stops waiting for its peers there
 
     def _failure(self, rank: int, code: int) -> Failure:
         report = self.reports.read_error(rank)
         if report is not None:
-            return Failure(rank, report.time, code, report.summary, report.traceback, report.communication)
+            return Failure(rank, report.time, code, report.summary, report.traceback, report.communication,
+                           report.rendezvous_timeout)  # fmt: skip
         summary = f"killed by signal {-code}" if code < 0 else "exited without reporting an error (see its output)"
         # It died between the last poll that saw it alive and this one: blame from the earlier.
         return Failure(rank, self._last_alive[rank], code, summary, "")
@@ -312,6 +328,7 @@ class Supervisor:
     def _stop(self, running: dict[int, RankProcess]) -> None:
         # A rank that reported an error, or whose work returned, is on its way out: let it exit with
         # its own code (a torch process can take seconds to finish on a busy machine).
+        abandon_rendezvous()  # a rank in this process stops waiting for its peers there
         deadline = time.monotonic() + _EXITING_GRACE
         for rank, process in running.items():
             if self._is_exiting(rank):

@@ -24,7 +24,7 @@ from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import DataLoaderWarning, stamp_failure_time
 from runtime.launchers.launched_rank import run_launched_rank
-from runtime.rank_environment import threads_applied
+from runtime.rank_environment import rendezvous_timeout, threads_applied
 from runtime.strategies.options import StrategyOptions, structure_options
 from runtime.tensor_tree import map_tensors
 
@@ -189,6 +189,7 @@ class Strategy:
             master_port=self._cluster_environment.main_port,
             timeout=self.timeout,
             device=device,
+            rendezvous_timeout=rendezvous_timeout(self._config),
         )
 
     def teardown(self) -> None:

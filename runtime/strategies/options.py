@@ -32,6 +32,8 @@ class StrategyOptions:
     - ``use_distributed_sampler``: :meth:`~runtime.Strategy.process_dataloader` shards loaders
       across ranks (``False`` leaves loaders alone).
     - ``timeout`` (seconds): bounds a launched run and every collective operation.
+    - ``rendezvous_timeout`` (seconds): bounds the time until every rank has joined the process
+      group (default: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 300); separate from ``timeout``.
     - ``check_collectives``: ranks compare their arguments before each collective operation, so
       misuse raises on every rank instead of hanging (``False`` saves that small exchange).
     - ``num_threads``: intra-op CPU threads of each rank, instead of the resolved
@@ -40,6 +42,9 @@ class StrategyOptions:
 
     use_distributed_sampler: bool = True
     timeout: float | None = None
+    rendezvous_timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
     check_collectives: bool = True
     num_threads: int | None = attrs.field(default=None)
 

@@ -2,7 +2,9 @@
 
 Importing this module replaces the ``cpu`` accelerator with one whose ``set_device`` can fail or
 hang on a chosen rank (``RUNTIME_TEST_DEVICE_FAULT=fail:1`` or ``hang:1``): a fault after the
-rank reached ``launch()`` but before it joined the process group. Only the fault scripts import
+rank reached ``launch()`` but before it joined the process group. ``late-hang:1`` hangs on the
+second selection, the one the strategy makes while it joins (after the rank told its launcher it
+arrived): a rank that hangs in the rendezvous; ``late-fail:1`` fails there. Only the fault scripts import
 it, in their own processes.
 """
 
@@ -26,8 +28,15 @@ DEVICE_FAULT = "RUNTIME_TEST_DEVICE_FAULT"
 class FlakyCPUAccelerator(CPUAccelerator):
     """The CPU, with a device that fails or hangs on the rank ``RUNTIME_TEST_DEVICE_FAULT`` names."""
 
+    selections = 0
+
     def set_device(self, device: torch.device) -> None:
         kind, _, rank = os.environ.get(DEVICE_FAULT, "").partition(":")
+        FlakyCPUAccelerator.selections += 1
+        if kind.startswith("late-") and os.environ.get("RANK") == rank and FlakyCPUAccelerator.selections == 2:
+            if kind == "late-fail":
+                raise OSError(f"rank {rank}: device went away while joining")
+            time.sleep(600)
         if rank and os.environ.get("RANK") == rank:
             if kind == "fail":
                 raise OSError(f"rank {rank}: device went away while being selected")

@@ -111,13 +111,42 @@ def test_a_rank_that_skips_a_collective_and_exits_is_named_as_the_one_that_left(
     run.assert_nothing_left()
 
 
-@pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
-def test_a_rank_that_fails_before_joining_fails_the_launch_within_seconds(launcher: str, tmp_path: Path) -> None:
-    run = Run(launcher, "device-fail", tmp_path, timeout=600)  # no launch timeout to hide behind
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize(("kind", "where"), [("device-fail", "being selected"), ("device-late-fail", "joining")])
+def test_a_rank_that_fails_before_joining_fails_the_launch_within_seconds(
+    launcher: str, kind: str, where: str, tmp_path: Path
+) -> None:
+    # Before it told the launcher it arrived, or after (while rank 0 already waits in the rendezvous).
+    run = Run(launcher, kind, tmp_path, timeout=600)  # no launch timeout, 300 s rendezvous timeout
 
-    assert (run.outcome["error"], run.outcome["rank"]) == ("RankFailedError", 1), run.outcome
-    assert "OSError: rank 1: device went away while being selected" in run.message
-    assert float(run.outcome["seconds"]) < 30  # type: ignore[arg-type]  (not torch's 30 minutes)
+    if launcher == "run":
+        assert run.done.returncode == 1, run.done.stderr
+        seconds = run.seconds
+    else:
+        assert (run.outcome["error"], run.outcome["rank"]) == ("RankFailedError", 1), run.outcome
+        seconds = float(run.outcome["seconds"])  # type: ignore[arg-type]
+    assert f"rank 1 failed (exit code 1): OSError: rank 1: device went away while {where}" in run.message
+    assert seconds < 120  # not torch's 30 minutes, nor the 300 s rendezvous timeout
+    run.assert_nothing_left()
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_rank_that_hangs_in_the_rendezvous_is_named_with_its_stack_not_the_rank_that_waited(
+    launcher: str, tmp_path: Path
+) -> None:
+    # Rank 1 told its launcher it arrived, then hangs while joining: the peers wait for it in the
+    # rendezvous, bounded by the rendezvous timeout, not the (600 s) collective timeout.
+    run = Run(launcher, "device-late-hang", tmp_path, timeout=600, RUNTIME_RENDEZVOUS_TIMEOUT="20")
+
+    if launcher == "run":
+        assert run.done.returncode == 124, run.done.stderr
+        assert run.seconds < 120
+    else:
+        assert (run.outcome["error"], run.outcome["ranks"]) == ("RendezvousTimeoutError", [1]), run.outcome
+        assert float(run.outcome["seconds"]) < 120  # type: ignore[arg-type]
+    assert "rank 1 did not reach the rendezvous within the 20 s rendezvous timeout" in run.message
+    assert "rank 0 was waiting for it in the rendezvous (joining the process group)" in run.message
+    assert "in set_device" in run.message.split("--- where rank 1 was ---")[1]  # where it hung
     run.assert_nothing_left()
 
 
@@ -138,17 +167,17 @@ def test_a_rank_that_hangs_in_its_work_is_reported_with_its_stack_not_as_the_pee
     run = Run(launcher, "hang", tmp_path, timeout=25)
 
     # Rank 0 waits in a barrier whose collective timeout is the same 25 s: that echo is not the error.
-    assert run.outcome["error"] == "LaunchTimeoutError", run.outcome
-    assert 1 in run.outcome["ranks"]  # type: ignore[operator]
+    assert (run.outcome["error"], run.outcome["ranks"]) == ("LaunchTimeoutError", [1]), run.outcome
+    assert "rank 0 was waiting for it in barrier() (called at fault_workers.py:" in run.message
     assert "--- where rank 1 was ---" in run.message
     assert "in fault" in run.message.split("--- where rank 1 was ---")[1]  # its stack: the sleep in fault()
     run.assert_nothing_left()
 
 
-# Not under ddp: there the launching process is rank 0, and Python runs the SIGTERM handler only
-# once rank 0's blocked collective returns (documented in docs/runtime.md).
-@pytest.mark.parametrize("launcher", ("ddp_spawn", "ddp_fork"))
-def test_sigterm_to_the_launching_process_stops_the_ranks_and_removes_the_report_folder(
+# Under ddp the launching process is rank 0, blocked in a barrier its peer never reaches: the
+# SIGTERM is acted on at once all the same (runtime.launchers.signals), not at the 120 s timeout.
+@pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
+def test_sigterm_to_the_launching_process_stops_the_ranks_and_removes_the_report_folder_at_once(
     launcher: str, tmp_path: Path
 ) -> None:
     out, tmp = tmp_path / "out", tmp_path / "tmp"
@@ -161,12 +190,16 @@ def test_sigterm_to_the_launching_process_stops_the_ranks_and_removes_the_report
         while len(recorded_pids(out)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(recorded_pids(out)) == 2
+        time.sleep(1)  # rank 0 is in the barrier by now
         launching.send_signal(signal.SIGTERM)
+        start = time.monotonic()
         _, stderr = launching.communicate(timeout=60)
+        seconds = time.monotonic() - start
     finally:
         launching.kill()
         launching.wait()
     assert launching.returncode == 143, stderr  # 128 + SIGTERM, as a shell reports it
+    assert seconds < 30, seconds  # not when the barrier's 120 s timeout ends it
     assert all(process_is_gone(pid) for pid in recorded_pids(out))
     assert list(tmp.iterdir()) == []
 
@@ -197,3 +230,36 @@ def test_a_report_folder_left_by_a_killed_launch_is_removed_by_the_next_launch(t
         else:
             os.environ["TMPDIR"] = saved
         tempfile.tempdir = None
+
+
+def test_the_rendezvous_wait_is_bounded_by_the_rendezvous_timeout_not_the_collective_timeout() -> None:
+    from runtime.collectives.torch_distributed import TorchCollective
+    from runtime.errors import RendezvousWaitError
+    from runtime.launchers.reports import is_communication_error
+    from runtime.ports import find_free_port
+
+    collective = TorchCollective()
+    start = time.monotonic()
+    with pytest.raises(RendezvousWaitError) as caught:  # rank 1 never comes
+        collective.setup(0, 2, "gloo", "127.0.0.1", find_free_port(), timeout=600, rendezvous_timeout=2)
+    assert time.monotonic() - start < 60  # not the 600 s collective timeout
+    assert (caught.value.rank, caught.value.missing, caught.value.timeout) == (0, (1,), 2)
+    assert "rank 0 waited 2 s (the rendezvous timeout) in the rendezvous at tcp://127.0.0.1:" in str(caught.value)
+    assert is_communication_error(caught.value)  # an echo: the launcher blames the missing rank
+    assert not collective.is_initialized
+
+
+def test_the_rendezvous_timeout_is_a_strategy_option_before_the_environment_variable() -> None:
+    import resolver
+    import runtime
+    from runtime.errors import RuntimeConfigError
+    from runtime.rank_environment import rendezvous_timeout
+
+    config = resolver.resolve(devices=2, strategy="ddp_spawn", accelerator="cpu")
+    strategy = runtime.build(config, rendezvous_timeout=45)
+    assert strategy.options.rendezvous_timeout == 45
+    assert rendezvous_timeout(strategy.config, {"RUNTIME_RENDEZVOUS_TIMEOUT": "9"}) == 45
+    assert rendezvous_timeout(config, {"RUNTIME_RENDEZVOUS_TIMEOUT": "9"}) == 9
+    assert rendezvous_timeout(config, {}) == 300
+    with pytest.raises(RuntimeConfigError, match="rendezvous_timeout"):
+        runtime.build(config, rendezvous_timeout=0)

@@ -3,7 +3,8 @@
 STRATEGY is ``ddp``, ``ddp_spawn`` or ``ddp_fork`` (the script launches), or ``run`` (``resolver
 run`` started the script: it calls ``runtime.launch`` without flags). FAULT is a kind that
 ``fault_workers.fault`` injects, or ``device-fail``/``device-hang`` (rank 1's device selection
-fails or hangs, before it joins the process group), or ``none``. The launching process prints one
+fails or hangs, before it joins the process group), ``device-late-hang``/``device-late-fail`` (rank 1
+hangs or fails while it joins: in the rendezvous), or ``none``. The launching process prints one
 ``OUTCOME {json}`` line: the error type, rank, exit code and message, and the seconds it took.
 """
 
