@@ -134,8 +134,9 @@ def where_waiting(text: str) -> str | None:
             if not filename.startswith(_COLLECTIVES_DIRECTORY) or function.startswith("_"):
                 continue
             what = "the rendezvous (joining the process group)" if function == _JOINING else f"{function}()"
-            if index > 0:
-                caller_file, caller_line, caller = frames[index - 1]
+            callers = [frame for frame in frames[:index] if not frame[0].startswith(_COLLECTIVES_DIRECTORY)]
+            if callers:
+                caller_file, caller_line, caller = callers[-1]
                 what += f" (called at {os.path.basename(caller_file)}:{caller_line} in {caller})"
             return what
     return None
