@@ -18,6 +18,7 @@ from resolver.explain import explain_json, explain_text
 from resolver.integers import parse_int
 from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
+from resolver.suggest import did_you_mean
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -154,8 +155,23 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+        command = subparsers.choices[args.command]
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{_option_suggestions(command, unknown)}")
     return args
+
+
+def _option_suggestions(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """``; did you mean --strategy?`` for each unknown option that is close to one the parser has."""
+    options = [s for a in parser._actions if a.help is not argparse.SUPPRESS for s in a.option_strings]
+    found = []
+    for token in unknown:
+        if token.startswith("-") and len(token) > 2:
+            name = token.split("=", 1)[0]
+            # torchrun and Lightning spell flags with underscores; compare as written on this command line
+            hint = did_you_mean(name.replace("_", "-"), [o for o in options if o.startswith("--")], quote=False)
+            if hint:
+                found.append(f"{name}: {hint}")
+    return "".join(f"\n  = help: {line}" for line in found)
 
 
 def _environment(spec: str | None, rules: list[str]) -> Environment:

@@ -295,3 +295,15 @@ def rankfile_node_rank(text: str, hostname: str) -> int:
             "run under jsrun inside the LSF job that wrote LSB_DJOB_RANKFILE, or pass cluster_environment='local'",
         )
     return unique.index(hostname)
+
+
+@register_function("did_you_mean")
+def did_you_mean(value: Any, members: Sequence[str]) -> str:
+    """`` (did you mean 'ddp'?)`` when ``value`` is close to a member of a domain, else ``""``.
+
+    Made to end a conflict message: ``conflict = "unknown strategy '{flag.strategy}'{suggest.strategy}"``.
+    """
+    from resolver.suggest import did_you_mean as suggestion
+
+    found = suggestion(str(value), members)
+    return f" ({found})" if found else ""
