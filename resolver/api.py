@@ -16,6 +16,7 @@ from resolver.config import Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
+from resolver.flagsfile import FlagsFile, flags_with_file, load_flags_file
 from resolver.integers import MAX_INT_DIGITS, too_long
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
@@ -177,11 +178,15 @@ def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _flag_provenance(flags: Mapping[str, Any], values: Mapping[str, Any], slot: str) -> Provenance | None:
-    """What the user wrote for an arg.* input (built only when someone asks)."""
+def _flag_provenance(
+    flags: Mapping[str, Any], values: Mapping[str, Any], slot: str, sources: Mapping[str, Provenance] | None = None
+) -> Provenance | None:
+    """What the user wrote for an arg.* input (built only when someone asks); ``sources``: flags read from a file."""
     name = _ARG_NAMES.get(slot)
     if name is None:
         return None
+    if sources and name in sources:
+        return sources[name]
     default = FLAG_DEFAULTS[name]
     value = values[slot]
     given = type(value) is not type(default) or value != default
@@ -205,8 +210,12 @@ def run_rules(
     environment: Environment,
     rules: RulesArg = None,
     reporter: Reporter | None = None,
+    sources: Mapping[str, Provenance] | None = None,
 ) -> Evaluation:
-    """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``."""
+    """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``.
+
+    ``sources`` gives the provenance of flags that did not come from the caller (a flags file).
+    """
     evaluator = _evaluator(rules)
     env_values, env_provenance = _environment_values(evaluator, environment)
     values = dict(env_values)  # a copy of a same-shaped dict: no rehashing, however many variables
@@ -214,7 +223,7 @@ def run_rules(
 
     def inputs(slot: str) -> Provenance | None:
         found = env_provenance.get(slot)
-        return found if found is not None else _flag_provenance(flags, values, slot)
+        return found if found is not None else _flag_provenance(flags, values, slot, sources)
 
     return evaluator.run(values, inputs, reporter)
 
@@ -231,6 +240,7 @@ def resolve(
     environment: Environment | None = None,
     rules: RulesArg = None,
     reporter: Reporter | None = None,
+    config_file: str | os.PathLike[str] | FlagsFile | None = None,
     **removed: Any,
 ) -> ResolvedConfig:
     """Resolve training flags against a machine snapshot.
@@ -239,6 +249,8 @@ def resolve(
     variable and file the rule table in use reads. ``rules`` adds rule
     files (paths) to the built-in table, or replaces it with a compiled table. Raises
     :class:`ResolutionError` (a ``ValueError``); :class:`ConflictError` when two sources disagree.
+    ``config_file`` reads flags from a TOML flags file (:mod:`resolver.flagsfile`); a keyword
+    given here with a value other than its default wins over the file.
     """
     if removed:
         evaluator = _evaluator(rules)
@@ -263,7 +275,11 @@ def resolve(
         "cluster_environment": cluster_environment,
         "plugins": plugins,
     }
-    evaluation = run_rules(flags, environment, rules, reporter)
+    sources = None
+    if config_file is not None:
+        file = config_file if isinstance(config_file, FlagsFile) else load_flags_file(config_file)
+        flags, sources = flags_with_file(flags, FLAG_DEFAULTS, file)
+    evaluation = run_rules(flags, environment, rules, reporter, sources)
     return config_from(evaluation)
 
 

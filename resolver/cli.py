@@ -15,6 +15,7 @@ from resolver.config import ResolvedConfig
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
+from resolver.flagsfile import load_flags_file
 from resolver.integers import parse_int
 from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
@@ -89,6 +90,39 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read the flags from this TOML file ([flags] table, as in a golden scenario); "
+        "a flag given on the command line wins over the file",
+    )
+
+
+def _given_flags(argv: Sequence[str] | None) -> set[str]:
+    """The names of the options written on the command line (not left at their default)."""
+    parser = _parser()
+    stack = [parser]
+    while stack:
+        current = stack.pop()
+        for action in current._actions:
+            action.default = argparse.SUPPRESS
+            if isinstance(action, argparse._SubParsersAction):
+                stack.extend(action.choices.values())
+    given, _ = parser.parse_known_args(argv)
+    return set(vars(given))
+
+
+def _resolve(args: argparse.Namespace, **keywords: Any) -> ResolvedConfig:
+    """``resolve()`` with the command line's flags, over the flags file of ``--config`` if any."""
+    flags = _flags(args)
+    if args.config is None:
+        return resolve(**flags, **keywords)
+    given = _given_flags(args.argv) & set(flags)
+    file = load_flags_file(args.config).without(given)
+    return resolve(**{k: v for k, v in flags.items() if k in given}, config_file=file, **keywords)
+
+
 def _subcommand(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> argparse.ArgumentParser:
     text = COMMANDS[name]
     return sub.add_parser(
@@ -113,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
 
     explain = _subcommand(sub, "explain")
     _add_flags(explain)
+    _add_config(explain)
     explain.add_argument(
         "--format",
         choices=("text", "json", "dot"),
@@ -129,10 +164,21 @@ def _parser() -> argparse.ArgumentParser:
 
     run = _subcommand(sub, "run")
     _add_flags(run, can_simulate=False)
+    _add_config(run)
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="stop every rank (and fail) if the run takes longer than this")
-    run.add_argument("script", help="the Python script to run")
-    run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+    run.add_argument(
+        "-m",
+        "--module",
+        action="store_true",
+        help="run SCRIPT as a module, as `python -m SCRIPT` would (SCRIPT is then a module name)",
+    )
+    run.add_argument("script", help="the Python script to run (or, with -m, the module)")
+    run.add_argument(
+        "script_args",
+        nargs=argparse.REMAINDER,
+        help="arguments for the script, passed through untouched (everything after SCRIPT, --help too)",
+    )
 
     env = _subcommand(sub, "env")
     env.add_argument("--format", choices=("text", "json"), default="text", help="text to paste (default), or json")
@@ -153,6 +199,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse; an unknown option is reported with the usage of the subcommand it was given to."""
     parser = _parser()
     args, unknown = parser.parse_known_args(argv)
+    args.argv = argv
     if unknown:
         subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         command = subparsers.choices[args.command]
@@ -210,7 +257,7 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         environment = _environment(args.simulate, args.rules)
         _check_removed(args)
-        config = resolve(**_flags(args), environment=environment, rules=args.rules or None, reporter=trace)
+        config = _resolve(args, environment=environment, rules=args.rules or None, reporter=trace)
     except ResolutionError as error:
         failure = error
     if args.format == "json":
@@ -239,15 +286,16 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    problem = _target_problem(args.script, module=args.module)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
     try:
         _check_removed(args)
-        config = resolve(**_flags(args), environment=_environment(None, args.rules), rules=args.rules or None)
+        config = _resolve(args, environment=_environment(None, args.rules), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
-    if not Path(args.script).is_file():
-        print(f"error: script {args.script!r} not found", file=sys.stderr)
-        return EXIT_USAGE
     print(f"resolver: {config.summary()}", file=sys.stderr, flush=True)
     try:
         import runtime
@@ -258,10 +306,23 @@ def _run(args: argparse.Namespace) -> int:
         )
         return EXIT_ERROR
     try:
-        return runtime.run_script(config, args.script, list(args.script_args), timeout=args.timeout)
+        return runtime.run_script(
+            config, args.script, list(args.script_args), timeout=args.timeout, module=args.module
+        )
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _target_problem(target: str, *, module: bool) -> str | None:
+    """Why ``resolver run`` cannot start ``target`` (a script path, or a module with ``-m``), or None."""
+    if module:
+        from resolver.runtarget import module_problem
+
+        return module_problem(target)
+    from resolver.runtarget import script_problem
+
+    return script_problem(target)
 
 
 def _golden(args: argparse.Namespace) -> int:
