@@ -36,8 +36,12 @@ def run_script(
     args: Sequence[str] = (),
     *,
     timeout: float | None = None,
+    module: bool = False,
 ) -> int:
     """Run ``python script args...`` once per local rank of ``config``; return the exit code.
+
+    With ``module=True``, ``script`` is a module name run as ``python -m script args...`` would.
+    ``args`` reach the script untouched.
 
     Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
     ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``) and
@@ -60,7 +64,7 @@ def run_script(
     if not started_by_cluster and config.node_rank == 0 and not port_is_free(port):
         raise PortInUseError(address, port, cluster.main_port_source)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
-    command = [sys.executable, _SCRIPT_RANK, script, *args]
+    command = [sys.executable, _SCRIPT_RANK, *(["-m", script] if module else [script]), *args]
     with RankReports.temporary() as reports:
         processes: dict[int, RankProcess] = {}
         try:
