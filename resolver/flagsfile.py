@@ -137,14 +137,14 @@ def _converter(cls: type) -> cattrs.Converter:
 def _line_of(text: str, key: str, table: str | None) -> int | None:
     """The line that sets ``key`` (in ``[table]`` when given), for the error message."""
     in_table = table is None
-    pattern = re.compile(rf'^\s*(?:"{re.escape(key)}"|\'{re.escape(key)}\'|{re.escape(key)})\s*=')
+    name = rf'(?:"{re.escape(key)}"|\'{re.escape(key)}\'|{re.escape(key)})'
+    pattern = re.compile(rf"^\s*(?:{name}\s*=|\[\[?\s*{name}\s*[.\]])")
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
-        if stripped.startswith("["):
-            in_table = table is None or stripped.strip("[] ") == table
-            continue
         if in_table and pattern.match(line):
             return number
+        if stripped.startswith("["):
+            in_table = table is None or stripped.strip("[] ") == table
     return None
 
 
@@ -171,7 +171,9 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
     except IsADirectoryError:
         raise ResolutionError(f"flags file {shown} is a folder", hint="pass the TOML file itself") from None
     except OSError as exc:
-        raise ResolutionError(f"cannot read flags file {shown}: {exc.strerror}", hint=hint) from exc
+        raise ResolutionError(
+            f"cannot read flags file {shown}: {exc.strerror}", hint="check the path given to --config (config_file=)"
+        ) from exc
     except UnicodeDecodeError as exc:
         raise ResolutionError(f"{shown}: not UTF-8 text ({exc.reason})", hint="save the file as UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
@@ -181,7 +183,7 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
         flags = document["flags"]
         others = [k for k in document if k != "flags" and k not in _SCENARIO_PARTS]
         if others:
-            raise _unknown(shown, text, others[0], None, [*known, "flags", *_SCENARIO_PARTS], top=True)
+            raise _unknown(shown, text, others[0], None, ["flags", *_SCENARIO_PARTS], flags_table=True)
         if not isinstance(flags, dict):
             raise ResolutionError(
                 f"{_where(shown, text, 'flags', None)}: `flags` must be a table, not {flags!r:.40}",
@@ -191,7 +193,8 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
         flags, table = document, None
     unknown = [k for k in flags if k not in known]
     if unknown:
-        raise _unknown(shown, text, unknown[0], table, [*known] if table else [*known, "flags"], top=table is None)
+        _check_removed(shown, text, unknown[0], flags[unknown[0]], table)
+        raise _unknown(shown, text, unknown[0], table, [*known] if table else [*known, "flags"], flags_table=False)
     cls = _flags_class(known)
     converter = _converter(cls)
     for key, value in flags.items():  # one key at a time, so the message names the key and line
@@ -217,14 +220,33 @@ def _key(key: str, table: str | None) -> str:
     return f"{table}.{key}" if table else key
 
 
-def _unknown(path: str, text: str, key: str, table: str | None, known: list[str], *, top: bool) -> ResolutionError:
+def _check_removed(path: str, text: str, key: str, value: Any, table: str | None) -> None:
+    """A removed flag (``gpus = 2``) is refused as ``resolve()`` refuses it, naming its replacement."""
+    from resolver.api import builtin_table, removed_flag_error
+
+    error = removed_flag_error(builtin_table(), key, value)
+    if error is not None:
+        raise ResolutionError(
+            f"{_where(path, text, key, table)}: {_key(key, table)}: {error.message}", hint=error.hint, rule=error.rule
+        )
+
+
+def _unknown(
+    path: str, text: str, key: str, table: str | None, known: list[str], *, flags_table: bool
+) -> ResolutionError:
+    """An unknown flag, or (``flags_table``: the file has ``[flags]``) an unknown top-level key."""
     suggestion = did_you_mean(key, known)
-    kind = "key" if top and table is None and key not in known else "flag"
+    if flags_table:
+        hint = "put the flags in the [flags] table; besides it a flags file may hold only " + ", ".join(
+            _SCENARIO_PARTS
+        ) + " (the other parts of a golden scenario, not read)"
+    else:
+        hint = "the flags are " + ", ".join(k for k in known if k != "flags")
+        hint += " (the keyword names of resolve()), in a [flags] table or at the top of the file"
     return ResolutionError(
-        f"{_where(path, text, key, table)}: unknown {kind} {_key(key, table)!r}"
+        f"{_where(path, text, key, table)}: unknown {'key' if flags_table else 'flag'} {_key(key, table)!r}"
         + (f"; {suggestion}" if suggestion else ""),
-        hint="the flags are " + ", ".join(k for k in known if k not in ("flags", *_SCENARIO_PARTS))
-        + " (the keyword names of resolve()), in a [flags] table or at the top of the file",
+        hint=hint,
     )
 
 

@@ -298,10 +298,14 @@ _CONVERTER = cattrs.Converter(forbid_extra_keys=True)
 def _table_of(cls: type) -> Any:
     """Structure an attrs class from a TOML table, refusing anything that is not a table."""
     structure: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, _CONVERTER, _cattrs_forbid_extra_keys=True)
+    names = frozenset(a.name for a in attrs.fields(cls))
 
     def hook(value: Any, _: Any) -> Any:
         if not isinstance(value, dict):
             raise TypeError(f"expected a table, got {_text(value)}")
+        extra = value.keys() - names
+        if extra:  # before "missing key": `stge` is reported as a typo of `stage`, not as `stage` missing
+            raise ForbiddenExtraKeysError(None, cls, set(extra))
         return structure(value, cls)
 
     return hook
