@@ -43,19 +43,20 @@ FLAGS_FILE_KIND = "flags_file"
 #: The other top-level parts of a golden scenario, skipped so that a scenario is a flags file.
 _SCENARIO_PARTS = ("description", "environment", "expect")
 
-#: What each flag may be written as in TOML (the rules then check the value itself). A flag
+#: What each flag may be written as in TOML: the types ``resolve()`` takes for it (integers may be
+#: text, as in variables: ``num_nodes = "2"``); the rules then check the value itself. A flag
 #: declared in ``FLAG_DEFAULTS`` but missing here is taken as written.
 _TYPES: Mapping[str, Any] = {
     "accelerator": str,
     "devices": int | str | list[int],
     "strategy": str,
     "precision": str | int,
-    "num_nodes": int,
+    "num_nodes": int | str,
     "cluster_environment": str,
     "plugins": str | list[str],
-    "node_rank": int,
+    "node_rank": int | str,
     "master_addr": str,
-    "master_port": int,
+    "master_port": int | str,
 }
 _TYPE_NAMES: Mapping[Any, str] = {str: "text", int: "an integer", list: "a list"}
 
