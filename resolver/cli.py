@@ -215,7 +215,8 @@ def _option_suggestions(parser: argparse.ArgumentParser, unknown: Sequence[str])
         if token.startswith("-") and len(token) > 2:
             name = token.split("=", 1)[0]
             # torchrun and Lightning spell flags with underscores; compare as written on this command line
-            hint = did_you_mean(name.replace("_", "-"), [o for o in options if o.startswith("--")], quote=False)
+            long_options = [o[2:] for o in options if o.startswith("--")]  # compared without the dashes
+            hint = did_you_mean(name.lstrip("-").replace("_", "-"), long_options, quote=False, prefix="--")
             if hint:
                 found.append(f"{name}: {hint}")
     return "".join(f"\n  = help: {line}" for line in found)

@@ -39,11 +39,14 @@ def closest(name: str, known: Iterable[str], *, limit: int = 3) -> list[str]:
     return [by_lower[lowered] for lowered in found[:limit]]
 
 
-def did_you_mean(name: str, known: Iterable[str], *, limit: int = 3, quote: bool = True) -> str:
-    """``"did you mean 'ddp'?"`` (or ``'ddp' or 'dp'``), or ``""`` when nothing is close."""
+def did_you_mean(name: str, known: Iterable[str], *, limit: int = 3, quote: bool = True, prefix: str = "") -> str:
+    """``"did you mean 'ddp'?"`` (or ``'ddp' or 'dp'``), or ``""`` when nothing is close.
+
+    ``prefix`` is written before each name shown (``--`` for options compared without their dashes).
+    """
     found = closest(name, known, limit=limit)
     if not found:
         return ""
-    shown = [repr(f) if quote else f for f in found]
+    shown = [repr(prefix + f) if quote else prefix + f for f in found]
     listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
     return f"did you mean {listed}?"
