@@ -288,7 +288,9 @@ class _RuleCompiler:
         stage = d.get("stage")
         if not isinstance(stage, str) or stage not in self.stage_index:
             hint = did_you_mean(stage, self.data.stages) if isinstance(stage, str) else ""
-            raise raw.error(f"unknown stage {stage!r}; {hint + ' ' if hint else ''}stages are {', '.join(self.data.stages)}")
+            raise raw.error(
+                f"unknown stage {stage!r}; {hint + ' ' if hint else ''}stages are {', '.join(self.data.stages)}"
+            )
         if stage == self.data.stages[0]:
             raise raw.error(f"stage {stage!r} holds the inputs; rules belong to a later stage")
         has_set, has_conflict = "set" in d, "conflict" in d
@@ -371,7 +373,8 @@ class _RuleCompiler:
                 declared = ", ".join(self.data.domain_files(slot.domain))
                 hint = did_you_mean(value, members)
                 raise raw.error(
-                    f"unknown value {value!r} for slot {slot.name!r}; {hint + ' ' if hint else ''}domain {slot.domain!r} "
+                    f"unknown value {value!r} for slot {slot.name!r}; {hint + ' ' if hint else ''}"
+                    f"domain {slot.domain!r} "
                     f"(declared in {declared}) has " + ", ".join(sorted(members))
                 )
         return value

@@ -23,6 +23,7 @@ import functools
 import os
 import re
 import tomllib
+import types
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -116,10 +117,13 @@ _NOT_GIVEN: Any = object()
 @functools.cache
 def _flags_class(names: tuple[str, ...]) -> type:
     """An attrs class with one optional field per flag (built from the declared flags)."""
-    fields = {
-        name: attrs.field(type=_TYPES.get(name, Any), default=_NOT_GIVEN, kw_only=True) for name in names
-    }
+    fields = {name: attrs.field(type=_TYPES.get(name, Any), default=_NOT_GIVEN, kw_only=True) for name in names}
     return attrs.make_class("Flags", fields, frozen=True)
+
+
+def _is_compound(kind: Any) -> bool:
+    """A union (``int | str``) or a list type: structured by :func:`_strict` too."""
+    return typing.get_origin(kind) in (types.UnionType, typing.Union, list)
 
 
 @functools.cache
@@ -127,10 +131,7 @@ def _converter(cls: type) -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
     for plain in (str, int):  # cattrs would coerce these (int("2")); a flags file is read as written
         converter.register_structure_hook(plain, _strict)
-    for field in attrs.fields(cls):
-        converter.register_structure_hook_func(
-            lambda t, _kind=field.type: t is _kind, lambda v, t: _strict(v, t)
-        )
+    converter.register_structure_hook_func(_is_compound, _strict)
     converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True))
     return converter
 
@@ -165,7 +166,7 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
         names = FLAG_DEFAULTS
     known = tuple(names)
     shown = os.fspath(path)
-    hint = "write the flags as a [flags] table of TOML, e.g. [flags] strategy = \"ddp\" (see docs/usage.md)"
+    hint = 'write the flags as a [flags] table of TOML, e.g. [flags] strategy = "ddp" (see docs/usage.md)'
     try:
         text = Path(path).read_text(encoding="utf-8")
         document = tomllib.loads(text)
@@ -238,9 +239,11 @@ def _unknown(
     """An unknown flag, or (``flags_table``: the file has ``[flags]``) an unknown top-level key."""
     suggestion = did_you_mean(key, known)
     if flags_table:
-        hint = "put the flags in the [flags] table; besides it a flags file may hold only " + ", ".join(
-            _SCENARIO_PARTS
-        ) + " (the other parts of a golden scenario, not read)"
+        hint = (
+            "put the flags in the [flags] table; besides it a flags file may hold only "
+            + ", ".join(_SCENARIO_PARTS)
+            + " (the other parts of a golden scenario, not read)"
+        )
     else:
         hint = "the flags are " + ", ".join(k for k in known if k != "flags")
         hint += " (the keyword names of resolve()), in a [flags] table or at the top of the file"

@@ -68,9 +68,8 @@ def module_problem(name: str) -> str | None:
         return f"error: -m takes a module name, not a file: {name!r}\n  = help: resolver run {name} (or -m {name[:-3]})"
     if not all(part.isidentifier() for part in parts):
         fix = f"resolver run {name}" if Path(name).is_file() else "resolver run -m package.module"
-        return (
-            f"error: -m takes a module name (dotted, like package.train), not {name!r}\n"
-            f"  = help: {fix}" + (" (a file runs without -m)" if Path(name).is_file() else "")
+        return f"error: -m takes a module name (dotted, like package.train), not {name!r}\n  = help: {fix}" + (
+            " (a file runs without -m)" if Path(name).is_file() else ""
         )
     top = parts[0]
     if top in sys.builtin_module_names:
@@ -80,5 +79,6 @@ def module_problem(name: str) -> str | None:
         return None
     return (
         f"error: no module named {top!r} (looked in the current folder {os.getcwd()} and this Python's path)\n"
-        f"  = help: run from the folder that holds {top}, install it (pip install -e .), or give a script's path without -m"
+        f"  = help: run from the folder that holds {top}, install it (pip install -e .), "
+        "or give a script's path without -m"
     )

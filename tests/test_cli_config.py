@@ -73,7 +73,11 @@ def test_a_mistake_in_the_file_is_a_diagnostic_not_a_traceback(tmp_path):
 
 def test_run_reads_the_file(tmp_path):
     path = write(tmp_path, '[flags]\naccelerator = "cpu"\ndevices = 2\n')
-    script = write(tmp_path, "import os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], flush=True)\n", "show.py")
+    script = write(
+        tmp_path,
+        "import os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], flush=True)\n",
+        "show.py",
+    )
     result = run_resolver("run", "--config", str(path), str(script), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "world_size=2" in result.stderr

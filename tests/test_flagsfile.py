@@ -70,11 +70,17 @@ def test_a_conflict_names_the_file_as_one_side(tmp_path, gpu_box):
     [
         ('[flags]\nstratgy = "ddp"\n', "train.toml:2: unknown flag 'flags.stratgy'; did you mean 'strategy'?"),
         ('stratgy = "ddp"\n', "train.toml:1: unknown flag 'stratgy'; did you mean 'strategy'?"),
-        ('[flags]\nnum-nodes = 2\n', "did you mean 'num_nodes'?"),
+        ("[flags]\nnum-nodes = 2\n", "did you mean 'num_nodes'?"),
         ('[flag]\nstrategy = "ddp"\n', "train.toml:1: unknown flag 'flag'; did you mean 'flags'?"),
-        ('[flags]\n[extra]\n', "train.toml:2: unknown key 'extra'"),
-        ("[flags]\nnum_nodes = 1.5\n", "train.toml:2: flags.num_nodes = 1.5 has the wrong type; num_nodes takes an integer or text"),
-        ("[flags]\ndevices = true\n", "flags.devices = True has the wrong type; devices takes an integer, text or a list of integers"),
+        ("[flags]\n[extra]\n", "train.toml:2: unknown key 'extra'"),
+        (
+            "[flags]\nnum_nodes = 1.5\n",
+            "train.toml:2: flags.num_nodes = 1.5 has the wrong type; num_nodes takes an integer or text",
+        ),
+        (
+            "[flags]\ndevices = true\n",
+            "flags.devices = True has the wrong type; devices takes an integer, text or a list of integers",
+        ),
         ('[flags]\ndevices = ["0"]\n', "devices takes an integer, text or a list of integers"),
         ("[flags]\nplugins = 5\n", "plugins takes text or a list of texts"),
         ("flags = 5\n", "train.toml:1: `flags` must be a table"),

@@ -147,7 +147,9 @@ def test_an_unknown_key_in_a_slot_declaration_names_the_closest():
 def test_unknown_stage_operator_and_value_name_the_closest():
     stage = load_error('[[rule]]\nid = "r"\nstage = "planed"\nnote = "x"\n')
     assert "unknown stage 'planed'; did you mean 'planned'" in str(stage)
-    operator = load_error('[[rule]]\nid = "r"\nstage = "normalized"\nwhen = { strategy = { ne_ = "ddp" } }\nnote = "x"\n')
+    operator = load_error(
+        '[[rule]]\nid = "r"\nstage = "normalized"\nwhen = { strategy = { ne_ = "ddp" } }\nnote = "x"\n'
+    )
     assert "did you mean 'ne'" in str(operator)
     value = load_error('[[rule]]\nid = "r"\nstage = "normalized"\nwhen = { "flag.strategy" = "dpp" }\nnote = "x"\n')
     assert "unknown value 'dpp' for slot 'flag.strategy'; did you mean 'ddp'?" in str(value)
