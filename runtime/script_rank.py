@@ -66,8 +66,8 @@ def _report(exc: BaseException) -> None:
         "rank": int(os.environ.get("RANK", "0")),
         "time": float(getattr(exc, "_runtime_failure_time", time.time())),
         "summary": summary,
-        # an error of runpy's own (no such module) is one line, as `python -m` prints it
-        "traceback": "".join(traceback.format_exception(type(exc), exc, tb)) if tb is not None else summary,
+        # an error of runpy's own (no such module) is the summary alone, as `python -m` prints it
+        "traceback": "".join(traceback.format_exception(type(exc), exc, tb)) if tb is not None else "",
         "communication": _raised_in_torch_distributed(exc.__traceback__),
     }
     partial = f"{path}.partial"

@@ -11,10 +11,12 @@ import pytest
 
 from tests.cli_support import run_resolver
 
-#: Prints what python -m would give the module, one JSON line per rank.
+#: Records what python -m would give the module, one JSON file per rank (the ranks' stdout may interleave).
 SHOW = """\
 import json, os, sys
-print(json.dumps({"rank": os.environ["RANK"], "name": __name__, "argv": sys.argv, "path0": sys.path[0]}), flush=True)
+report = {"rank": os.environ["RANK"], "name": __name__, "argv": sys.argv, "path0": sys.path[0]}
+with open(f"report-{os.environ['RANK']}.json", "w") as handle:
+    json.dump(report, handle)
 if "--fail" in sys.argv:
     raise ValueError("boom in the module")
 """
@@ -30,19 +32,16 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def reports(stdout: str) -> list[dict[str, object]]:
-    """The JSON lines the ranks printed (a rank prefix before them, if any, is skipped)."""
-    found = []
-    for line in stdout.splitlines():
-        if "{" in line:
-            found.append(json.loads(line[line.index("{") :]))
+def reports(folder: Path) -> list[dict[str, object]]:
+    """What each rank recorded, by rank."""
+    found = [json.loads(path.read_text()) for path in folder.glob("report-*.json")]
     return sorted(found, key=lambda r: str(r["rank"]))
 
 
 def test_a_module_runs_on_every_rank_as_python_m_would(project):
     result = run_resolver("run", "--accelerator", "cpu", "--devices", "2", "-m", "pkg.show", "--lr", "1", cwd=project)
     assert result.returncode == 0, result.stderr
-    ranks = reports(result.stdout)
+    ranks = reports(project)
     assert [r["rank"] for r in ranks] == ["0", "1"]
     for rank in ranks:
         assert rank["name"] == "__main__"
@@ -53,7 +52,7 @@ def test_a_module_runs_on_every_rank_as_python_m_would(project):
 def test_a_package_runs_its_main(project):
     result = run_resolver("run", "--module", "pkg", cwd=project)
     assert result.returncode == 0, result.stderr
-    (rank,) = reports(result.stdout)
+    (rank,) = reports(project)
     assert rank["argv"] == [str(project / "pkg" / "__main__.py")]
 
 
@@ -61,7 +60,7 @@ def test_a_modules_exception_is_reported_like_a_scripts(project):
     result = run_resolver("run", "-m", "pkg.show", "--fail", cwd=project)
     assert result.returncode == 1
     assert "rank 0 failed (exit code 1): ValueError: boom in the module" in result.stderr
-    assert f'File "{project / "pkg" / "show.py"}", line 4' in result.stderr
+    assert f'File "{project / "pkg" / "show.py"}", line 6' in result.stderr
     assert "runpy" not in result.stderr and "script_rank" not in result.stderr
 
 
@@ -91,7 +90,7 @@ def test_the_scripts_own_help_and_arguments_pass_through_untouched(project):
     args = ["--help", "--devices", "3", "-m", "x", "--config", "y.toml", "--", "-v"]
     result = run_resolver("run", "show.py", *args, cwd=project)
     assert result.returncode == 0, result.stderr
-    (rank,) = reports(result.stdout)
+    (rank,) = reports(project)
     assert rank["argv"] == [str(project / "show.py"), *args]
     assert "usage: resolver" not in result.stdout + result.stderr
 
