@@ -198,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse; an unknown option is reported with the usage of the subcommand it was given to."""
     parser = _parser()
+    _check_command(parser, sys.argv[1:] if argv is None else list(argv))
     args, unknown = parser.parse_known_args(argv)
     args.argv = argv
     if unknown:
@@ -205,6 +206,16 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         command = subparsers.choices[args.command]
         command.error(f"unrecognized arguments: {' '.join(unknown)}{_option_suggestions(command, unknown)}")
     return args
+
+
+def _check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown command is a usage error naming the closest commands (argparse only lists them)."""
+    words = [word for word in argv if not word.startswith("-")]
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if words and words[0] not in subparsers.choices:
+        hint = did_you_mean(words[0], subparsers.choices)
+        choices = ", ".join(subparsers.choices)
+        parser.error(f"unknown command {words[0]!r}" + (f"; {hint}" if hint else "") + f" (choose from {choices})")
 
 
 def _option_suggestions(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:

@@ -165,6 +165,11 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
 
         names = FLAG_DEFAULTS
     known = tuple(names)
+    if not isinstance(path, (str, os.PathLike)):
+        raise ResolutionError(
+            f"config_file={path!r:.60} is not a path",
+            hint="pass the path of a TOML flags file, or a FlagsFile from resolver.flagsfile.load_flags_file()",
+        )
     shown = os.fspath(path)
     hint = 'write the flags as a [flags] table of TOML, e.g. [flags] strategy = "ddp" (see docs/usage.md)'
     try:

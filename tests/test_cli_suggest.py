@@ -25,6 +25,13 @@ def test_an_unknown_option_names_the_closest_options(args, command, suggestion):
     assert result.stderr.startswith(f"usage: resolver {command}")
 
 
+def test_an_unknown_command_names_the_closest():
+    result = run_resolver("explian", "--devices", "2")
+    assert result.returncode == 2
+    assert "resolver: error: unknown command 'explian'; did you mean 'explain'?" in result.stderr
+    assert "choose from explain, run, env, golden, rules" in result.stderr
+
+
 def test_an_option_close_to_nothing_gets_no_suggestion():
     result = run_resolver("explain", "--qqqqqqqq")
     assert result.returncode == 2 and "did you mean" not in result.stderr

@@ -96,6 +96,12 @@ def test_mistakes_in_the_file_name_the_file_line_and_key(tmp_path, text, message
     assert info.value.hint
 
 
+@pytest.mark.parametrize("wrong", [5, ["a.toml"], b"train.toml"])
+def test_a_config_file_that_is_not_a_path_is_a_resolution_error(wrong):
+    with pytest.raises(ResolutionError, match="is not a path"):
+        resolve(config_file=wrong, environment=Environment())
+
+
 def test_a_file_that_is_not_there_or_a_folder(tmp_path):
     with pytest.raises(ResolutionError, match="cannot read flags file .*missing.toml"):
         resolve(config_file=tmp_path / "missing.toml", environment=Environment())
