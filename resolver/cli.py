@@ -221,12 +221,12 @@ def _check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
 def _option_suggestions(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
     """``; did you mean --strategy?`` for each unknown option that is close to one the parser has."""
     options = [s for a in parser._actions if a.help is not argparse.SUPPRESS for s in a.option_strings]
+    long_options = [o[2:] for o in options if o.startswith("--")]  # compared without the dashes
     found = []
     for token in unknown:
         if token.startswith("-") and len(token) > 2:
             name = token.split("=", 1)[0]
-            # torchrun and Lightning spell flags with underscores; compare as written on this command line
-            long_options = [o[2:] for o in options if o.startswith("--")]  # compared without the dashes
+            # `--num_node` (torchrun's spelling) is compared as `num-node`
             hint = did_you_mean(name.lstrip("-").replace("_", "-"), long_options, quote=False, prefix="--")
             if hint:
                 found.append(f"{name}: {hint}")
