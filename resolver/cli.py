@@ -173,9 +173,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run SCRIPT as a module, as `python -m SCRIPT` would (SCRIPT is then a module name)",
     )
-    run.add_argument("script", help="the Python script to run (or, with -m, the module)")
+    run.add_argument("script", metavar="SCRIPT", nargs="?", help="the Python script to run (or, with -m, the module)")
     run.add_argument(
         "script_args",
+        metavar="ARGS",
         nargs=argparse.REMAINDER,
         help="arguments for the script, passed through untouched (everything after SCRIPT, --help too)",
     )
@@ -201,9 +202,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     _check_command(parser, sys.argv[1:] if argv is None else list(argv))
     args, unknown = parser.parse_known_args(argv)
     args.argv = argv
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = subparsers.choices[args.command]
+    if args.command == "run" and args.script is None:  # argparse would also call ARGS required
+        command.error("the following argument is required: SCRIPT (a Python file, or a module name with -m)")
     if unknown:
-        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        command = subparsers.choices[args.command]
         command.error(f"unrecognized arguments: {' '.join(unknown)}{_option_suggestions(command, unknown)}")
     return args
 

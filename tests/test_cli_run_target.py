@@ -122,3 +122,11 @@ def test_the_path_is_checked_before_resolving(project):
     """A bad path is a usage error even when the flags would not resolve: the first thing to fix."""
     result = run_resolver("run", "--strategy", "dpp", textwrap.dedent("nothere.py"), cwd=project)
     assert result.returncode == 2 and "not found" in result.stderr
+
+
+def test_no_script_says_what_is_missing():
+    for args in ([], ["-m"], ["--devices", "2"]):
+        result = run_resolver("run", *args)
+        assert result.returncode == 2
+        assert "the following argument is required: SCRIPT (a Python file, or a module name with -m)" in result.stderr
+        assert result.stderr.startswith("usage: resolver run")
