@@ -6,7 +6,7 @@ import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -16,10 +16,12 @@ from resolver.config import Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
-from resolver.flagsfile import FlagsFile, flags_with_file, load_flags_file
 from resolver.integers import MAX_INT_DIGITS, too_long
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
+
+if TYPE_CHECKING:
+    from resolver.flagsfile import FlagsFile
 
 __all__ = [
     "FLAG_DEFAULTS",
@@ -277,8 +279,9 @@ def resolve(
     }
     sources = None
     if config_file is not None:
-        file = config_file if isinstance(config_file, FlagsFile) else load_flags_file(config_file)
-        flags, sources = flags_with_file(flags, FLAG_DEFAULTS, file)
+        from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
+
+        flags, sources = flags_with_file(flags, FLAG_DEFAULTS, config_file)
     evaluation = run_rules(flags, environment, rules, reporter, sources)
     return config_from(evaluation)
 

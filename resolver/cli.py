@@ -15,7 +15,6 @@ from resolver.config import ResolvedConfig
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
-from resolver.flagsfile import load_flags_file
 from resolver.integers import parse_int
 from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
@@ -118,6 +117,8 @@ def _resolve(args: argparse.Namespace, **keywords: Any) -> ResolvedConfig:
     flags = _flags(args)
     if args.config is None:
         return resolve(**flags, **keywords)
+    from resolver.flagsfile import load_flags_file
+
     given = _given_flags(args.argv) & set(flags)
     file = load_flags_file(args.config).without(given)
     return resolve(**{k: v for k, v in flags.items() if k in given}, config_file=file, **keywords)

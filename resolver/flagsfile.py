@@ -27,15 +27,16 @@ import types
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn
 
 from resolver.config import Provenance
 from resolver.errors import ResolutionError
 from resolver.suggest import did_you_mean
+
+if TYPE_CHECKING:
+    import cattrs
 
 __all__ = ["FLAGS_FILE_KIND", "FlagsFile", "flags_with_file", "load_flags_file"]
 
@@ -128,6 +129,10 @@ def _is_compound(kind: Any) -> bool:
 
 @functools.cache
 def _converter(cls: type) -> cattrs.Converter:
+    """The strict converter for the flags class (cattrs is imported only when a flags file is read)."""
+    import cattrs
+    from cattrs.gen import make_dict_structure_fn
+
     converter = cattrs.Converter(forbid_extra_keys=True)
     for plain in (str, int):  # cattrs would coerce these (int("2")); a flags file is read as written
         converter.register_structure_hook(plain, _strict)
@@ -207,7 +212,7 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
     for key, value in flags.items():  # one key at a time, so the message names the key and line
         try:
             converter.structure({key: value}, cls)
-        except cattrs.BaseValidationError as exc:
+        except BaseExceptionGroup as exc:  # cattrs' validation errors are exception groups
             problem = next((e for e in _leaves(exc) if isinstance(e, _Problem)), None)
             wanted = f"; {key} takes {problem}" if problem is not None else ""
             raise ResolutionError(
@@ -260,12 +265,15 @@ def _unknown(
 
 
 def flags_with_file(
-    flags: Mapping[str, Any], defaults: Mapping[str, Any], file: FlagsFile
+    flags: Mapping[str, Any], defaults: Mapping[str, Any], file: FlagsFile | str | os.PathLike[str]
 ) -> tuple[dict[str, Any], dict[str, Provenance]]:
     """``flags`` (keywords of ``resolve()``) with the file's values for those left at their default.
 
-    Returns the flags to resolve with and the provenance of each flag taken from the file.
+    ``file`` is a path (read with :func:`load_flags_file`) or a loaded :class:`FlagsFile`. Returns
+    the flags to resolve with and the provenance of each flag taken from the file.
     """
+    if not isinstance(file, FlagsFile):
+        file = load_flags_file(file, defaults)
     merged = dict(flags)
     sources: dict[str, Provenance] = {}
     for name, value in file.flags.items():

@@ -7,7 +7,6 @@ they all suggest alike.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 __all__ = ["closest", "did_you_mean"]
@@ -22,6 +21,8 @@ def closest(name: str, known: Iterable[str], *, limit: int = 3) -> list[str]:
     Dotted names (``arg.stratgy``) are also compared by their last part, so a typo in a rule
     file's ``"arg.stratgy"`` finds ``arg.strategy`` even among hundreds of slots.
     """
+    import difflib  # only when a name is unknown: nothing pays for it on the way to a resolution
+
     names = list(dict.fromkeys(str(k) for k in known))
     if not names or not name:
         return []
