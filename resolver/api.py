@@ -8,14 +8,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from resolver.cache import cached_table
 from resolver.compiler import CompiledTable, compile_table
-from resolver.config import Provenance, ProvenanceView, ResolvedConfig
+from resolver.config import DECIDED_FIELDS, Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
+from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source
 from resolver.integers import MAX_INT_DIGITS, too_long
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
@@ -27,6 +26,7 @@ __all__ = [
     "FLAG_DEFAULTS",
     "builtin_rules_dir",
     "builtin_table",
+    "given_flags",
     "load_rules",
     "removed_flag_error",
     "resolve",
@@ -35,17 +35,7 @@ __all__ = [
 
 RulesArg = CompiledTable | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
 
-#: The flags of ``resolve()`` and their defaults ("not given").
-FLAG_DEFAULTS: Mapping[str, Any] = {
-    "accelerator": "auto",
-    "devices": "auto",
-    "strategy": "auto",
-    "precision": None,
-    "num_nodes": 1,
-    "cluster_environment": "auto",
-    "plugins": (),
-}
-_CONFIG_FIELDS = tuple(a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes"))
+_CONFIG_FIELDS = DECIDED_FIELDS
 
 
 def builtin_rules_dir() -> Path:
@@ -63,11 +53,16 @@ def load_rules(extra: Iterable[str | os.PathLike[str]] = (), *, builtin: bool = 
     """Load and compile the rule table: the built-in files plus ``extra`` files or folders."""
     paths: list[str | Path] = [builtin_rules_dir()] if builtin else []
     paths.extend(Path(p) for p in extra)
-    return cached_table(read_sources(paths), compile_sources)
+    return cached_table([flag_rules_source(), *read_sources(paths)], _compile)
 
 
 def compile_sources(sources: Sequence[RuleSource]) -> CompiledTable:
-    """Compile rule texts held in memory (used by tests and tools); never cached."""
+    """Compile rule texts held in memory (used by tests and tools), after the flags' own rules
+    (:func:`resolver.flags.flag_rules_source`); never cached."""
+    return _compile([flag_rules_source(), *sources])
+
+
+def _compile(sources: Sequence[RuleSource]) -> CompiledTable:
     return compile_table(load_sources(sources))
 
 
@@ -139,9 +134,9 @@ def removed_flag_error(table: CompiledTable, flag: str, value: Any, *, cli: bool
     )
 
 
-def _normalize_flag(value: Any) -> Any:
+def _normalize_flag(value: Any, lowercase: bool = True) -> Any:
     if isinstance(value, str):
-        return value.strip().lower()
+        return value.strip().lower() if lowercase else value.strip()
     if isinstance(value, list):
         return tuple(value)
     return value
@@ -159,16 +154,16 @@ def _plugins(value: Any) -> Any:
     return value
 
 
-_ARG_SLOTS = tuple((name, f"arg.{name}", default) for name, default in FLAG_DEFAULTS.items())
-_ARG_NAMES = {slot: name for name, slot, _ in _ARG_SLOTS}
+_ARG_SLOTS = tuple((flag.name, f"arg.{flag.name}", flag.default, flag.lowercase) for flag in FLAGS)
+_ARG_NAMES = {slot: name for name, slot, _, _ in _ARG_SLOTS}
 _NOT_GIVEN = Provenance("default")
 
 
 def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     """The arg.* inputs, normalized."""
     values: dict[str, Any] = {}
-    for name, slot, default in _ARG_SLOTS:
-        value = _normalize_flag(flags.get(name, default))
+    for name, slot, default, lowercase in _ARG_SLOTS:
+        value = _normalize_flag(flags.get(name, default), lowercase)
         if too_long(value):
             raise ResolutionError(
                 f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
@@ -178,6 +173,17 @@ def _flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
             value = _plugins(value)
         values[slot] = value
     return values
+
+
+def given_flags(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags that differ from their defaults, normalized as ``resolve()`` reads them (text
+    lowercased, lists as tuples): what ``ResolvedConfig.flags`` records."""
+    values = _flag_values(flags)
+    return {
+        name: values[slot]
+        for name, slot, default, _ in _ARG_SLOTS
+        if type(values[slot]) is not type(default) or values[slot] != default
+    }
 
 
 def _flag_provenance(
@@ -239,6 +245,9 @@ def resolve(
     *,
     cluster_environment: str = "auto",
     plugins: Sequence[str] = (),
+    node_rank: int | None = None,
+    master_addr: str | None = None,
+    master_port: int | None = None,
     environment: Environment | None = None,
     rules: RulesArg = None,
     reporter: Reporter | None = None,
@@ -246,6 +255,8 @@ def resolve(
     **removed: Any,
 ) -> ResolvedConfig:
     """Resolve training flags against a machine snapshot.
+
+    The flags are declared in :data:`resolver.flags.FLAGS` (``docs/usage.md`` lists them).
 
     ``environment=None`` probes the real machine (:meth:`Environment.probe`), keeping every
     variable and file the rule table in use reads. ``rules`` adds rule
@@ -268,29 +279,22 @@ def resolve(
             f"environment={environment!r:.60} is not an Environment",
             hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
         )
-    flags = {
-        "accelerator": accelerator,
-        "devices": devices,
-        "strategy": strategy,
-        "precision": precision,
-        "num_nodes": num_nodes,
-        "cluster_environment": cluster_environment,
-        "plugins": plugins,
-    }
+    flags = collect_flags(locals())
     sources = None
     if config_file is not None:
         from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
 
         flags, sources = flags_with_file(flags, FLAG_DEFAULTS, config_file)
     evaluation = run_rules(flags, environment, rules, reporter, sources)
-    return config_from(evaluation)
+    return config_from(evaluation, given_flags(flags))
 
 
-def config_from(evaluation: Evaluation) -> ResolvedConfig:
+def config_from(evaluation: Evaluation, flags: Mapping[str, Any] | None = None) -> ResolvedConfig:
     values = evaluation.values
     try:
         return ResolvedConfig(
             **{name: values[name] for name in _CONFIG_FIELDS},
+            flags=flags,
             provenance=ProvenanceView(_CONFIG_FIELDS, evaluation.provenance),
             notes=evaluation.notes,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from resolver.config import ResolvedConfig
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.explain import explain_json, explain_text
+from resolver.flags import FLAGS, Flag, collect_flags
 from resolver.integers import parse_int
 from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
@@ -27,37 +28,35 @@ def _devices(text: str) -> int | str:
     return text.strip() if number is None else number
 
 
+_CLI_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "devices": _devices}
+
+
+def _flag_help(flag: Flag) -> str:
+    """A flag's help: its declaration's text, the values its domain accepts in the loaded table,
+    and its default."""
+    text = flag.help
+    if flag.listed_domains:
+        domains = builtin_table().domains
+        values = sorted({value for name in flag.listed_domains for value in domains.get(name, ())})
+        text += f"; {'any' if flag.repeatable else 'one'} of: {', '.join(values)}"
+    if flag.default not in (None, ()):
+        text += f" (default: {flag.default})"
+    if flag.variable is not None:
+        text += f" [env: {flag.variable}]"
+    return text.replace("%", "%%")
+
+
 def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) -> None:
-    flags = parser.add_argument_group("flags (as for resolver.resolve)")
-    flags.add_argument("--accelerator", default="auto", help="auto, cpu, cuda, gpu, mps, xla or tpu (default: auto)")
-    flags.add_argument(
-        "--devices", default="auto", type=_devices, help="auto, N, -1 (all), '0,1' or '1,' (ids) (default: auto)"
-    )
-    flags.add_argument(
-        "--strategy",
-        default="auto",
-        help="auto, single_device, ddp, ddp_spawn, ddp_fork, ddp_notebook, fsdp, deepspeed, xla, "
-        "single_xla, horovod, or a registered name (default: auto)",
-    )
-    flags.add_argument(
-        "--precision",
-        default=None,
-        help="32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, 64-true (legacy 16, 32, 64, bf16); default: 32-true",
-    )
-    flags.add_argument("--num-nodes", default=1, type=int, help="number of machines (default: 1)")
-    flags.add_argument(
-        "--cluster-environment",
-        default="auto",
-        help="auto, local, torchelastic, slurm, lsf, mpi, kubeflow or xla (default: auto, detected)",
-    )
-    flags.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        dest="plugins",
-        metavar="NAME",
-        help="a cluster environment or precision given as a plugin (repeatable)",
-    )
+    flags = parser.add_argument_group("flags (as for resolver.resolve; --num_nodes spellings work too)")
+    for flag in FLAGS:  # declared once, in resolver/flags.py
+        options: dict[str, Any] = {"dest": flag.name, "help": _flag_help(flag)}
+        if flag.repeatable:
+            options.update(action="append", default=[], metavar="NAME")
+        else:
+            options["default"] = flag.default
+            if flag.cli_type is not None:
+                options["type"] = _CLI_TYPES[flag.cli_type]
+        flags.add_argument(*flag.cli_spellings(), **options)
     where = parser.add_argument_group("rules and machine")
     where.add_argument(
         "--rules",
@@ -245,15 +244,9 @@ def _environment(spec: str | None, rules: list[str]) -> Environment:
 
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "accelerator": args.accelerator,
-        "devices": args.devices,
-        "strategy": args.strategy,
-        "precision": args.precision,
-        "num_nodes": args.num_nodes,
-        "cluster_environment": args.cluster_environment,
-        "plugins": tuple(args.plugins),
-    }
+    flags = collect_flags(vars(args))
+    flags.update({flag.name: tuple(flags[flag.name]) for flag in FLAGS if flag.repeatable})
+    return flags
 
 
 def _check_removed(args: argparse.Namespace) -> None:

@@ -11,7 +11,15 @@ import attrs
 if TYPE_CHECKING:
     import cattrs
 
-__all__ = ["FrozenMapping", "Provenance", "ProvenanceView", "ResolvedConfig", "display", "get_converter"]
+__all__ = [
+    "DECIDED_FIELDS",
+    "FrozenMapping",
+    "Provenance",
+    "ProvenanceView",
+    "ResolvedConfig",
+    "display",
+    "get_converter",
+]
 
 
 def display(value: Any, *, quoted: bool = False) -> str:
@@ -93,6 +101,12 @@ def _to_frozen_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
     return value if isinstance(value, FrozenMapping) else FrozenMapping(value)
 
 
+def _to_flags(value: Mapping[str, Any] | None) -> FrozenMapping:
+    """Flags as ``resolve()`` normalized them: lists (from JSON) as tuples."""
+    items = (value or {}).items()
+    return FrozenMapping({k: tuple(v) if isinstance(v, list) else v for k, v in items})
+
+
 def _to_provenance_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return value if isinstance(value, FrozenMapping | ProvenanceView) else FrozenMapping(value)
 
@@ -156,7 +170,16 @@ class ResolvedConfig:
     global_rank: int
     local_rank: int
     node_rank: int
+    #: Rank 0's machine and rendezvous port (``MASTER_ADDR``/``MASTER_PORT``); ``main_port`` is
+    #: None when the runtime picks a free port at launch (one machine), and both are None where the
+    #: cluster's own runtime connects the processes (XLA).
+    main_address: str | None = None
+    main_port: int | None = None
     strategy_options: FrozenMapping = attrs.field(factory=FrozenMapping, converter=_to_frozen_mapping)
+    #: The flags ``resolve()`` was given (normalized; those left at their default are left out), so
+    #: a worker can tell whether the ``launch()`` it reaches is the one it was started for
+    #: without resolving again.
+    flags: FrozenMapping = attrs.field(factory=FrozenMapping, converter=_to_flags)
     provenance: Mapping[str, Provenance] = attrs.field(
         factory=FrozenMapping, converter=_to_provenance_mapping, eq=False, repr=False
     )
@@ -201,6 +224,12 @@ class ResolvedConfig:
             f"world_size={self.world_size}",
         ]
         return " ".join(parts)
+
+
+#: The fields the rules decide, each with its provenance (not ``flags``, ``provenance``, ``notes``).
+DECIDED_FIELDS: tuple[str, ...] = tuple(
+    a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes", "flags")
+)
 
 
 @functools.cache

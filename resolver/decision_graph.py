@@ -17,13 +17,13 @@ from typing import Any
 import attrs
 
 from resolver.compiler import PLACEHOLDER, CompiledTable
-from resolver.config import Provenance, ResolvedConfig, display
+from resolver.config import DECIDED_FIELDS, Provenance, display
 from resolver.errors import ResolutionError
 from resolver.reporter import RecordingReporter
 
 __all__ = ["decision_graph"]
 
-RESULT_FIELDS = tuple(a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes"))
+RESULT_FIELDS = DECIDED_FIELDS
 _WRAP = 44
 
 _STYLE = {

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from resolver.config import ResolvedConfig, display, get_converter
+from resolver.config import DECIDED_FIELDS, ResolvedConfig, display, get_converter
 from resolver.errors import ResolutionError
 from resolver.reporter import RecordingReporter
 
@@ -19,7 +17,7 @@ __all__ = ["EXPLAIN_SCHEMA_VERSION", "error_data", "explain_json", "explain_text
 #: Bumped whenever a key of ``resolver explain --format json`` changes meaning or disappears.
 EXPLAIN_SCHEMA_VERSION = 1
 
-_FIELDS = tuple(a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes"))
+_FIELDS = DECIDED_FIELDS
 
 
 def explain_text(config: ResolvedConfig, trace: RecordingReporter | None = None, *, verbose: bool = False) -> str:

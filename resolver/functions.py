@@ -8,6 +8,7 @@ Register more with :func:`register_function`.
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from types import NoneType, UnionType
@@ -182,6 +183,14 @@ def to_text(value: Any) -> str | None:
     return str(value).strip().lower()
 
 
+@register_function("as_text")
+def as_text(value: Any) -> str | None:
+    """A flag as text with its case kept (host names); None stays None."""
+    if value is None:
+        return None
+    return str(value).strip()
+
+
 @register_function("to_int")
 def to_int(value: Any) -> int:
     """A whole number from an int or integer text (``"-2"``); anything else is refused."""
@@ -295,6 +304,52 @@ def rankfile_node_rank(text: str, hostname: str) -> int:
             "run under jsrun inside the LSF job that wrote LSB_DJOB_RANKFILE, or pass cluster_environment='local'",
         )
     return unique.index(hostname)
+
+
+# -- the rendezvous: where rank 0's store is -----------------------------------------------------
+
+
+@register_function("first_host")
+def first_host(hostlist: str) -> str:
+    """The first host of a compressed SLURM host list: ``"gpu[07-09,12],cpu1"`` -> ``"gpu07"``
+    (each bracket keeps its first entry, padding included)."""
+    depth = 0
+    end = len(hostlist)
+    for index, char in enumerate(hostlist):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            end = index
+            break
+    first = hostlist[:end].strip()
+    host = _BRACKET.sub(lambda match: match.group(1).split(",")[0].split("-")[0].strip(), first)
+    if not host:
+        raise InvalidInput(f"the host list {_shown(hostlist)} names no host", "export MASTER_ADDR, or pass master_addr")
+    return host
+
+
+_BRACKET = re.compile(r"\[([^\]]*)\]")
+
+
+@register_function("rankfile_first_host")
+def rankfile_first_host(text: str) -> str:
+    """The first compute host of LSF's rank file: its first line is the launch node, which runs no
+    rank (a file of one line names the host that runs everything)."""
+    hosts = [line.strip() for line in text.splitlines() if line.strip()]
+    compute = hosts[1:] or hosts
+    if not compute:
+        raise InvalidInput("the LSF rank file lists no hosts", "export MASTER_ADDR, or pass master_addr")
+    return compute[0]
+
+
+@register_function("port_from_job_id")
+def port_from_job_id(job_id: str) -> int:
+    """A port every node of a job computes alike: 15000 + the job id's last four digits."""
+    # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
+    digits = "".join(ch for ch in str(job_id) if ch in "0123456789")[-4:] or "0"
+    return 15000 + int(digits)
 
 
 @register_function("did_you_mean")

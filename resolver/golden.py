@@ -80,7 +80,7 @@ def outcome(scenario: Scenario, rules: RulesArg = None) -> dict[str, Any]:
     fields = config.to_dict(with_provenance=False)
     result: dict[str, Any] = {}
     for name, value in fields.items():
-        if name == "notes":
+        if name in ("notes", "flags"):  # flags: the scenario's own [flags], echoed
             continue
         result[name] = _NONE if value is None else value
     result["notes"] = list(config.notes)

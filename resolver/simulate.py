@@ -115,7 +115,13 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
             per_node = nodes if kind == "kubeflow" else max(1, env.cuda_device_count or env.xla_device_count)
         variables.update(_cluster_variables(kind, per_node, nodes, node, env.hostname))
     variables.update(explicit)  # NAME=VALUE tokens win over a preset's variables
-    return env.replace(variables=variables)
+    files = dict(env.files)
+    if cluster is not None and cluster[0] == "lsf" and "LSB_DJOB_RANKFILE" not in files:
+        # the rank file jsrun writes: the launch node, then each compute host once per rank
+        hosts = [env.hostname if i == node else f"node{i}" for i in range(nodes)]
+        per = cluster[1] or max(1, env.cuda_device_count or env.xla_device_count)
+        files["LSB_DJOB_RANKFILE"] = "batch\n" + "".join(f"{host}\n" * per for host in hosts)
+    return env.replace(variables=variables, files=files)
 
 
 def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname: str) -> dict[str, str]:
@@ -130,6 +136,8 @@ def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname
             "SLURM_NODEID": str(node),
             "SLURM_JOB_NAME": "train",
             "SLURM_JOB_ID": "1234",
+            # the job's hosts, this one at its place: rank 0's machine is the first (the rendezvous)
+            "SLURM_JOB_NODELIST": ",".join(hostname if i == node else f"node{i}" for i in range(nodes)),
         }
     if kind == "torchrun":
         return {

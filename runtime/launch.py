@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from resolver.api import given_flags
 from resolver.config import ResolvedConfig
+from resolver.errors import ResolutionError
+from resolver.flags import collect_flags
 from runtime.build import build
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
 from runtime.rank_environment import launched_config
@@ -28,7 +32,10 @@ def launch(
     precision: str | int | None = None,
     num_nodes: int = 1,
     cluster_environment: str = "auto",
-    plugins: Sequence[Any] = (),
+    plugins: Sequence[str] = (),
+    node_rank: int | None = None,
+    master_addr: str | None = None,
+    master_port: int | None = None,
     environment: Environment | None = None,
     timeout: float | None = None,
     strategy_options: Mapping[str, Any] | None = None,
@@ -36,24 +43,16 @@ def launch(
 ) -> R:
     """Run ``fn(strategy, *args, **kwargs)`` in every process of the run the flags describe.
 
-    The flags go through ``resolver.resolve``; the strategy is built from the result and
-    launches the processes. ``fn`` runs after this process's device is selected and the process
-    group is joined, and ``launch`` returns rank 0's return value (on other nodes, the node's
-    first rank's). ``timeout`` (seconds) bounds the whole run and every collective.
+    The flags (declared in ``resolver.flags.FLAGS``) go through ``resolver.resolve``; the strategy
+    is built from the result and launches the processes. ``fn`` runs after this process's device
+    is selected and the process group is joined, and ``launch`` returns rank 0's return value (on
+    other nodes, the node's first rank's). ``timeout`` (seconds) bounds the whole run and every collective.
 
     In a process that a launcher or ``resolver run`` started (``RESOLVER_CONFIG`` is set), the
     flags are not resolved again: ``fn`` runs as the rank that config names. This is what
     happens when the subprocess launcher re-runs a script and it reaches this call again.
     """
-    flags: dict[str, Any] = {
-        "accelerator": accelerator,
-        "devices": devices,
-        "strategy": strategy,
-        "precision": precision,
-        "num_nodes": num_nodes,
-        "cluster_environment": cluster_environment,
-        "plugins": plugins,
-    }
+    flags = collect_flags(locals())
     launched = launched_config()
     if launched is not None:
         return run_launched_rank(_run_checked_worker, launched, flags, fn, *args, **kwargs)
@@ -69,20 +68,29 @@ def launch(
 def _run_checked_worker(
     launched: ResolvedConfig, flags: Mapping[str, Any], fn: Callable[..., R], *args: Any, **kwargs: Any
 ) -> R:
-    import resolver
+    """Run ``fn`` as the rank ``launched`` names, if this launch() is the one the rank was started for.
 
-    defaults = resolver.api.FLAG_DEFAULTS
-    # No flags: the command that started this worker (e.g. `resolver run`) decided.
-    accepts_any = all(flags[name] == default for name, default in defaults.items())
-    requested: ResolvedConfig | None = None
-    if not accepts_any:
-        try:
-            requested = resolver.resolve(**flags)
-        except resolver.ResolutionError:
-            requested = None
-    wanted = ", ".join(f"{name}={value!r}" for name, value in flags.items() if value != defaults[name])
-    check_worker_entry(requested, f"launch({wanted})", accepts_any=accepts_any)
+    The worker does not resolve: it compares the flags of the launch() it reached with the flags
+    recorded in the config it was given (``ResolvedConfig.flags``). A launch() without flags takes
+    whatever started the worker (``resolver run --devices 2 script.py``).
+    """
+    try:
+        given = given_flags(flags)
+    except ResolutionError:
+        given = None  # flags that do not even read as flags: not the launch() that started this worker
+    same = given is not None and _plain(given) == _plain(launched.flags)
+    wanted = f"launch({_shown(given if given is not None else flags)})"
+    check_worker_entry(launched if same else None, wanted, accepts_any=given == {})
     return run_worker(fn, *args, **kwargs)
+
+
+def _plain(flags: Mapping[str, Any]) -> str:
+    """Flags as canonical JSON: a config that came through JSON holds lists where tuples were."""
+    return json.dumps(dict(flags), sort_keys=True, default=list)
+
+
+def _shown(flags: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in flags.items())
 
 
 setattr(_run_checked_worker, MARKS_JOINED_ITSELF, True)  # run_worker marks it, after building

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 import attrs
 
 from resolver.config import ResolvedConfig
+from resolver.functions import local_rank_in_world
 
 __all__ = [
     "CONFIG_VARIABLE",
@@ -63,7 +64,8 @@ def rank_config(config: ResolvedConfig, local_rank: int) -> ResolvedConfig:
     """``config`` as seen by local rank ``local_rank`` of this node."""
     if not 0 <= local_rank < config.num_devices:
         raise ValueError(f"local rank {local_rank} is outside 0..{config.num_devices - 1}")
-    global_rank = config.node_rank * config.num_devices + local_rank
+    # the formula the rules use for a process this library launches (rule global_rank.local)
+    global_rank = local_rank_in_world(config.node_rank, config.num_devices, local_rank)
     return attrs.evolve(config, global_rank=global_rank, local_rank=local_rank)
 
 
@@ -83,7 +85,8 @@ def rank_variables(
         "LOCAL_WORLD_SIZE": str(config.num_devices),
         "NODE_RANK": str(config.node_rank),
         "GROUP_RANK": str(config.node_rank),
-        CONFIG_VARIABLE: config.to_json(),
+        # the rank's config carries the rendezvous it was given (a port picked at launch included)
+        CONFIG_VARIABLE: attrs.evolve(config, main_address=main_address, main_port=main_port).to_json(),
     }
     if report_dir is not None:
         variables[REPORT_DIR_VARIABLE] = report_dir

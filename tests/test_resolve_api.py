@@ -50,7 +50,7 @@ def test_config_is_frozen_and_round_trips_through_json(gpu_box):
 
 def test_every_field_has_provenance(gpu_box):
     config = resolve(devices=2, environment=gpu_box)
-    fields = [a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes")]
+    fields = [a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes", "flags")]
     assert sorted(config.provenance) == sorted(fields)
     assert config.provenance["num_devices"].kind == "flag"
     assert config.provenance["num_devices"].source == "devices=2"

@@ -1,9 +1,10 @@
 """ClusterEnvironment: where the processes of a run meet (the rendezvous address and port).
 
-Ranks and world size are decided by the resolver and arrive in the ``ResolvedConfig``; what a
-cluster environment adds at run time is the address and port of rank 0's rendezvous store, read
-from the variables the cluster (or the user) sets. By default both come from ``MASTER_ADDR`` and
-``MASTER_PORT``, which torchrun, the Kubeflow operator and most MPI setups export.
+Ranks, world size and the rendezvous (``main_address``, ``main_port``) are decided by the resolver
+and arrive in the ``ResolvedConfig`` with their provenance (``rules/37-rendezvous.toml``). A cluster
+environment hands them to the launchers; only a config built by hand without them (or a single
+machine's ``main_port = None``: a free port picked at launch) falls back to ``MASTER_ADDR`` and
+``MASTER_PORT`` as the cluster (or the user) exported them.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
+from resolver.functions import port_from_job_id  # the rules' function: one formula
 from runtime.errors import RuntimeConfigError
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig
 
-__all__ = ["ClusterEnvironment"]
+__all__ = ["ClusterEnvironment", "port_from_job_id"]
 
 
 class ClusterEnvironment:
@@ -44,19 +46,28 @@ class ClusterEnvironment:
 
     @property
     def main_address(self) -> str:
-        """Host name or IP address of the machine that runs global rank 0."""
+        """Host name or IP address of the machine that runs global rank 0: the resolved
+        ``config.main_address`` (flag, MASTER_ADDR or the cluster's rule), else MASTER_ADDR."""
+        if getattr(self.config, "main_address", None):
+            return str(self.config.main_address)
         return self._required("MASTER_ADDR")
 
     @property
     def main_port(self) -> int:
-        """The port rank 0's rendezvous store listens on: MASTER_PORT, else one from the job id."""
+        """The port rank 0's rendezvous store listens on: the resolved ``config.main_port``, else
+        MASTER_PORT, else one from the job id."""
+        if getattr(self.config, "main_port", None):
+            return int(self.config.main_port)  # type: ignore[arg-type]
         if self.main_port_source == "MASTER_PORT":
             return self._port(self._required("MASTER_PORT"), "MASTER_PORT")
         return port_from_job_id(self.environ[self.main_port_source])
 
     @property
     def main_port_source(self) -> str:
-        """Where :attr:`main_port` came from, for messages (a variable name)."""
+        """Where :attr:`main_port` came from, for messages (a variable name, or the flag)."""
+        provenance = self.config.provenance.get("main_port") if getattr(self.config, "main_port", None) else None
+        if provenance is not None and provenance.kind == "flag":
+            return "master_port"
         if self.environ.get("MASTER_PORT", "").strip() or self.job_id_variable is None:
             return "MASTER_PORT"
         return self.job_id_variable if self.environ.get(self.job_id_variable, "").strip() else "MASTER_PORT"
@@ -79,10 +90,3 @@ class ClusterEnvironment:
         if not 0 < port < 65536:
             raise RuntimeConfigError(f"{source}={text!r} is not a TCP port (1-65535)")
         return port
-
-
-def port_from_job_id(job_id: str) -> int:
-    """A port every node of the job computes alike: 15000 + the job id's last four digits."""
-    # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
-    digits = "".join(ch for ch in job_id if ch in "0123456789")[-4:] or "0"
-    return 15000 + int(digits)

@@ -23,10 +23,14 @@ class HorovodEnvironment(ClusterEnvironment):
 
     @property
     def main_address(self) -> str:
+        if self.config.main_address:  # resolved from the same variable (rules/37-rendezvous.toml)
+            return self.config.main_address
         return self._required("HOROVOD_GLOO_RENDEZVOUS_ADDR")
 
     @property
     def main_port(self) -> int:
+        if self.config.main_port:
+            return self.config.main_port
         return self._port(self._required("HOROVOD_GLOO_RENDEZVOUS_PORT"), "HOROVOD_GLOO_RENDEZVOUS_PORT")
 
     @property

@@ -36,12 +36,16 @@ class LocalEnvironment(ClusterEnvironment):
 
     @property
     def main_address(self) -> str:
+        if self.config.main_address:
+            return self.config.main_address
         if self.config.num_nodes > 1:
             return self._required("MASTER_ADDR")
         return self.environ.get("MASTER_ADDR", "").strip() or "127.0.0.1"
 
     @property
     def main_port(self) -> int:
+        if self.config.main_port:
+            return self.config.main_port
         text = self.environ.get("MASTER_PORT", "").strip()
         if text:
             return self._port(text, "MASTER_PORT")
@@ -58,4 +62,6 @@ class LocalEnvironment(ClusterEnvironment):
 
     @property
     def main_port_source(self) -> str:
+        if self.config.main_port:
+            return super().main_port_source
         return "MASTER_PORT" if self.environ.get("MASTER_PORT", "").strip() else "a free port picked by the runtime"

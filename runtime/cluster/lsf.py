@@ -22,6 +22,8 @@ class LSFEnvironment(ClusterEnvironment):
 
     @property
     def main_address(self) -> str:
+        if self.config.main_address:  # resolved, with provenance (rules/37-rendezvous.toml)
+            return self.config.main_address
         explicit = self.environ.get("MASTER_ADDR", "").strip()
         if explicit:
             return explicit

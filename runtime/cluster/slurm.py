@@ -19,6 +19,8 @@ class SLURMEnvironment(ClusterEnvironment):
 
     @property
     def main_address(self) -> str:
+        if self.config.main_address:  # resolved, with provenance (rules/37-rendezvous.toml)
+            return self.config.main_address
         explicit = self.environ.get("MASTER_ADDR", "").strip()
         if explicit:
             return explicit

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from runtime_configs import ddp_config
 
+import resolver
 import runtime
 from runtime.cluster import (
     KubeflowEnvironment,
@@ -90,3 +91,29 @@ def test_a_job_id_with_non_ascii_digits_still_gives_a_port() -> None:
     assert port_from_job_id("4321") == 15000 + 4321
     assert port_from_job_id("job²①7") == 15000 + 7  # "²" and "①" are digits to str.isdigit, not to int
     assert port_from_job_id("interactive") == 15000
+
+
+def test_the_runtime_meets_where_the_resolver_said_without_reading_variables() -> None:
+    slurm = resolver.Environment(
+        cuda_device_count=4,
+        variables={
+            "SLURM_NTASKS": "8", "SLURM_NNODES": "2", "SLURM_PROCID": "5", "SLURM_LOCALID": "1",
+            "SLURM_NODEID": "1", "SLURM_JOB_ID": "4242", "SLURM_NTASKS_PER_NODE": "4", "SLURM_JOB_NAME": "train",
+            "SLURM_JOB_NODELIST": "gpu[01-02]",
+        },
+    )
+    config = resolver.resolve(devices=4, num_nodes=2, environment=slurm)
+    assert (config.main_address, config.main_port) == ("gpu01", 19242)
+    assert config.provenance["main_port"].rule == "main_port.slurm"
+    env = SLURMEnvironment(config, environ={})  # the variables are not read again at run time
+    assert (env.main_address, env.main_port) == ("gpu01", 19242)
+
+
+def test_flags_name_the_rendezvous_of_a_run_started_by_hand() -> None:
+    config = resolver.resolve(
+        accelerator="cpu", num_nodes=2, node_rank=1, master_addr="Node0", master_port=29511,
+        environment=resolver.Environment(),
+    )
+    env = LocalEnvironment(config, environ={})
+    assert (env.main_address, env.main_port, config.node_rank) == ("Node0", 29511, 1)
+    assert env.main_port_source == "master_port"
