@@ -19,7 +19,7 @@ from resolver.flags import FLAGS, Flag, collect_flags
 from resolver.integers import parse_int
 from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
-from resolver.suggest import did_you_mean
+from resolver.suggest import closest, did_you_mean, wording
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -223,14 +223,19 @@ def _check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
 
 def _option_suggestions(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
     """``; did you mean --strategy?`` for each unknown option that is close to one the parser has."""
-    options = [s for a in parser._actions if a.help is not argparse.SUPPRESS for s in a.option_strings]
-    long_options = [o[2:] for o in options if o.startswith("--")]  # compared without the dashes
+    # every spelling of an option (`--num-nodes`, `--num_nodes`) compared as `num-nodes`; the first shown
+    shown: dict[str, str] = {}
+    for action in parser._actions:
+        spellings = [o for o in action.option_strings if o.startswith("--")]
+        if action.help is not argparse.SUPPRESS and spellings:
+            for spelling in spellings:
+                shown.setdefault(spelling[2:].replace("_", "-"), spellings[0])
     found = []
     for token in unknown:
         if token.startswith("-") and len(token) > 2:
             name = token.split("=", 1)[0]
-            # `--num_node` (torchrun's spelling) is compared as `num-node`
-            hint = did_you_mean(name.lstrip("-").replace("_", "-"), long_options, quote=False, prefix="--")
+            close = closest(name.lstrip("-").replace("_", "-"), shown)
+            hint = wording(list(dict.fromkeys(shown[c] for c in close)), quote=False)
             if hint:
                 found.append(f"{name}: {hint}")
     return "".join(f"\n  = help: {line}" for line in found)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["closest", "did_you_mean"]
+__all__ = ["closest", "did_you_mean", "wording"]
 
 #: How alike two names must be (difflib's ratio) to be suggested; 0.6 is difflib's own default.
 _CUTOFF = 0.6
@@ -45,9 +45,13 @@ def did_you_mean(name: str, known: Iterable[str], *, limit: int = 3, quote: bool
 
     ``prefix`` is written before each name shown (``--`` for options compared without their dashes).
     """
-    found = closest(name, known, limit=limit)
-    if not found:
+    return wording([prefix + f for f in closest(name, known, limit=limit)], quote=quote)
+
+
+def wording(names: list[str], *, quote: bool = True) -> str:
+    """``"did you mean 'a', 'b' or 'c'?"`` for names already found, or ``""`` for none."""
+    if not names:
         return ""
-    shown = [repr(prefix + f) if quote else prefix + f for f in found]
+    shown = [repr(n) if quote else n for n in names]
     listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
     return f"did you mean {listed}?"

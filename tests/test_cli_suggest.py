@@ -11,7 +11,7 @@ from tests.cli_support import run_resolver
     "args, command, suggestion",
     [
         (["explain", "--stratgy", "ddp"], "explain", "--stratgy: did you mean --strategy?"),
-        (["explain", "--num_node", "2"], "explain", "--num_node: did you mean --num-nodes?"),
+        (["explain", "--num_ndoes", "2"], "explain", "--num_ndoes: did you mean --num-nodes?"),
         (["explain", "--devcies=2"], "explain", "--devcies: did you mean --devices?"),
         (["run", "--timout", "5", "x.py"], "run", "--timout: did you mean --timeout?"),
         (["golden", "--updaet", "tests/golden"], "golden", "--updaet: did you mean --update?"),
