@@ -6,7 +6,7 @@ import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resolver.cache import cached_table
 from resolver.compiler import CompiledTable, compile_table
@@ -18,6 +18,9 @@ from resolver.flag_values import flag_values, given_flags, given_from_values
 from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
+
+if TYPE_CHECKING:
+    from resolver.flagsfile import FlagsFile
 
 __all__ = [
     "FLAG_DEFAULTS",
@@ -135,11 +138,15 @@ _ARG_NAMES = {f"arg.{flag.name}": flag.name for flag in FLAGS}
 _NOT_GIVEN = Provenance("default")
 
 
-def _flag_provenance(flags: Mapping[str, Any], values: Mapping[str, Any], slot: str) -> Provenance | None:
-    """What the user wrote for an arg.* input (built only when someone asks)."""
+def _flag_provenance(
+    flags: Mapping[str, Any], values: Mapping[str, Any], slot: str, sources: Mapping[str, Provenance] | None = None
+) -> Provenance | None:
+    """What the user wrote for an arg.* input (built only when someone asks); ``sources``: flags read from a file."""
     name = _ARG_NAMES.get(slot)
     if name is None:
         return None
+    if sources and name in sources:
+        return sources[name]
     default = FLAG_DEFAULTS[name]
     value = values[slot]
     given = type(value) is not type(default) or value != default
@@ -163,8 +170,12 @@ def run_rules(
     environment: Environment,
     rules: RulesArg = None,
     reporter: Reporter | None = None,
+    sources: Mapping[str, Provenance] | None = None,
 ) -> Evaluation:
-    """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``."""
+    """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``.
+
+    ``sources`` gives the provenance of flags that did not come from the caller (a flags file).
+    """
     evaluator = _evaluator(rules)
     env_values, env_provenance = _environment_values(evaluator, environment)
     values = dict(env_values)  # a copy of a same-shaped dict: no rehashing, however many variables
@@ -172,7 +183,7 @@ def run_rules(
 
     def inputs(slot: str) -> Provenance | None:
         found = env_provenance.get(slot)
-        return found if found is not None else _flag_provenance(flags, values, slot)
+        return found if found is not None else _flag_provenance(flags, values, slot, sources)
 
     return evaluator.run(values, inputs, reporter)
 
@@ -192,6 +203,7 @@ def resolve(
     environment: Environment | None = None,
     rules: RulesArg = None,
     reporter: Reporter | None = None,
+    config_file: str | os.PathLike[str] | FlagsFile | None = None,
     **removed: Any,
 ) -> ResolvedConfig:
     """Resolve training flags against a machine snapshot.
@@ -202,6 +214,8 @@ def resolve(
     variable and file the rule table in use reads. ``rules`` adds rule
     files (paths) to the built-in table, or replaces it with a compiled table. Raises
     :class:`ResolutionError` (a ``ValueError``); :class:`ConflictError` when two sources disagree.
+    ``config_file`` reads flags from a TOML flags file (:mod:`resolver.flagsfile`); a keyword
+    given here with a value other than its default wins over the file.
     """
     if removed:
         evaluator = _evaluator(rules)
@@ -218,7 +232,12 @@ def resolve(
             hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
         )
     flags = collect_flags(locals())
-    evaluation = run_rules(flags, environment, rules, reporter)
+    sources = None
+    if config_file is not None:
+        from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
+
+        flags, sources = flags_with_file(flags, FLAG_DEFAULTS, config_file)
+    evaluation = run_rules(flags, environment, rules, reporter, sources)
     return config_from(evaluation, given_from_values(evaluation.values))  # the arg.* values it normalized
 
 

@@ -19,6 +19,7 @@ from resolver.flags import FLAGS, Flag, collect_flags
 from resolver.integers import parse_int
 from resolver.reporter import RecordingReporter
 from resolver.simulate import SIMULATE_HELP, simulate
+from resolver.suggest import closest, did_you_mean, wording
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -87,6 +88,41 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read the flags from this TOML file ([flags] table, as in a golden scenario); "
+        "a flag given on the command line wins over the file",
+    )
+
+
+def _given_flags(argv: Sequence[str] | None) -> set[str]:
+    """The names of the options written on the command line (not left at their default)."""
+    parser = _parser()
+    stack = [parser]
+    while stack:
+        current = stack.pop()
+        for action in current._actions:
+            action.default = argparse.SUPPRESS
+            if isinstance(action, argparse._SubParsersAction):
+                stack.extend(action.choices.values())
+    given, _ = parser.parse_known_args(argv)
+    return set(vars(given))
+
+
+def _resolve(args: argparse.Namespace, **keywords: Any) -> ResolvedConfig:
+    """``resolve()`` with the command line's flags, over the flags file of ``--config`` if any."""
+    flags = _flags(args)
+    if args.config is None:
+        return resolve(**flags, **keywords)
+    from resolver.flagsfile import load_flags_file
+
+    given = _given_flags(args.argv) & set(flags)
+    file = load_flags_file(args.config).without(given)
+    return resolve(**{k: v for k, v in flags.items() if k in given}, config_file=file, **keywords)
+
+
 def _subcommand(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> argparse.ArgumentParser:
     text = COMMANDS[name]
     return sub.add_parser(
@@ -111,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
 
     explain = _subcommand(sub, "explain")
     _add_flags(explain)
+    _add_config(explain)
     explain.add_argument(
         "--format",
         choices=("text", "json", "dot"),
@@ -127,10 +164,22 @@ def _parser() -> argparse.ArgumentParser:
 
     run = _subcommand(sub, "run")
     _add_flags(run, can_simulate=False)
+    _add_config(run)
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="stop every rank (and fail) if the run takes longer than this")
-    run.add_argument("script", help="the Python script to run")
-    run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+    run.add_argument(
+        "-m",
+        "--module",
+        action="store_true",
+        help="run SCRIPT as a module, as `python -m SCRIPT` would (SCRIPT is then a module name)",
+    )
+    run.add_argument("script", metavar="SCRIPT", nargs="?", help="the Python script to run (or, with -m, the module)")
+    run.add_argument(
+        "script_args",
+        metavar="ARGS",
+        nargs=argparse.REMAINDER,
+        help="arguments for the script, passed through untouched (everything after SCRIPT, --help too)",
+    )
 
     env = _subcommand(sub, "env")
     env.add_argument("--format", choices=("text", "json"), default="text", help="text to paste (default), or json")
@@ -150,11 +199,46 @@ def _parser() -> argparse.ArgumentParser:
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse; an unknown option is reported with the usage of the subcommand it was given to."""
     parser = _parser()
+    _check_command(parser, sys.argv[1:] if argv is None else list(argv))
     args, unknown = parser.parse_known_args(argv)
+    args.argv = argv
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = subparsers.choices[args.command]
+    if args.command == "run" and args.script is None:  # argparse would also call ARGS required
+        command.error("the following argument is required: SCRIPT (a Python file, or a module name with -m)")
     if unknown:
-        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{_option_suggestions(command, unknown)}")
     return args
+
+
+def _check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown command is a usage error naming the closest commands (argparse only lists them)."""
+    words = [word for word in argv if not word.startswith("-")]
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if words and words[0] not in subparsers.choices:
+        hint = did_you_mean(words[0], subparsers.choices)
+        choices = ", ".join(subparsers.choices)
+        parser.error(f"unknown command {words[0]!r}" + (f"; {hint}" if hint else "") + f" (choose from {choices})")
+
+
+def _option_suggestions(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """``; did you mean --strategy?`` for each unknown option that is close to one the parser has."""
+    # every spelling of an option (`--num-nodes`, `--num_nodes`) compared as `num-nodes`; the first shown
+    shown: dict[str, str] = {}
+    for action in parser._actions:
+        spellings = [o for o in action.option_strings if o.startswith("--")]
+        if action.help is not argparse.SUPPRESS and spellings:
+            for spelling in spellings:
+                shown.setdefault(spelling[2:].replace("_", "-"), spellings[0])
+    found = []
+    for token in unknown:
+        if token.startswith("-") and len(token) > 2:
+            name = token.split("=", 1)[0]
+            close = closest(name.lstrip("-").replace("_", "-"), shown)
+            hint = wording(list(dict.fromkeys(shown[c] for c in close)), quote=False)
+            if hint:
+                found.append(f"{name}: {hint}")
+    return "".join(f"\n  = help: {line}" for line in found)
 
 
 def _environment(spec: str | None, rules: list[str]) -> Environment:
@@ -187,7 +271,7 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         environment = _environment(args.simulate, args.rules)
         _check_removed(args)
-        config = resolve(**_flags(args), environment=environment, rules=args.rules or None, reporter=trace)
+        config = _resolve(args, environment=environment, rules=args.rules or None, reporter=trace)
     except ResolutionError as error:
         failure = error
     if args.format == "json":
@@ -216,15 +300,16 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    problem = _target_problem(args.script, module=args.module)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
     try:
         _check_removed(args)
-        config = resolve(**_flags(args), environment=_environment(None, args.rules), rules=args.rules or None)
+        config = _resolve(args, environment=_environment(None, args.rules), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
-    if not Path(args.script).is_file():
-        print(f"error: script {args.script!r} not found", file=sys.stderr)
-        return EXIT_USAGE
     print(f"resolver: {config.summary()}", file=sys.stderr, flush=True)
     try:
         import runtime
@@ -235,10 +320,23 @@ def _run(args: argparse.Namespace) -> int:
         )
         return EXIT_ERROR
     try:
-        return runtime.run_script(config, args.script, list(args.script_args), timeout=args.timeout)
+        return runtime.run_script(
+            config, args.script, list(args.script_args), timeout=args.timeout, module=args.module
+        )
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _target_problem(target: str, *, module: bool) -> str | None:
+    """Why ``resolver run`` cannot start ``target`` (a script path, or a module with ``-m``), or None."""
+    if module:
+        from resolver.runtarget import module_problem
+
+        return module_problem(target)
+    from resolver.runtarget import script_problem
+
+    return script_problem(target)
 
 
 def _golden(args: argparse.Namespace) -> int:

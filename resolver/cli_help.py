@@ -59,16 +59,21 @@ COMMANDS: dict[str, CommandHelp] = {
             "resolver explain --simulate my-cluster-node.toml,interactive --verbose",
             "resolver explain --devices 2 --format json --verbose",
             "resolver explain --devices 4 --simulate cuda=8,slurm --format dot > decision.dot",
+            "resolver explain --config train.toml --devices 4",
         ),
         trailer=EXIT_CODES,
     ),
     "run": CommandHelp(
         summary="resolve, then start a script under the resolved launcher (like torchrun)",
         description="Resolve the flags, print a one-line summary, and start SCRIPT once per local device "
-        "with torchrun-compatible variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).",
+        "with torchrun-compatible variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). "
+        "With -m, SCRIPT is a module, run as python -m would. Everything after SCRIPT (its --help "
+        "too) is the script's own.",
         examples=(
             "resolver run --devices 2 --strategy ddp train.py --epochs 3",
             "resolver run --devices 2 --timeout 600 train.py",
+            "resolver run --devices 2 -m mypackage.train --epochs 3",
+            "resolver run --config train.toml train.py --help",
         ),
         trailer=EXIT_CODES + " Otherwise the script's own exit code.",
     ),

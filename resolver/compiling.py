@@ -18,6 +18,7 @@ from resolver.compiler import CompiledRule, CompiledTable, StagePlan, Template
 from resolver.conditions import OPERATORS, Call, Condition, Const, InvalidOperand, OperandContext, Ref, ValueExpr
 from resolver.errors import RuleTableError
 from resolver.functions import call_problem
+from resolver.suggest import did_you_mean
 from resolver.table import VARIABLE_PREFIX, RawRule, Slot, TableData
 
 if TYPE_CHECKING:
@@ -168,7 +169,10 @@ class _RuleCompiler:
         d = raw.data
         stage = d.get("stage")
         if not isinstance(stage, str) or stage not in self.stage_index:
-            raise raw.error(f"unknown stage {stage!r}; stages are {', '.join(self.data.stages)}")
+            hint = did_you_mean(stage, self.data.stages) if isinstance(stage, str) else ""
+            raise raw.error(
+                f"unknown stage {stage!r}; {hint + ' ' if hint else ''}stages are {', '.join(self.data.stages)}"
+            )
         if stage == self.data.stages[0]:
             raise raw.error(f"stage {stage!r} holds the inputs; rules belong to a later stage")
         has_set, has_conflict = "set" in d, "conflict" in d
@@ -235,9 +239,8 @@ class _RuleCompiler:
     def _read(self, raw: RawRule, name: str, reads: list[str]) -> Slot:
         slot = self.data.slot(name)
         if slot is None:
-            close = [s for s in self.data.slots if s.split(".")[-1] == name.split(".")[-1]]
-            extra = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise raw.error(f"unknown slot {name!r}{extra}")
+            hint = did_you_mean(name, self.data.slots)
+            raise raw.error(f"unknown slot {name!r}" + (f"; {hint}" if hint else ""))
         reads.append(name)
         return slot
 
@@ -250,8 +253,10 @@ class _RuleCompiler:
             members = self.domains[slot.domain]
             if value not in members:
                 declared = ", ".join(self.data.domain_files(slot.domain))
+                hint = did_you_mean(value, members)
                 raise raw.error(
-                    f"unknown value {value!r} for slot {slot.name!r}; domain {slot.domain!r} "
+                    f"unknown value {value!r} for slot {slot.name!r}; {hint + ' ' if hint else ''}"
+                    f"domain {slot.domain!r} "
                     f"(declared in {declared}) has " + ", ".join(sorted(members))
                 )
         return value
@@ -264,7 +269,11 @@ class _RuleCompiler:
         for op, operand in items:
             operator = OPERATORS.get(op)
             if operator is None:
-                raise raw.error(f"unknown condition operator {op!r} on {name!r}; use one of {', '.join(OPERATORS)}")
+                hint = did_you_mean(str(op), OPERATORS)
+                raise raw.error(
+                    f"unknown condition operator {op!r} on {name!r}; {hint + ' ' if hint else ''}"
+                    f"use one of {', '.join(OPERATORS)}"
+                )
             if isinstance(operand, dict):
                 if not operator.takes_ref:
                     raise raw.error(f"{op!r} on {name!r} takes a constant, not {{ ref }}")

@@ -119,7 +119,8 @@ def _to_tuple(items: Iterable[Any]) -> tuple[Any, ...]:
 class Provenance:
     """Where a resolved value came from.
 
-    ``kind`` is one of ``flag`` (an argument of ``resolve()`` / a CLI flag), ``variable`` (an
+    ``kind`` is one of ``flag`` (an argument of ``resolve()`` / a CLI flag), ``flags_file`` (a
+    value read from a flags file, ``--config``; ``source`` starts with the file's path), ``variable`` (an
     override environment variable), ``environment`` (a fact of the machine or cluster),
     ``rule`` (a rule of the table decided it) or ``default``. ``source`` names the flag, variable
     or fact; ``rule`` and ``why`` name the rule that decided it, and ``inputs`` lists the
@@ -134,8 +135,8 @@ class Provenance:
 
     def describe(self) -> str:
         """One human line: ``flag devices=2``, ``rule accelerator.auto.cpu: ...``."""
-        if self.kind in ("flag", "variable", "environment") and self.source:
-            text = f"{self.kind} {self.source}"
+        if self.kind in ("flag", "variable", "environment", "flags_file") and self.source:
+            text = f"{self.kind.replace('_', ' ')} {self.source}"
             if self.rule and self.why:
                 text += f" (rule {self.rule}: {self.why})"
             return text

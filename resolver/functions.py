@@ -359,3 +359,15 @@ def port_from_job_id(job_id: str) -> int:
     # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
     digits = "".join(ch for ch in str(job_id) if ch in "0123456789")[-4:] or "0"
     return 15000 + int(digits)
+
+
+@register_function("did_you_mean")
+def did_you_mean(value: Any, members: Sequence[str]) -> str:
+    """`` (did you mean 'ddp'?)`` when ``value`` is close to a member of a domain, else ``""``.
+
+    Made to end a conflict message: ``conflict = "unknown strategy '{flag.strategy}'{suggest.strategy}"``.
+    """
+    from resolver.suggest import did_you_mean as suggestion
+
+    found = suggestion(str(value), members)
+    return f" ({found})" if found else ""

@@ -19,6 +19,7 @@ import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn
 
+from resolver.suggest import did_you_mean
 from resolver.table import SLOT_TYPES
 
 __all__ = [
@@ -297,10 +298,14 @@ _CONVERTER = cattrs.Converter(forbid_extra_keys=True)
 def _table_of(cls: type) -> Any:
     """Structure an attrs class from a TOML table, refusing anything that is not a table."""
     structure: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, _CONVERTER, _cattrs_forbid_extra_keys=True)
+    names = frozenset(a.name for a in attrs.fields(cls))
 
     def hook(value: Any, _: Any) -> Any:
         if not isinstance(value, dict):
             raise TypeError(f"expected a table, got {_text(value)}")
+        extra = value.keys() - names
+        if extra:  # before "missing key": `stge` is reported as a typo of `stage`, not as `stage` missing
+            raise ForbiddenExtraKeysError(None, cls, set(extra))
         return structure(value, cls)
 
     return hook
@@ -321,8 +326,11 @@ def _first_problem(exc: BaseException, path: tuple[str | int, ...]) -> SchemaPro
         if isinstance(note, _PathNote):
             path = (*path, note.step)
     if isinstance(exc, ForbiddenExtraKeysError):
-        allowed = ", ".join(a.name for a in attrs.fields(exc.cl)) if attrs.has(exc.cl) else ""
-        return SchemaProblem(path, f"unknown key(s) {', '.join(sorted(exc.extra_fields))}; expected {allowed}")
+        names = [a.name for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+        extra = sorted(exc.extra_fields)
+        close = [f"{key}: {hint}" for key in extra if (hint := did_you_mean(key, names))]
+        suggestion = f" ({'; '.join(close)})" if close else ""
+        return SchemaProblem(path, f"unknown key(s) {', '.join(extra)}{suggestion}; expected {', '.join(names)}")
     if isinstance(exc, (ClassValidationError, IterableValidationError)):
         with_notes, _ = exc.group_exceptions()
         if with_notes:

@@ -17,6 +17,7 @@ from resolver.environment import Environment
 from resolver.errors import ResolutionError
 from resolver.integers import parse_int
 from resolver.probing import PROBES
+from resolver.suggest import did_you_mean
 
 __all__ = ["SIMULATE_HELP", "simulate"]
 
@@ -36,6 +37,17 @@ _FLAGS = {
     "notebook": "interactive",
 }
 _CLUSTERS = ("slurm", "torchrun", "lsf", "mpi", "kubeflow")
+
+
+#: The token names a spec may use (the shorthands, presets and placement); facts add their own names.
+_TOKENS = ("cuda", "gpus", "xla", "tpu", *_FLAGS, "nofork", "hostname", "nodes", "node", *_CLUSTERS)
+
+
+def _unknown_token(raw: str, name: str) -> ResolutionError:
+    """The error for a token no part of the spec knows, naming the closest known tokens."""
+    suggestion = did_you_mean(name, [*_TOKENS, *PROBES]) if name else ""
+    message = f"--simulate: unknown token {raw!r}" + (f"; {suggestion}" if suggestion else "")
+    return ResolutionError(message, hint=SIMULATE_HELP)
 
 
 def _fact(default: bool | int | str, token: str, value: str) -> bool | int | str:
@@ -95,7 +107,7 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
         elif value and name in PROBES:
             facts[name] = _fact(PROBES[name].default, raw, value)
         else:
-            raise ResolutionError(f"--simulate: unknown token {raw!r}", hint=SIMULATE_HELP)
+            raise _unknown_token(raw, name)
     env = env.replace(**facts)
     if cluster is not None:
         kind, per_node = cluster

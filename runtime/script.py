@@ -34,8 +34,12 @@ def run_script(
     args: Sequence[str] = (),
     *,
     timeout: float | None = None,
+    module: bool = False,
 ) -> int:
     """Run ``python script args...`` once per local rank of ``config``; return the exit code.
+
+    With ``module=True``, ``script`` is a module name run as ``python -m script args...`` would.
+    ``args`` reach the script untouched.
 
     Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
     ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``) and
@@ -58,10 +62,11 @@ def run_script(
     if not started_by_cluster:
         check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
-    command = [sys.executable, _SCRIPT_RANK, script, *args]
+    command = [sys.executable, _SCRIPT_RANK, *(["-m", script] if module else [script]), *args]
     with rank_group() as group:
         for rank in ranks:
-            group.popen(rank.global_rank, command, {**os.environ, **rank_variables(rank, address, port, group.reports.directory)})
+            variables = rank_variables(rank, address, port, group.reports.directory)
+            group.popen(rank.global_rank, command, {**os.environ, **variables})
         try:
             outcome = group.supervisor(timeout).watch()
         except KeyboardInterrupt:
