@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from resolver.config import ResolvedConfig
 from runtime.errors import LaunchTimeoutError, PortInUseError
+from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
 from runtime.ports import port_is_free
@@ -36,13 +36,16 @@ def run_script(
     args: Sequence[str] = (),
     *,
     timeout: float | None = None,
+    output: RankOutput | None = None,
 ) -> int:
     """Run ``python script args...`` once per local rank of ``config``; return the exit code.
 
     Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
     ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``) and
     ``RESOLVER_CONFIG`` (``config`` with that copy's ranks), so ``runtime.launch`` in the script
-    runs its function as that rank without resolving again. Output streams straight through.
+    runs its function as that rank without resolving again. Output streams straight through,
+    or, with ``output`` (``resolver run`` passes one), as whole lines prefixed with the rank and
+    into per-rank log files (see :class:`~runtime.launchers.rank_output.RankOutput`).
     When ``config.launcher`` is ``None`` the cluster already started one process per rank, so
     the script runs once, as this process's rank.
 
@@ -61,12 +64,13 @@ def run_script(
         raise PortInUseError(address, port, cluster.main_port_source)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
     command = [sys.executable, _SCRIPT_RANK, script, *args]
-    with RankReports.temporary() as reports:
+    with RankReports.temporary() as reports, RankOutputPump(output, config.num_devices) as pump:
         processes: dict[int, RankProcess] = {}
         try:
             for rank in ranks:
                 env = {**os.environ, **rank_variables(rank, address, port, reports.directory)}
-                processes[rank.global_rank] = PopenRank(subprocess.Popen(command, env=env))
+                popen = pump.popen(command, env=env, rank=rank.global_rank, local_rank=rank.local_rank)
+                processes[rank.global_rank] = PopenRank(popen)
             supervisor = Supervisor(processes, reports, timeout)
             try:
                 outcome = supervisor.watch()
