@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from resolver.config import ResolvedConfig
-from runtime.errors import LaunchTimeoutError, PortInUseError
+from runtime.errors import LaunchTimeoutError, PortInUseError, RankFailedError
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
@@ -28,6 +28,14 @@ def _exit_code(code: int | None) -> int:
     if code is None or code == 0:
         return 1
     return 128 - code if code < 0 else code  # killed by signal N -> 128 + N, as shells report it
+
+
+def _report(problem: Exception, output: RankOutput | None) -> str:
+    """The failure as printed; with prefixed output, the rank's traceback lines carry its prefix too."""
+    head, *rest = str(problem).splitlines()
+    if output is None or not output.prefix or not isinstance(problem, RankFailedError):
+        return "\n".join([head, *rest])
+    return "\n".join([head, *(f"[rank {problem.rank}]: {line}" if line else line for line in rest)])
 
 
 def run_script(
@@ -82,7 +90,7 @@ def run_script(
     problem = outcome.problem(timeout)
     if problem is None:
         return 0
-    print(f"resolver run: {problem}", file=sys.stderr, flush=True)  # with the rank's traceback or stacks
+    print(f"resolver run: {_report(problem, output)}", file=sys.stderr, flush=True)  # with the traceback or stacks
     if isinstance(problem, LaunchTimeoutError):
         return TIMEOUT_EXIT_CODE
     return _exit_code(problem.exit_code)

@@ -10,7 +10,6 @@ before the launch call happens once per rank.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 
 from runtime.errors import RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
+from runtime.launchers.rank_output import RankOutputPump
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import Failure, PopenRank, RankProcess, Supervisor, stop_processes
 from runtime.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
@@ -57,13 +57,14 @@ class SubprocessScriptLauncher(Launcher):
         joining_timeout = rendezvous_timeout()
         address, port = self.rendezvous()
         own = rank_config(self.config, 0)
-        with RankReports.temporary() as reports:
+        with RankReports.temporary() as reports, RankOutputPump(self.rank_output, self.config.num_devices) as pump:
             processes: dict[int, RankProcess] = {}
             try:
                 for local_rank in range(1, self.config.num_devices):
                     config = rank_config(self.config, local_rank)
                     env = {**os.environ, **rank_variables(config, address, port, reports.directory)}
-                    processes[config.global_rank] = PopenRank(subprocess.Popen(command, env=env))
+                    popen = pump.popen(command, env=env, rank=config.global_rank, local_rank=local_rank)
+                    processes[config.global_rank] = PopenRank(popen)
                 supervisor = Supervisor(processes, reports, self.timeout, rendezvous_timeout=joining_timeout)
                 watcher = threading.Thread(target=supervisor.watch, name="rank-supervisor", daemon=True)
                 watcher.start()

@@ -17,6 +17,7 @@ import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
 from runtime.errors import RuntimeConfigError
+from runtime.launchers.rank_output import RankOutput
 
 __all__ = ["StrategyOptions", "structure_options"]
 
@@ -30,11 +31,16 @@ class StrategyOptions:
     - ``timeout`` (seconds): bounds a launched run and every collective operation.
     - ``check_collectives``: ranks compare their arguments before each collective operation, so
       misuse raises on every rank instead of hanging (``False`` saves that small exchange).
+    - ``rank_output``: the output of the rank processes the ``subprocess`` launcher starts, as
+      whole lines prefixed ``[rank N]: ``: ``True``, or a table of
+      :class:`~runtime.launchers.rank_output.RankOutput` fields (``{"log_dir": "logs"}``);
+      ``None`` (default) leaves their output as it is.
     """
 
     use_distributed_sampler: bool = True
     timeout: float | None = None
     check_collectives: bool = True
+    rank_output: RankOutput | None = None
 
 
 def _strict_bool(value: object, _: type) -> bool:
@@ -66,6 +72,26 @@ _converter.register_structure_hook(bool, _strict_bool)
 _converter.register_structure_hook(float, _number)
 _converter.register_structure_hook(int, _integer)
 _converter.register_structure_hook(str, _text)
+
+
+def _rank_output(value: object, _: type) -> RankOutput | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return RankOutput()
+    fields = sorted(attrs.fields_dict(RankOutput))
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected true, false or a table with keys among {', '.join(fields)}; got {value!r}")
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise TypeError(f"unknown key(s) {', '.join(map(repr, unknown))}; it takes {', '.join(fields)}")
+    ranks = value.get("local_ranks_filter")
+    if ranks is not None and not isinstance(ranks, list | tuple):
+        raise TypeError(f"local_ranks_filter must be a list of local ranks, like [0, 3]; got {ranks!r}")
+    return _converter.structure(dict(value), RankOutput)
+
+
+_converter.register_structure_hook_func(lambda t: t == RankOutput | None, _rank_output)
 
 
 def _describe(exc: BaseException, expected: type | None) -> str:
