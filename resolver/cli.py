@@ -309,7 +309,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if output.log_folder is not None:
-        print(f"resolver: each rank's output is logged to {output.log_folder}/rank_<N>.log", file=sys.stderr, flush=True)
+        where = f"{output.log_folder}/rank_<N>.log"
+        print(f"resolver: each rank's output is logged to {where}", file=sys.stderr, flush=True)
     try:
         return runtime.run_script(config, args.script, list(args.script_args), timeout=args.timeout, output=output)
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:

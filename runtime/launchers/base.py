@@ -26,8 +26,8 @@ from runtime.rank_environment import launched_config
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig
-    from runtime.launchers.rank_output import RankOutput
     from runtime.cluster.base import ClusterEnvironment
+    from runtime.launchers.rank_output import RankOutput
 
 __all__ = ["Launcher"]
 

@@ -187,7 +187,9 @@ class RankOutputPump:
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def popen(self, command: Sequence[str], *, env: dict[str, str], rank: int, local_rank: int) -> subprocess.Popen[bytes]:
+    def popen(
+        self, command: Sequence[str], *, env: dict[str, str], rank: int, local_rank: int
+    ) -> subprocess.Popen[bytes]:
         """Start one rank's process (``rank`` global, ``local_rank`` on this node)."""
         if self.output is None:
             return subprocess.Popen(command, env=env)
@@ -249,9 +251,9 @@ class RankOutputPump:
         try:
             while True:
                 with self._lock:
-                    for stream in self._pending:
-                        selector.register(stream.file, selectors.EVENT_READ, stream)
-                        open_streams.append(stream)
+                    for new in self._pending:
+                        selector.register(new.file, selectors.EVENT_READ, new)
+                        open_streams.append(new)
                     self._pending.clear()
                 if self._closing.is_set():
                     deadline = deadline if deadline is not None else time.monotonic() + self._drain
@@ -271,7 +273,7 @@ class RankOutputPump:
                         stream.finish()
                         stream.file.close()
         finally:
-            for stream in open_streams:  # still held open by a process the rank left behind
-                stream.finish()
-                stream.file.close()
+            for left in open_streams:  # still held open by a process the rank left behind
+                left.finish()
+                left.file.close()
             selector.close()
