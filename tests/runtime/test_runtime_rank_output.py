@@ -175,3 +175,72 @@ def test_a_log_folder_that_cannot_be_made_is_refused_before_any_rank_starts(tmp_
 def test_tee_takes_torchruns_values_only() -> None:
     with pytest.raises(ValueError, match="tee must be 0"):
         RankOutput(tee=4)
+
+
+def docs_example(name: str) -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text()
+    found = [code for code, title in re.findall(r"```python\n(# docs example: (\S+)\n.*?)```", text, re.S)
+             if title == name]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_the_runtime_launch_example_prefixes_and_logs_the_ranks_it_starts(tmp_path: Path) -> None:
+    (tmp_path / "rank_output_example.py").write_text(docs_example("rank_output_example.py"))
+
+    done = subprocess.run([sys.executable, "rank_output_example.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=100, env=os.environ)
+
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == ["[rank 1]: hello from rank 1", "hello from rank 0"]
+    assert done.stderr.endswith("hello from rank 1\n")  # the example prints rank 1's log
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["rank_1.log"]  # rank 0 is the caller
+
+
+def test_ranks_started_by_runtime_launch_keep_their_streams_by_default(tmp_path: Path) -> None:
+    code = docs_example("rank_output_example.py").replace(
+        ', strategy_options={"rank_output": {"log_dir": "logs"}}', ""
+    ).replace('print(open("logs/rank_1.log").read(), end="", file=sys.stderr)', "pass")
+    (tmp_path / "plain.py").write_text(code)
+
+    done = subprocess.run([sys.executable, "plain.py"], cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                          env=os.environ)
+
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == ["hello from rank 0", "hello from rank 1"]
+    assert not (tmp_path / "logs").exists()
+
+
+FAULT_WITH_RANK_OUTPUT = """
+import sys
+sys.path[:0] = [{tests!r}, {root!r}]
+import fault_workers
+import runtime
+
+if __name__ == "__main__":
+    try:
+        runtime.launch(fault_workers.fault, {kind!r}, {out!r}, devices=2, strategy="ddp", timeout=60,
+                       strategy_options={{"rank_output": True}})
+    except runtime.RankFailedError as error:
+        print("RAISED", error.rank, error.exit_code, flush=True)
+        print(error, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("kind", "exit_code"), [("raise", 1), ("sigkill", -9)])
+def test_a_failing_rank_is_still_blamed_once_with_rank_output_on(kind: str, exit_code: int, tmp_path: Path) -> None:
+    from runtime_workers import process_is_gone, recorded_pids
+
+    tests = Path(__file__).resolve().parent
+    out = tmp_path / "out"
+    out.mkdir()
+    script = tmp_path / "fault.py"
+    script.write_text(FAULT_WITH_RANK_OUTPUT.format(tests=str(tests), root=str(tests.parents[1]), kind=kind,
+                                                    out=str(out)))
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100, env=os.environ)
+
+    assert f"RAISED 1 {exit_code}" in done.stdout.splitlines(), done.stdout + done.stderr
+    assert done.stderr.count('raise ValueError("rank 1 cannot go on: bad batch 42")') == (kind == "raise")
+    pids = recorded_pids(out)
+    assert len(pids) == 2 and all(process_is_gone(pid) for pid in pids)
