@@ -19,6 +19,7 @@ import torch.multiprocessing
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.launched_rank import run_launched_rank
+from runtime.launchers.rank_output import ChildStreams, RankOutputPump
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import MultiprocessingRank, RankProcess, Supervisor, stop_processes
 from runtime.rank_environment import rank_config, rank_variables, rendezvous_timeout
@@ -30,9 +31,15 @@ R = TypeVar("R")
 
 
 def _rank_process_main(
-    variables: Mapping[str, str], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    variables: Mapping[str, str],
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    streams: ChildStreams | None = None,
 ) -> None:
     """Entry point of a rank process: become the rank, run ``fn``, hand back the result."""
+    if streams is not None:
+        streams.connect()  # the launcher's rank output pump reads them
     os.environ.update(variables)
     rank = int(variables["RANK"])
     try:
@@ -66,19 +73,24 @@ class MultiprocessingLauncher(Launcher):
         address, port = self.rendezvous()
         context: Any = torch.multiprocessing.get_context(self.start_method)
         first_rank = rank_config(self.config, 0).global_rank
-        with RankReports.temporary() as reports:
+        with RankReports.temporary() as reports, RankOutputPump(self.rank_output, self.config.num_devices) as pump:
             processes: dict[int, RankProcess] = {}
             try:
                 for local_rank in range(self.config.num_devices):
                     config = rank_config(self.config, local_rank)
                     variables = rank_variables(config, address, port, reports.directory)
+                    streams = pump.child_streams(rank=config.global_rank, local_rank=local_rank)
                     process = context.Process(
                         target=_rank_process_main,
-                        args=(variables, fn, args, kwargs),
+                        args=(variables, fn, args, kwargs, streams),
                         name=f"rank-{config.global_rank}",
                         daemon=False,  # ranks may start DataLoader workers
                     )
-                    self._start(process, fn)
+                    try:
+                        self._start(process, fn)
+                    finally:
+                        if streams is not None:
+                            streams.close()
                     processes[config.global_rank] = MultiprocessingRank(process)
                 supervisor = Supervisor(processes, reports, self.timeout, rendezvous_timeout=rendezvous_timeout())
                 outcome = supervisor.watch()

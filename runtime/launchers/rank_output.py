@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any, TextIO
 
@@ -29,7 +30,7 @@ import attrs
 
 from runtime.errors import RuntimeConfigError
 
-__all__ = ["MAX_LINE", "RankOutput", "RankOutputPump"]
+__all__ = ["MAX_LINE", "ChildStreams", "RankOutput", "RankOutputPump"]
 
 #: A line longer than this (bytes, without a newline) is written in pieces of this size.
 MAX_LINE = 1 << 20
@@ -169,6 +170,31 @@ class _Stream:
             self.console.write(self.prefix + line + (b"" if line.endswith(b"\n") else b"\n"))
 
 
+@attrs.frozen
+class ChildStreams:
+    """The write ends of a rank's stdout and stderr pipes, for a :mod:`multiprocessing` rank process."""
+
+    stdout: Connection
+    stderr: Connection
+
+    def connect(self) -> None:
+        """In the rank process: make its stdout and stderr these pipes, written line by line."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(self.stdout.fileno(), 1)
+        os.dup2(self.stderr.fileno(), 2)
+        self.close()
+        for stream in (sys.stdout, sys.stderr):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(line_buffering=True)
+
+    def close(self) -> None:
+        """In the launching process, once the rank has started: its copies of the write ends go."""
+        self.stdout.close()
+        self.stderr.close()
+
+
 class RankOutputPump:
     """Starts rank processes with piped output and writes that output as described by a :class:`RankOutput`.
 
@@ -193,33 +219,56 @@ class RankOutputPump:
         """Start one rank's process (``rank`` global, ``local_rank`` on this node)."""
         if self.output is None:
             return subprocess.Popen(command, env=env)
-        log: int | None = None
-        path = self.output.log_path(rank)
-        if path is not None:
-            try:
-                log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            except OSError as exc:
-                raise RuntimeConfigError(
-                    f"cannot write the log of rank {rank} (--log-dir): {path}: {exc.strerror}\n"
-                    "  hint: pass a folder you can write"
-                ) from None
-            self._logs.append(log)
+        log = self._open_log(rank)
         # Lines reach the console as the rank prints them, not when its buffer fills.
         env = {"PYTHONUNBUFFERED": "1", **env}
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert process.stdout is not None and process.stderr is not None
+        self._watch(rank, local_rank, process.stdout, process.stderr, log)
+        return process
+
+    def child_streams(self, *, rank: int, local_rank: int) -> ChildStreams | None:
+        """Pipes for a rank process started another way (:mod:`multiprocessing`), or ``None`` when off.
+
+        Pass the result to the process (it pickles for ``spawn``); the process calls
+        :meth:`ChildStreams.connect` first thing, and this process calls :meth:`ChildStreams.close`
+        once the process has started.
+        """
+        if self.output is None:
+            return None
+        log = self._open_log(rank)
+        ends = [os.pipe(), os.pipe()]
+        self._watch(rank, local_rank, open(ends[0][0], "rb", buffering=0), open(ends[1][0], "rb", buffering=0), log)
+        return ChildStreams(
+            Connection(ends[0][1], readable=False),
+            Connection(ends[1][1], readable=False),
+        )
+
+    def _open_log(self, rank: int) -> int | None:
+        assert self.output is not None
+        path = self.output.log_path(rank)
+        if path is None:
+            return None
+        try:
+            log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            raise RuntimeConfigError(
+                f"cannot write the log of rank {rank} (--log-dir): {path}: {exc.strerror}\n"
+                "  hint: pass a folder you can write"
+            ) from None
+        self._logs.append(log)
+        return log
+
+    def _watch(self, rank: int, local_rank: int, stdout: IO[bytes], stderr: IO[bytes], log: int | None) -> None:
+        assert self.output is not None
         prefix = f"[rank {rank}]: ".encode() if self.output.prefix else b""
         shown = self.output.shows(local_rank)
         streams = [
             _Stream(rank, which, file, console if shown else None, log if self.output.tee & which else None, prefix)
-            for which, file, console in (
-                (_STDOUT, process.stdout, self._stdout),
-                (_STDERR, process.stderr, self._stderr),
-            )
+            for which, file, console in ((_STDOUT, stdout, self._stdout), (_STDERR, stderr, self._stderr))
         ]
         with self._lock:
             self._pending.extend(streams)
-        return process
 
     def __enter__(self) -> RankOutputPump:
         if self.output is not None:

@@ -185,16 +185,24 @@ def docs_example(name: str) -> str:
     return found[0]
 
 
-def test_the_runtime_launch_example_prefixes_and_logs_the_ranks_it_starts(tmp_path: Path) -> None:
-    (tmp_path / "rank_output_example.py").write_text(docs_example("rank_output_example.py"))
+@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn", "ddp_fork"])
+def test_the_runtime_launch_example_prefixes_and_logs_the_ranks_it_starts(strategy: str, tmp_path: Path) -> None:
+    code = docs_example("rank_output_example.py")  # as written: ddp
+    (tmp_path / "rank_output_example.py").write_text(code.replace('strategy="ddp"', f"strategy={strategy!r}"))
 
     done = subprocess.run([sys.executable, "rank_output_example.py"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=100, env=os.environ)
 
-    assert done.returncode == 0, done.stderr
-    assert sorted(done.stdout.splitlines()) == ["[rank 1]: hello from rank 1", "hello from rank 0"]
-    assert done.stderr.endswith("hello from rank 1\n")  # the example prints rank 1's log
-    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["rank_1.log"]  # rank 0 is the caller
+    both = done.stdout + done.stderr
+    assert done.returncode == 0, both
+    assert "hello from rank 1\n" in done.stderr.splitlines(keepends=True), both  # the example prints rank 1's log
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    if strategy == "ddp":  # rank 0 is the calling process: its output is its own
+        assert sorted(done.stdout.splitlines()) == ["[rank 1]: hello from rank 1", "hello from rank 0"], both
+        assert logs == ["rank_1.log"]
+    else:  # every rank is a child
+        assert sorted(done.stdout.splitlines()) == ["[rank 0]: hello from rank 0", "[rank 1]: hello from rank 1"], both
+        assert logs == ["rank_0.log", "rank_1.log"]
 
 
 def test_ranks_started_by_runtime_launch_keep_their_streams_by_default(tmp_path: Path) -> None:
@@ -219,7 +227,7 @@ import runtime
 
 if __name__ == "__main__":
     try:
-        runtime.launch(fault_workers.fault, {kind!r}, {out!r}, devices=2, strategy="ddp", timeout=60,
+        runtime.launch(fault_workers.fault, {kind!r}, {out!r}, devices=2, strategy={strategy!r}, timeout=60,
                        strategy_options={{"rank_output": True}})
     except runtime.RankFailedError as error:
         print("RAISED", error.rank, error.exit_code, flush=True)
@@ -227,8 +235,13 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize(("kind", "exit_code"), [("raise", 1), ("sigkill", -9)])
-def test_a_failing_rank_is_still_blamed_once_with_rank_output_on(kind: str, exit_code: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "kind", "exit_code"),
+    [("ddp", "raise", 1), ("ddp", "sigkill", -9), ("ddp_spawn", "raise", 1), ("ddp_fork", "sigkill", -9)],
+)
+def test_a_failing_rank_is_still_blamed_once_with_rank_output_on(
+    strategy: str, kind: str, exit_code: int, tmp_path: Path
+) -> None:
     from runtime_workers import process_is_gone, recorded_pids
 
     tests = Path(__file__).resolve().parent
@@ -236,7 +249,7 @@ def test_a_failing_rank_is_still_blamed_once_with_rank_output_on(kind: str, exit
     out.mkdir()
     script = tmp_path / "fault.py"
     script.write_text(FAULT_WITH_RANK_OUTPUT.format(tests=str(tests), root=str(tests.parents[1]), kind=kind,
-                                                    out=str(out)))
+                                                    out=str(out), strategy=strategy))
 
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100, env=os.environ)
 
