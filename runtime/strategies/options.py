@@ -31,8 +31,8 @@ class StrategyOptions:
     - ``timeout`` (seconds): bounds a launched run and every collective operation.
     - ``check_collectives``: ranks compare their arguments before each collective operation, so
       misuse raises on every rank instead of hanging (``False`` saves that small exchange).
-    - ``rank_output``: the output of the rank processes the ``subprocess`` launcher starts, as
-      whole lines prefixed ``[rank N]: ``: ``True``, or a table of
+    - ``rank_output``: the output of the rank processes the ``subprocess``, ``spawn`` and
+      ``fork`` launchers start, as whole lines prefixed ``[rank N]: ``: ``True``, or a table of
       :class:`~runtime.launchers.rank_output.RankOutput` fields (``{"log_dir": "logs"}``);
       ``None`` (default) leaves their output as it is.
     """
