@@ -1,6 +1,7 @@
 """Each rank's output on the console as whole lines prefixed with its rank, and in one log file per rank.
 
-A launcher that starts rank processes through :meth:`RankOutputPump.popen` gives each one pipes
+A launcher that starts rank processes through :meth:`RankOutputPump.popen` (or hands a
+:mod:`multiprocessing` rank the pipes of :meth:`RankOutputPump.child_streams`) gives each one pipes
 for its stdout and stderr; one thread reads every pipe and writes each complete line, prefixed
 ``[rank N]: ``, to this process's stdout or stderr (the stream it came from), so two ranks' text
 never share a line. With a log folder, each rank's lines (without the prefix, byte for byte)
