@@ -64,4 +64,14 @@ if ! (cd / && "$env_dir/bin/python" -c "import runtime, sys; sys.exit(not runtim
   "$env_dir/bin/pip" install -q --no-deps -e "$repo" >&2
 fi
 echo "xla-env: disk use $(du -sh "$env_dir" | cut -f1)" >&2
+
+# Each change of the inputs makes a new ~7 GB environment: keep this one and the one used most
+# recently before it (switching between two branches stays cheap); remove older complete ones.
+touch "$env_dir/.last-used"
+mapfile -t others < <(ls -1dt "$(dirname "$env_dir")"/xla-env-*/.last-used "$(dirname "$env_dir")"/xla-env-*/.complete \
+  2>/dev/null | xargs -r -n1 dirname | awk '!seen[$0]++' | grep -vxF "$env_dir" || true)
+for old in "${others[@]:1}"; do
+  echo "xla-env: removing the older environment $old" >&2
+  rm -rf "$old"
+done
 echo "$env_dir"

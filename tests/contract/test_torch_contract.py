@@ -6,6 +6,7 @@ its own test here. This module is the template for other backends' contract modu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
@@ -23,16 +24,12 @@ def run_contract(strategy: Strategy) -> dict[str, CaseResult]:
 
 @pytest.fixture(scope="module")
 def results_for() -> Callable[[int], dict[str, CaseResult]]:
-    cache: dict[int, dict[str, CaseResult]] = {}
+    """One launch per world size, run the first time a test asks for it."""
 
     def results(world_size: int) -> dict[str, CaseResult]:
-        if world_size not in cache:
-            cache[world_size] = runtime.launch(
-                run_contract, accelerator="cpu", devices=world_size, strategy="ddp_fork", timeout=60
-            )
-        return cache[world_size]
+        return runtime.launch(run_contract, accelerator="cpu", devices=world_size, strategy="ddp_fork", timeout=60)
 
-    return results
+    return functools.cache(results)
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)

@@ -4,7 +4,7 @@ Without Horovod installed they are skipped with the reason, unless ``RESOLVER_RE
 (set by CI, which always builds Horovod with ``scripts/build-horovod.sh``): then they fail.
 
 Horovod's runner starts fresh interpreters that unpickle the work functions by module name, so
-this directory and the contract cases' are put on ``PYTHONPATH`` for them.
+this directory and the contract cases' are put on ``PYTHONPATH`` for them (for these tests only).
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ HERE = Path(__file__).resolve().parent
 CONTRACT = HERE.parent / "contract"
 for _path in (HERE, CONTRACT):
     sys.path.insert(0, str(_path))
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(HERE), str(CONTRACT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-)
 
 HOROVOD_INSTALLED = importlib.util.find_spec("horovod") is not None
 REQUIRED = os.environ.get("RESOLVER_REQUIRE_HOROVOD") == "1"
@@ -44,3 +41,5 @@ def _clean_rank_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         if name.startswith("HOROVOD_") or name in ("RESOLVER_CONFIG", "RUNTIME_REPORT_DIR", "RUNTIME_LAUNCHER_PID",
                                                    "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
             monkeypatch.delenv(name)
+    inherited = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(CONTRACT), *inherited]))

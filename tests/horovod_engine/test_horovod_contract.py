@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
@@ -14,18 +15,14 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def results_for() -> Callable[[int], dict[str, CaseResult]]:
-    cache: dict[int, dict[str, CaseResult]] = {}
+    """One launch per world size, run the first time a test asks for it."""
 
     def results(world_size: int) -> dict[str, CaseResult]:
-        if world_size not in cache:
-            from horovod_workers import run_contract
+        from horovod_workers import run_contract
 
-            cache[world_size] = runtime.launch(
-                run_contract, accelerator="cpu", devices=world_size, strategy="horovod", timeout=120
-            )
-        return cache[world_size]
+        return runtime.launch(run_contract, accelerator="cpu", devices=world_size, strategy="horovod", timeout=120)
 
-    return results
+    return functools.cache(results)
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
