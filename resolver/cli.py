@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
 from resolver.cli_help import COMMANDS, TOP_DESCRIPTION, TOP_EPILOG
 from resolver.config import ResolvedConfig
@@ -73,6 +75,65 @@ def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) ->
         )
     for name in builtin_table().removed:  # removed flags are data (rules/90-removed.toml)
         parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
+
+
+# --- `resolver run`: each rank's output (runtime/launchers/rank_output.py does the work) ---
+
+
+def _local_ranks(text: str) -> tuple[int, ...]:
+    """``--local-ranks-filter 0,3`` (torchrun's spelling): local rank numbers, separated by commas."""
+    parts = [part.strip() for part in text.split(",")]
+    if not text.strip() or not all(part.isascii() and part.isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a list of local rank numbers: expected numbers separated by commas, like 0,3"
+        )
+    return tuple(sorted({int(part) for part in parts}))
+
+
+def _tee(text: str) -> int:
+    """``--tee N`` (torchrun's values): 0 none, 1 stdout, 2 stderr, 3 both."""
+    if text.strip() not in ("0", "1", "2", "3"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a stream selector: expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)"
+        )
+    return int(text)
+
+
+def _add_rank_output_options(parser: argparse.ArgumentParser) -> None:
+    output = parser.add_argument_group(
+        "rank output (every line is shown whole, prefixed with its rank: [rank 1]: ...)"
+    )
+    output.add_argument(
+        "--log-dir", "--log_dir", metavar="DIR", default=None,
+        help="also write each rank's output to DIR/rank_<N>.log (created; files are overwritten)",
+    )
+    output.add_argument(
+        "--tee", metavar="STREAMS", type=_tee, default=None,
+        help="streams that go to the log files as well as the console: 0 none, 1 stdout, 2 stderr, "
+        "3 both (default: 3 with --log-dir; without --log-dir, a new folder is made and printed)",
+    )
+    output.add_argument(
+        "--local-ranks-filter", "--local_ranks_filter", metavar="RANKS", type=_local_ranks,
+        default=None, help="show only these local ranks on the console, e.g. 0,3 (the log files get every rank)",
+    )
+
+
+def _rank_output(args: argparse.Namespace, config: ResolvedConfig) -> Any:
+    """The ``RankOutput`` the options ask for; a ``RuntimeConfigError`` when a value cannot work for ``config``."""
+    import tempfile
+
+    from runtime.launchers.rank_output import RankOutput
+
+    output = RankOutput(tee=3 if args.tee is None else args.tee, local_ranks_filter=args.local_ranks_filter)
+    output.check(config.num_devices)
+    log_dir = args.log_dir
+    if log_dir is None and output.tee:
+        if args.tee is None:
+            return output  # no --log-dir, no --tee: the console only
+        log_dir = tempfile.mkdtemp(prefix="resolver-run-logs-")  # torchrun also makes one for --tee alone
+    output = attrs.evolve(output, log_dir=log_dir)
+    output.check(config.num_devices)
+    return output
 
 
 class _VersionAction(argparse.Action):
@@ -167,6 +228,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(run)
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="stop every rank (and fail) if the run takes longer than this")
+    _add_rank_output_options(run)
     run.add_argument(
         "-m",
         "--module",
@@ -320,8 +382,16 @@ def _run(args: argparse.Namespace) -> int:
         )
         return EXIT_ERROR
     try:
+        output = _rank_output(args, config)
+    except runtime.RuntimeConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if output.log_folder is not None:
+        where = f"{output.log_folder}/rank_<N>.log"
+        print(f"resolver: each rank's output is logged to {where}", file=sys.stderr, flush=True)
+    try:
         return runtime.run_script(
-            config, args.script, list(args.script_args), timeout=args.timeout, module=args.module
+            config, args.script, list(args.script_args), timeout=args.timeout, module=args.module, output=output
         )
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)

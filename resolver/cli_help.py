@@ -68,12 +68,14 @@ COMMANDS: dict[str, CommandHelp] = {
         description="Resolve the flags, print a one-line summary, and start SCRIPT once per local device "
         "with torchrun-compatible variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). "
         "With -m, SCRIPT is a module, run as python -m would. Everything after SCRIPT (its --help "
-        "too) is the script's own.",
+        "too) is the script's own. Each line a rank prints is shown whole, prefixed with its rank "
+        "([rank 1]: ...); --log-dir also keeps one log file per rank.",
         examples=(
             "resolver run --devices 2 --strategy ddp train.py --epochs 3",
             "resolver run --devices 2 --timeout 600 train.py",
             "resolver run --devices 2 -m mypackage.train --epochs 3",
             "resolver run --config train.toml train.py --help",
+            "resolver run --devices 4 --log-dir logs --local-ranks-filter 0 train.py",
         ),
         trailer=EXIT_CODES + " Otherwise the script's own exit code.",
     ),

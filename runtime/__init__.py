@@ -35,6 +35,7 @@ from runtime.errors import (
 )
 from runtime.launch import launch
 from runtime.launchers.base import Launcher
+from runtime.launchers.rank_output import RankOutput
 from runtime.precision.base import Precision
 from runtime.rank_environment import launched_config
 from runtime.registry import (
@@ -78,6 +79,7 @@ __all__ = [
     "PortInUseError",
     "Precision",
     "RankFailedError",
+    "RankOutput",
     "RuntimeConfigError",
     "Strategy",
     "StrategyOptions",

@@ -47,7 +47,9 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
     options = strategy_class.structure_options(config)
     launcher = None
     if config.launcher is not None:
-        launcher = LAUNCHERS.get(config.launcher)(config, cluster_environment, timeout=options.timeout)
+        launcher = LAUNCHERS.get(config.launcher)(
+            config, cluster_environment, timeout=options.timeout, rank_output=options.rank_output
+        )
     return strategy_class(
         config,
         accelerator=accelerator,

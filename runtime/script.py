@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from resolver.config import ResolvedConfig
-from runtime.errors import LaunchTimeoutError
+from runtime.errors import LaunchTimeoutError, RankFailedError
 from runtime.launchers.rank_group import rank_group
+from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.ports import check_rendezvous_port
 from runtime.rank_environment import rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
@@ -28,6 +29,14 @@ def _exit_code(code: int | None) -> int:
     return 128 - code if code < 0 else code  # killed by signal N -> 128 + N, as shells report it
 
 
+def _report(problem: Exception, output: RankOutput | None) -> str:
+    """The failure as printed; with prefixed output, the rank's traceback lines carry its prefix too."""
+    head, *rest = str(problem).splitlines()
+    if output is None or not output.prefix or not isinstance(problem, RankFailedError):
+        return "\n".join([head, *rest])
+    return "\n".join([head, *(f"[rank {problem.rank}]: {line}" if line else line for line in rest)])
+
+
 def run_script(
     config: ResolvedConfig,
     script: str,
@@ -35,6 +44,7 @@ def run_script(
     *,
     timeout: float | None = None,
     module: bool = False,
+    output: RankOutput | None = None,
 ) -> int:
     """Run ``python script args...`` once per local rank of ``config``; return the exit code.
 
@@ -44,7 +54,9 @@ def run_script(
     Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
     ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``) and
     ``RESOLVER_CONFIG`` (``config`` with that copy's ranks), so ``runtime.launch`` in the script
-    runs its function as that rank without resolving again. Output streams straight through.
+    runs its function as that rank without resolving again. Output streams straight through,
+    or, with ``output`` (``resolver run`` passes one), as whole lines prefixed with the rank and
+    into per-rank log files (see :class:`~runtime.launchers.rank_output.RankOutput`).
     When ``config.launcher`` is ``None`` the cluster already started one process per rank, so
     the script runs once, as this process's rank.
 
@@ -63,10 +75,11 @@ def run_script(
         check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
     command = [sys.executable, _SCRIPT_RANK, *(["-m", script] if module else [script]), *args]
-    with rank_group() as group:
+    # The group is left first: every rank is stopped and reaped before the pump writes what is left.
+    with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
         for rank in ranks:
             variables = rank_variables(rank, address, port, group.reports.directory)
-            group.popen(rank.global_rank, command, {**os.environ, **variables})
+            group.popen(rank.global_rank, command, {**os.environ, **variables}, output=pump, local_rank=rank.local_rank)
         try:
             outcome = group.supervisor(timeout).watch()
         except KeyboardInterrupt:
@@ -74,7 +87,7 @@ def run_script(
     problem = outcome.problem(timeout)
     if problem is None:
         return 0
-    print(f"resolver run: {problem}", file=sys.stderr, flush=True)  # with the rank's traceback or stacks
+    print(f"resolver run: {_report(problem, output)}", file=sys.stderr, flush=True)  # with the traceback or stacks
     if isinstance(problem, LaunchTimeoutError):
         return TIMEOUT_EXIT_CODE
     return _exit_code(problem.exit_code)

@@ -26,6 +26,7 @@ from runtime.rank_environment import launched_config
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig
     from runtime.cluster.base import ClusterEnvironment
+    from runtime.launchers.rank_output import RankOutput
 
 __all__ = ["Launcher"]
 
@@ -44,10 +45,13 @@ class Launcher(ABC):
         cluster_environment: ClusterEnvironment,
         *,
         timeout: float | None = None,
+        rank_output: RankOutput | None = None,
     ) -> None:
         self.config = config
         self.cluster_environment = cluster_environment
         self.timeout = timeout
+        #: How the output of the rank processes is shown (``None``: as it is); launchers that can, apply it.
+        self.rank_output = rank_output
 
     def launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(*args, **kwargs)`` in every local rank; return this node's first rank's result."""

@@ -20,6 +20,7 @@ from runtime.errors import RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.launched_rank import run_launched_rank
 from runtime.launchers.rank_group import rank_group
+from runtime.launchers.rank_output import ChildStreams, RankOutputPump
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import MultiprocessingRank
 from runtime.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
@@ -31,9 +32,15 @@ R = TypeVar("R")
 
 
 def _rank_process_main(
-    variables: Mapping[str, str], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    variables: Mapping[str, str],
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    streams: ChildStreams | None = None,
 ) -> None:
     """Entry point of a rank process: become the rank, run ``fn``, hand back the result."""
+    if streams is not None:
+        streams.connect()  # the launcher's rank output pump reads them
     os.environ.update(variables)
     rank = int(variables["RANK"])
     try:
@@ -67,18 +74,24 @@ class MultiprocessingLauncher(Launcher):
         address, port = self.rendezvous()
         context: Any = torch.multiprocessing.get_context(self.start_method)
         first_rank = rank_config(self.config, 0).global_rank
-        with rank_group() as group:
+        # The group is left first: its ranks are stopped and reaped before the pump writes what is left.
+        with RankOutputPump(self.rank_output, self.config.num_devices) as pump, rank_group() as group:
             for local_rank in range(self.config.num_devices):
                 config = rank_config(self.config, local_rank)
                 # These ranks wake their launcher by exiting; a doorbell of an outer launch is not theirs.
                 variables = {**rank_variables(config, address, port, group.reports.directory), DOORBELL_VARIABLE: ""}
+                streams = pump.child_streams(rank=config.global_rank, local_rank=local_rank)
                 process = context.Process(
                     target=_rank_process_main,
-                    args=(variables, fn, args, kwargs),
+                    args=(variables, fn, args, kwargs, streams),
                     name=f"rank-{config.global_rank}",
                     daemon=False,  # ranks may start DataLoader workers
                 )
-                self._start(process, fn)
+                try:
+                    self._start(process, fn)
+                finally:
+                    if streams is not None:
+                        streams.close()  # the child holds its own copies
                 group.add(config.global_rank, MultiprocessingRank(process))
             outcome = group.supervisor(self.timeout, rendezvous_timeout=rendezvous_timeout(self.config)).watch()
             problem = outcome.problem(self.timeout)

@@ -3,7 +3,8 @@
 ::
 
     with rank_group() as group:                       # a fresh report folder and doorbell
-        group.popen(rank, command, env)                # or group.add(rank, MultiprocessingRank(p))
+        group.popen(rank, command, env)                # or group.add(rank, MultiprocessingRank(p));
+                                                       # output=pump: through a RankOutputPump
         outcome = group.supervisor(timeout).watch()    # event-driven, see supervision.py
 
 When the block ends every rank process still running is stopped (``SIGTERM``, then ``SIGKILL``)
@@ -25,6 +26,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
+from runtime.launchers.rank_output import RankOutputPump
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
 from runtime.rank_environment import DOORBELL_VARIABLE
@@ -65,12 +67,23 @@ class RankGroup:
         command: Sequence[str],
         env: Mapping[str, str],
         *,
-        stdout: int | IO[Any] | None = None,
-        stderr: int | IO[Any] | None = None,
+        output: RankOutputPump | None = None,
+        local_rank: int = 0,
     ) -> PopenRank:
-        """Start ``command`` as ``rank`` with ``env`` (plus the doorbell) and watch it."""
+        """Start ``command`` as ``rank`` with ``env`` (plus the doorbell) and watch it; with
+        ``output``, its stdout and stderr go through that pump (``local_rank`` for its filter)."""
         env = {**env, DOORBELL_VARIABLE: f"{self._bell_write}:{os.fstat(self._bell_write).st_ino}"}
-        process = PopenRank(start_rank_process(command, env, pass_fds=(self._bell_write,), stdout=stdout, stderr=stderr))
+
+        def start(
+            command: Sequence[str], *, env: Mapping[str, str], stdout: int | None = None, stderr: int | None = None
+        ) -> subprocess.Popen[bytes]:
+            return start_rank_process(command, env, pass_fds=(self._bell_write,), stdout=stdout, stderr=stderr)
+
+        if output is None:
+            popen = start(command, env=env)
+        else:
+            popen = output.popen(command, env=env, rank=rank, local_rank=local_rank, start=start)
+        process = PopenRank(popen)
         self.add(rank, process)
         return process
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from runtime.errors import RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.rank_group import rank_group
+from runtime.launchers.rank_output import RankOutputPump
 from runtime.launchers.reports import RankReports
 from runtime.launchers.signals import watch_processes
 from runtime.launchers.supervision import Failure, RankProcess, Supervisor
@@ -60,12 +61,14 @@ class SubprocessScriptLauncher(Launcher):
         joining_timeout = rendezvous_timeout(self.config)
         address, port = self.rendezvous()
         own = rank_config(self.config, 0)
-        with rank_group() as group:
+        # The group is left first: its ranks are stopped (or released) before the pump writes what is left.
+        with RankOutputPump(self.rank_output, self.config.num_devices) as pump, rank_group() as group:
             reports = group.reports
             watch_processes(group.processes)  # SIGTERM stops them even while this rank is blocked in a collective
             for local_rank in range(1, self.config.num_devices):
                 config = rank_config(self.config, local_rank)
-                group.popen(config.global_rank, command, {**os.environ, **rank_variables(config, address, port, reports.directory)})
+                variables = rank_variables(config, address, port, reports.directory)
+                group.popen(config.global_rank, command, {**os.environ, **variables}, output=pump, local_rank=local_rank)
             processes = dict(group.processes)
             supervisor = group.supervisor(self.timeout, rendezvous_timeout=joining_timeout)
             watcher = threading.Thread(target=supervisor.watch, name="rank-supervisor", daemon=True)

@@ -9,15 +9,15 @@ launcher starts receive them inside the config.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
 import functools
+from collections.abc import Mapping
 from types import NoneType
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from runtime.errors import RuntimeConfigError
+from runtime.launchers.rank_output import RankOutput
 
 if TYPE_CHECKING:
     import cattrs
@@ -38,6 +38,10 @@ class StrategyOptions:
       misuse raises on every rank instead of hanging (``False`` saves that small exchange).
     - ``num_threads``: intra-op CPU threads of each rank, instead of the resolved
       ``threads_per_rank`` (``OMP_NUM_THREADS``, else cores // local ranks).
+    - ``rank_output``: the output of the rank processes the ``subprocess``, ``spawn`` and
+      ``fork`` launchers start, as whole lines prefixed ``[rank N]: ``: ``True``, or a table of
+      :class:`~runtime.launchers.rank_output.RankOutput` fields (``{"log_dir": "logs"}``);
+      ``None`` (default) leaves their output as it is.
     """
 
     use_distributed_sampler: bool = True
@@ -52,6 +56,8 @@ class StrategyOptions:
     def _check_num_threads(self, attribute: attrs.Attribute[int | None], value: int | None) -> None:
         if value is not None and value < 1:
             raise ValueError(f"num_threads must be at least 1, got {value}")
+
+    rank_output: RankOutput | None = None
 
 
 def _strict_bool(value: object, _: type) -> bool:
@@ -87,6 +93,7 @@ def _converter() -> cattrs.Converter:
     converter.register_structure_hook(float, _number)
     converter.register_structure_hook(int, _integer)
     converter.register_structure_hook(str, _text)
+    converter.register_structure_hook_func(lambda t: t == RankOutput | None, _rank_output)
     return converter
 
 
@@ -113,6 +120,23 @@ def _plain(options_class: type[StrategyOptions], options: Mapping[str, Any]) -> 
         return options_class(**values)
     except (TypeError, ValueError):
         return None  # cattrs says what is wrong, in the usual words
+
+
+def _rank_output(value: object, _: type) -> RankOutput | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return RankOutput()
+    fields = sorted(attrs.fields_dict(RankOutput))
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected true, false or a table with keys among {', '.join(fields)}; got {value!r}")
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise TypeError(f"unknown key(s) {', '.join(map(repr, unknown))}; it takes {', '.join(fields)}")
+    ranks = value.get("local_ranks_filter")
+    if ranks is not None and not isinstance(ranks, list | tuple):
+        raise TypeError(f"local_ranks_filter must be a list of local ranks, like [0, 3]; got {ranks!r}")
+    return _converter().structure(dict(value), RankOutput)
 
 
 def _describe(exc: BaseException, expected: type | None) -> str:

@@ -48,4 +48,4 @@ def test_the_resolver_run_example_runs_as_written(tmp_path: Path) -> None:
     done = run([sys.executable, "-m", "resolver", "run", "--devices", "2", "--strategy", "ddp", str(script)], tmp_path)
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ranks: 2" in done.stdout.splitlines()
+    assert "[rank 0]: ranks: 2" in done.stdout.splitlines()  # resolver run prefixes each rank's lines
