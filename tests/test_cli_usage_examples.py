@@ -30,22 +30,27 @@ def _dedent(body: str) -> str:
 def _files() -> dict[str, str]:
     found = {}
     for body in _blocks("toml") + _blocks("python"):
-        first = body.splitlines()[0]
-        if re.fullmatch(r"# [\w.-]+\.(toml|py)", first):
-            found[first[2:]] = body
+        named = re.fullmatch(r"# (?:docs example: )?([\w.-]+\.(?:toml|py))", body.splitlines()[0])
+        if named:
+            found[named[1]] = body
     return found
 
 
 def _examples() -> list[tuple[str, int, list[str]]]:
     """(command line, expected exit code, expected output lines) for each `$ resolver` line."""
     examples: list[tuple[str, int, list[str]]] = []
+    current: list[str] | None = None
     for body in _blocks("console"):
+        current = None
         for line in body.splitlines():
-            if line.startswith("$ "):
+            if line.startswith("$ resolver "):
                 command, _, comment = line[2:].partition("  # exit ")
                 examples.append((command.strip(), int(comment or 0), []))
-            elif line.strip() and examples:
-                examples[-1][2].append(line)
+                current = examples[-1][2]
+            elif line.startswith("$ "):
+                current = None  # another program (cat ...): its test is the section's own
+            elif line.strip() and current is not None:
+                current.append(line)
     return examples
 
 
