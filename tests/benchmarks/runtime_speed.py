@@ -115,10 +115,11 @@ def resolver_run_rate() -> float:
         done = subprocess.run([sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--devices", "2",
                                "--strategy", "ddp", str(script)], capture_output=True, text=True, timeout=600,
                               env=_clean_env(), cwd=folder)
-    line = next((line for line in done.stdout.splitlines() if line.startswith("RATE")), None)
+    # resolver run prefixes each line with its rank: "[rank 0]: RATE 362.2"
+    line = next((line for line in done.stdout.splitlines() if "RATE " in line), None)
     if line is None:
         raise RuntimeError(f"resolver run failed:\n{done.stdout}\n{done.stderr}")
-    return float(line.split()[1])
+    return float(line.split("RATE ", 1)[1])
 
 
 def _raw_train(rank: int, port: int, out: str) -> None:
