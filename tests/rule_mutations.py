@@ -149,7 +149,7 @@ def _breaking(rng: random.Random, name: str, text: str, doc: Document, vocabular
         if not headers:
             return None
         i = rng.choice(headers)
-        lines[i] = lines[i].rstrip().rstrip("]")
+        lines[i] = lines[i].replace("]", "", 1)  # a header may end in a comment: drop its first "]"
         return Mutant(name, "\n".join(lines).encode(), f"{kind}: line {i + 1}")
     if kind == "unknown_key":
         target = rng.choice([("top", doc), *tables])[1]
