@@ -311,7 +311,8 @@ def _raw_wrapped(kind: str, model: torch.nn.Module) -> tuple[torch.nn.Module, An
 
         engine, optimizer, _, _ = deepspeed.initialize(
             model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
-            config={"train_micro_batch_size_per_gpu": 32, "zero_optimization": {"stage": 2}},
+            config={"train_micro_batch_size_per_gpu": 32, "zero_optimization": {"stage": 2},
+                    "zero_allow_untested_optimizer": True},  # as the runtime's default config (SGD)
         )
         return engine, optimizer
     return model, torch.optim.SGD(model.parameters(), lr=0.01)
