@@ -332,8 +332,13 @@ class Collective(ABC):
 
     # -- what an engine implements ----------------------------------------------------------------
 
-    def _require_setup(self) -> None:  # noqa: B027  (optional hook: engines without set-up need none)
+    #: How to set the engine up, said when it is used before :meth:`setup` (``None``: it needs none).
+    setup_hint: ClassVar[str | None] = None
+
+    def _require_setup(self) -> None:
         """Raise a clear error when the collective is used before :meth:`setup`."""
+        if self.setup_hint is not None and not self.is_initialized:
+            raise RuntimeError(f"the {self.name} collective is not set up: {self.setup_hint}")
 
     def _device(self) -> torch.device:
         """Where this process's tensors (and the argument checks' vectors) live."""

@@ -47,6 +47,10 @@ class HorovodCollective(Collective):
     """Horovod's operations; subgroups are Horovod process sets (added dynamically)."""
 
     name = "horovod"
+    setup_hint = (
+        "run the work through strategy.launch(fn) with strategy='horovod', or call "
+        "strategy.setup_environment() first"
+    )
     unsupported_operations = {"send": _POINT_TO_POINT, "recv": _POINT_TO_POINT}
 
     def __init__(self) -> None:
@@ -109,12 +113,6 @@ class HorovodCollective(Collective):
         self._process_sets.clear()
         self._sequence.clear()
 
-    def _require_setup(self) -> None:
-        if not self.is_initialized:
-            raise RuntimeError(
-                "the horovod collective is not set up: run the work through strategy.launch(fn) with "
-                "strategy='horovod', or call strategy.setup_environment() first"
-            )
 
     def _device(self) -> torch.device:
         return self._tensor_device

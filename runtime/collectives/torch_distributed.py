@@ -110,6 +110,9 @@ class TorchCollective(Collective):
     """
 
     name = "torch"
+    setup_hint = (
+        "run the work through strategy.launch(fn) / runtime.launch(fn), or call strategy.setup_environment() first"
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -182,12 +185,6 @@ class TorchCollective(Collective):
             dist.destroy_process_group()
         self._owns_group = False
 
-    def _require_setup(self) -> None:
-        if not self.is_initialized:
-            raise RuntimeError(
-                "the torch collective is not set up: run the work through strategy.launch(fn) / "
-                "runtime.launch(fn), or call strategy.setup_environment() first"
-            )
 
     def _device(self) -> torch.device:
         return self._tensor_device

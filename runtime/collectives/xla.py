@@ -52,6 +52,9 @@ class XLACollective(Collective):
     """
 
     name: ClassVar[str] = "xla"
+    setup_hint = (
+        "run the work through strategy.launch(fn) / runtime.launch(fn), or call strategy.setup_environment() first"
+    )
     unsupported_operations: ClassVar[Mapping[str, str]] = {"send": _ONLY_SOME_RANKS, "recv": _ONLY_SOME_RANKS}
 
     def __init__(self) -> None:
@@ -97,12 +100,6 @@ class XLACollective(Collective):
     def _device(self) -> torch.device:
         return self._tensor_device if self._tensor_device is not None else xla_device()
 
-    def _require_setup(self) -> None:
-        if not self._initialized:
-            raise RuntimeError(
-                "the xla collective is not set up: run the work through strategy.launch(fn) / "
-                "runtime.launch(fn), or call strategy.setup_environment() first"
-            )
 
     # -- the engine's primitives ------------------------------------------------------------------
 
