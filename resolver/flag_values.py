@@ -25,9 +25,9 @@ def _normalize_flag(value: Any, lowercase: bool = True) -> Any:
     return value
 
 
-def _plugins(value: Any) -> Any:
-    """Plugin names as a tuple: a single string is one plugin; anything but a list stays as it is
-    (the rules refuse it, naming the value)."""
+def _names(value: Any) -> Any:
+    """A repeatable flag's names as a tuple: a single string is one name; anything but a list stays
+    as it is (the rules refuse it, naming the value)."""
     if value is None:
         return ()
     if isinstance(value, str):
@@ -38,6 +38,7 @@ def _plugins(value: Any) -> Any:
 
 
 _ARG_SLOTS = tuple((flag.name, f"arg.{flag.name}", flag.default, flag.lowercase) for flag in FLAGS)
+_REPEATABLE = frozenset(flag.name for flag in FLAGS if flag.repeatable)
 
 
 def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
@@ -50,8 +51,8 @@ def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
                 f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
                 hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
             )
-        if name == "plugins":
-            value = _plugins(value)
+        if name in _REPEATABLE:
+            value = _names(value)
         values[slot] = value
     return values
 
