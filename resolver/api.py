@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from resolver.cache import cached_table
@@ -15,12 +14,14 @@ from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
 from resolver.flag_values import flag_values, given_flags, given_from_values
-from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source
-from resolver.reporter import Reporter
-from resolver.table import RuleSource, load_sources, read_sources
+from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source, flags_fingerprint
+from resolver.table import RuleSource, read_folder, read_sources
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from resolver.flagsfile import FlagsFile
+    from resolver.reporter import Reporter
 
 __all__ = [
     "FLAG_DEFAULTS",
@@ -40,30 +41,41 @@ _CONFIG_FIELDS = DECIDED_FIELDS
 
 def builtin_rules_dir() -> Path:
     """The shipped rule table: inside the wheel (``resolver/_rules``) or the source tree's ``rules/``."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_rules", here.parent / "rules"):
-        if candidate.is_dir():
+    from pathlib import Path
+
+    return Path(_builtin_folder())
+
+
+@functools.cache
+def _builtin_folder() -> str:
+    """:func:`builtin_rules_dir` as text (``os.path``: pathlib costs every process a few milliseconds)."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    candidates = (os.path.join(here, "_rules"), os.path.join(os.path.dirname(here), "rules"))
+    for candidate in candidates:
+        if os.path.isdir(candidate):
             return candidate
-    raise ResolutionError(
-        f"the built-in rule table is missing (looked in {here / '_rules'} and {here.parent / 'rules'})"
-    )
+    raise ResolutionError(f"the built-in rule table is missing (looked in {candidates[0]} and {candidates[1]})")
 
 
 def load_rules(extra: Iterable[str | os.PathLike[str]] = (), *, builtin: bool = True) -> CompiledTable:
     """Load and compile the rule table: the built-in files plus ``extra`` files or folders."""
-    paths: list[str | Path] = [builtin_rules_dir()] if builtin else []
-    paths.extend(Path(p) for p in extra)
-    return cached_table([flag_rules_source(), *read_sources(paths)], _compile)
+    sources = read_folder(_builtin_folder()) if builtin else []
+    extra = list(extra)
+    if extra:
+        sources += read_sources(extra)
+    return cached_table(sources, _compile_with_flags, fingerprint=flags_fingerprint())
 
 
 def compile_sources(sources: Sequence[RuleSource]) -> CompiledTable:
     """Compile rule texts held in memory (used by tests and tools), after the flags' own rules
     (:func:`resolver.flags.flag_rules_source`); never cached."""
-    return _compile([flag_rules_source(), *sources])
+    return _compile_with_flags(sources)
 
 
-def _compile(sources: Sequence[RuleSource]) -> CompiledTable:
-    return compile_table(load_sources(sources))
+def _compile_with_flags(sources: Sequence[RuleSource]) -> CompiledTable:
+    from resolver.loading import load_sources  # parsing and checking: only when compiling
+
+    return compile_table(load_sources([flag_rules_source(), *sources]))
 
 
 @functools.lru_cache(maxsize=1)
@@ -97,6 +109,8 @@ def _evaluator(rules: RulesArg) -> Evaluator:
         )
     if not items:
         return _builtin_evaluator()
+    from pathlib import Path
+
     key = []
     for item in items:
         path = Path(item).resolve()

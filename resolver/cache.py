@@ -1,34 +1,42 @@
 """The compiled rule table, cached on disk so a new process skips parsing and compiling.
 
-The cache key is a hash of the engine version, the Python version and every rule file's name
-and text, so editing any rule file (or upgrading) makes a new entry. Entries are written to a
-temporary file and renamed into place, so readers never see half a file; an entry that cannot be
-read (truncated, corrupt, from an incompatible build) is ignored and the table compiled again.
+An entry is keyed by everything the table is compiled from: the cache format, the engine version,
+the Python version, the flag declarations (:func:`resolver.flags.flags_fingerprint`) and every rule
+file's name and text, so editing any rule file, a flag or upgrading makes a new entry. The entry
+holds that key material itself and a load compares it exactly; the file name only needs a short
+checksum of it (``zlib``, where ``hashlib`` would load OpenSSL into every process: about 4 ms).
+Entries are written to a temporary file and renamed into place, so readers never see half a file;
+an entry that cannot be read (truncated, corrupt, from an incompatible build) is ignored and the
+table compiled again.
 
 The folder is ``$RESOLVER_CACHE_DIR`` if set, else the user cache folder (``$XDG_CACHE_HOME``
 or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows) +
 ``/resolver``. ``RESOLVER_CACHE_DIR=off`` (or an unwritable folder) disables it.
+
+Paths are handled with ``os.path`` here: this runs in every process, and ``pathlib`` costs a few
+milliseconds to import.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import pickle
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from resolver.compiler import CompiledTable
 from resolver.conditions import Condition
 from resolver.functions import FUNCTIONS
-from resolver.table import RuleSource
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from resolver.compiler import CompiledTable
+    from resolver.table import RuleSource
 
 __all__ = ["cache_dir", "cache_key", "cached_table"]
 
 #: Bump when the pickled shape of a compiled table changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 #: Entries kept per folder; older ones (edited rule files, upgrades) are removed when one is written.
 MAX_ENTRIES = 32
 _OFF = ("off", "0", "none", "false")
@@ -36,94 +44,155 @@ _OFF = ("off", "0", "none", "false")
 
 def cache_dir() -> Path | None:
     """Where compiled tables are kept, or None when caching is off."""
+    folder = _cache_folder()
+    if folder is None:
+        return None
+    from pathlib import Path
+
+    return Path(folder)
+
+
+def _cache_folder() -> str | None:
     configured = os.environ.get("RESOLVER_CACHE_DIR")
     if configured is not None:
-        return None if configured.strip().lower() in _OFF or not configured.strip() else Path(configured)
+        return None if configured.strip().lower() in _OFF or not configured.strip() else configured
+    home = os.path.expanduser("~")
     if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
+        base = os.path.join(home, "Library", "Caches")
     elif os.name == "nt":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+        base = os.environ.get("LOCALAPPDATA") or os.path.join(home, "AppData", "Local")
     else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "resolver"
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    return os.path.join(base, "resolver")
 
 
-def cache_key(sources: Sequence[RuleSource]) -> str:
+def _key_material(sources: Sequence[RuleSource], fingerprint: str) -> tuple[str, ...]:
+    """Everything a compiled table depends on, as the entry stores it."""
     from resolver import __version__
 
-    digest = hashlib.sha256()
-    for part in (f"format={CACHE_FORMAT}", f"engine={__version__}", f"python={sys.version}"):
-        digest.update(part.encode() + b"\0")
+    parts = [f"format={CACHE_FORMAT}", f"engine={__version__}", f"python={sys.version}", f"flags={fingerprint}"]
     for source in sources:
-        digest.update(source.name.encode() + b"\0" + source.text.encode() + b"\0")
-    return digest.hexdigest()
+        parts += (source.name, source.text)
+    return tuple(parts)
 
 
-class _Pickler(pickle.Pickler):
-    """Conditions hold closures; they are pickled as the data they are built from."""
+def cache_key(sources: Sequence[RuleSource], fingerprint: str = "") -> str:
+    """The entry name for ``sources`` (a checksum: the entry itself is compared in full on load)."""
+    return _name(_key_material(sources, fingerprint))
+
+
+def _name(material: tuple[str, ...]) -> str:
+    import zlib
+
+    crc, adler, size = 0, 1, 0
+    for part in material:
+        data = part.encode("utf-8", "surrogatepass") + b"\0"
+        crc, adler, size = zlib.crc32(data, crc), zlib.adler32(data, adler), size + len(data)
+    return f"{crc:08x}{adler:08x}{size:x}"
+
+
+def _shared(condition: Condition) -> Condition:
+    """The condition itself: how a second, equal condition is pickled (as a reference to the first)."""
+    return condition
+
+
+class _Pickler:
+    """Conditions hold closures; they are pickled as the data they are built from, and equal
+    conditions (the same test in many rules) once."""
+
+    def __init__(self, domains: Any) -> None:
+        self.domains = domains
+        self.seen: dict[Condition, Condition] = {}
 
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is Condition:
+            try:
+                first = self.seen.setdefault(obj, obj)
+            except TypeError:  # an operand that cannot be hashed: pickled on its own
+                first = obj
+            if first is not obj:
+                return _shared, (first,)
             return _rebuild_condition, (obj.slot, obj.ops, self.domains)
         return NotImplemented
-
-    domains: Any = None
 
 
 def _rebuild_condition(slot: str, ops: Any, domains: Any) -> Condition:
     return Condition.build(slot, ops, domains)
 
 
-def _load(path: Path) -> CompiledTable | None:
+def _load(path: str, material: tuple[str, ...]) -> CompiledTable | None:
     import gc
+
+    try:
+        from _pickle import load  # what pickle.load is: pickle.py itself would only add import time
+    except ImportError:  # an interpreter without the C accelerator
+        from pickle import load
+
+    from resolver.compiler import CompiledTable
 
     enabled = gc.isenabled()
     gc.disable()  # unpickling makes many objects and no cycles: collecting meanwhile only costs time
     try:
-        with path.open("rb") as f:
-            table = pickle.load(f)
+        with open(path, "rb") as f:
+            stored, table = load(f)
     except Exception:  # a corrupt or foreign entry is not an error: compile instead
         return None
     finally:
         if enabled:
             gc.enable()
+    if stored != material:
+        return None  # another table whose checksum is the same: compile, and the entry is replaced
     if not isinstance(table, CompiledTable) or not table.functions <= FUNCTIONS.keys():
         return None  # a function the table calls is not registered here: compiling says so
     return table
 
 
-def _store(directory: Path, path: Path, table: CompiledTable) -> None:
+def _store(directory: str, path: str, material: tuple[str, ...], table: CompiledTable) -> None:
+    import glob
+    import pickle
     import tempfile
 
+    class Pickler(_Pickler, pickle.Pickler):
+        def __init__(self, file: Any) -> None:
+            pickle.Pickler.__init__(self, file, protocol=pickle.HIGHEST_PROTOCOL)
+            _Pickler.__init__(self, table.domains)
+
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pickle")
         try:
             with os.fdopen(fd, "wb") as f:
-                pickler = _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
-                pickler.domains = table.domains
-                pickler.dump(table)
+                Pickler(f).dump((material, table))
             os.replace(tmp, path)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
             raise
-        entries = sorted(directory.glob("table-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[MAX_ENTRIES:]:
-            old.unlink(missing_ok=True)
+        entries = sorted(glob.glob(os.path.join(glob.escape(directory), "table-*.pickle")), key=os.path.getmtime)
+        for old in entries[: max(0, len(entries) - MAX_ENTRIES)]:
+            try:
+                os.unlink(old)
+            except FileNotFoundError:
+                pass
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         pass  # a cache that cannot be written only costs time
 
 
 def cached_table(
-    sources: Sequence[RuleSource], compile_sources: Callable[[Sequence[RuleSource]], CompiledTable]
+    sources: Sequence[RuleSource],
+    compile_sources: Callable[[Sequence[RuleSource]], CompiledTable],
+    *,
+    fingerprint: str = "",
 ) -> CompiledTable:
-    """The compiled table for ``sources``: from the disk cache when an entry matches, else compiled and stored."""
-    directory = cache_dir()
+    """The compiled table for ``sources``: from the disk cache when an entry matches, else compiled
+    and stored. ``fingerprint`` stands for what else ``compile_sources`` compiles (the flags' rules)."""
+    directory = _cache_folder()
     if directory is None:
         return compile_sources(sources)
-    path = directory / f"table-{cache_key(sources)}.pickle"
-    table = _load(path) if path.is_file() else None
+    material = _key_material(sources, fingerprint)
+    path = os.path.join(directory, f"table-{_name(material)}.pickle")
+    table = _load(path, material) if os.path.isfile(path) else None
     if table is None:
         table = compile_sources(sources)
-        _store(directory, path, table)
+        _store(directory, path, material, table)
     return table

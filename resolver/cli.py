@@ -1,29 +1,55 @@
-"""The ``resolver`` command: explain a resolution, run a script under it, check golden files."""
+"""The ``resolver`` command: explain a resolution, run a script under it, check golden files.
+
+A process runs one command, so only that command's parser is built, and help texts that read the
+rule table or other modules are written only when help is printed (see :class:`_Parser`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
-
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
-from resolver.cli_help import COMMANDS, TOP_DESCRIPTION, TOP_EPILOG
-from resolver.config import ResolvedConfig
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
-from resolver.explain import explain_json, explain_text
 from resolver.flags import FLAGS, Flag, collect_flags
 from resolver.integers import parse_int
-from resolver.reporter import RecordingReporter
-from resolver.simulate import SIMULATE_HELP, simulate
-from resolver.suggest import closest, did_you_mean, wording
+
+if TYPE_CHECKING:
+    from resolver.config import ResolvedConfig
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose help is written only when it is printed: the command's description
+    and examples (:mod:`resolver.cli_help`) and the option help in ``help_texts`` (a flag's help
+    lists the values the loaded rule table accepts). A process that only parses its command line
+    never writes any of it."""
+
+    def __init__(self, *args: Any, command: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: The command whose description and examples this parser prints (None: ``resolver`` itself).
+        self.command = command
+        #: Options whose help is written when help is printed.
+        self.help_texts: dict[argparse.Action, Callable[[], str]] = {}
+
+    def format_help(self) -> str:
+        from resolver.cli_help import COMMANDS, TOP_DESCRIPTION, TOP_EPILOG
+
+        if self.command is None:
+            self.description, self.epilog = TOP_DESCRIPTION, TOP_EPILOG
+        else:
+            text = COMMANDS[self.command]
+            self.description, self.epilog = text.wrapped_description(), text.epilog()
+        for action, write in self.help_texts.items():
+            action.help = write()
+        self.help_texts.clear()
+        return super().format_help()
+
 
 def _devices(text: str) -> int | str:
     number = parse_int(text)
@@ -48,17 +74,23 @@ def _flag_help(flag: Flag) -> str:
     return text.replace("%", "%%")
 
 
-def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) -> None:
+def _simulate_help() -> str:
+    from resolver.simulate import SIMULATE_HELP
+
+    return "resolve for a machine you are not on instead of probing this one: " + SIMULATE_HELP
+
+
+def _add_flags(parser: _Parser, *, can_simulate: bool = True) -> None:
     flags = parser.add_argument_group("flags (as for resolver.resolve; --num_nodes spellings work too)")
     for flag in FLAGS:  # declared once, in resolver/flags.py
-        options: dict[str, Any] = {"dest": flag.name, "help": _flag_help(flag)}
+        options: dict[str, Any] = {"dest": flag.name}
         if flag.repeatable:
             options.update(action="append", default=[], metavar="NAME")
         else:
             options["default"] = flag.default
             if flag.cli_type is not None:
                 options["type"] = _CLI_TYPES[flag.cli_type]
-        flags.add_argument(*flag.cli_spellings(), **options)
+        parser.help_texts[flags.add_argument(*flag.cli_spellings(), **options)] = functools.partial(_flag_help, flag)
     where = parser.add_argument_group("rules and machine")
     where.add_argument(
         "--rules",
@@ -68,11 +100,7 @@ def _add_flags(parser: argparse.ArgumentParser, *, can_simulate: bool = True) ->
         help="an extra rule file (or folder) on top of the built-in table (repeatable)",
     )
     if can_simulate:
-        where.add_argument(
-            "--simulate",
-            metavar="SPEC",
-            help="resolve for a machine you are not on instead of probing this one: " + SIMULATE_HELP,
-        )
+        parser.help_texts[where.add_argument("--simulate", metavar="SPEC")] = _simulate_help
     for name in builtin_table().removed:  # removed flags are data (rules/90-removed.toml)
         parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
 
@@ -131,6 +159,8 @@ def _rank_output(args: argparse.Namespace, config: ResolvedConfig) -> Any:
         if args.tee is None:
             return output  # no --log-dir, no --tee: the console only
         log_dir = tempfile.mkdtemp(prefix="resolver-run-logs-")  # torchrun also makes one for --tee alone
+    import attrs
+
     output = attrs.evolve(output, log_dir=log_dir)
     output.check(config.num_devices)
     return output
@@ -158,9 +188,9 @@ def _add_config(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _given_flags(argv: Sequence[str] | None) -> set[str]:
+def _given_flags(argv: Sequence[str] | None, command: str) -> set[str]:
     """The names of the options written on the command line (not left at their default)."""
-    parser = _parser()
+    parser = _parser(command)
     stack = [parser]
     while stack:
         current = stack.pop()
@@ -179,34 +209,12 @@ def _resolve(args: argparse.Namespace, **keywords: Any) -> ResolvedConfig:
         return resolve(**flags, **keywords)
     from resolver.flagsfile import load_flags_file
 
-    given = _given_flags(args.argv) & set(flags)
+    given = _given_flags(args.argv, args.command) & set(flags)
     file = load_flags_file(args.config).without(given)
     return resolve(**{k: v for k, v in flags.items() if k in given}, config_file=file, **keywords)
 
 
-def _subcommand(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> argparse.ArgumentParser:
-    text = COMMANDS[name]
-    return sub.add_parser(
-        name,
-        help=text.summary,
-        description=text.wrapped_description(),
-        epilog=text.epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="resolver",
-        description=TOP_DESCRIPTION,
-        epilog=TOP_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-
-    explain = _subcommand(sub, "explain")
+def _explain_options(explain: _Parser) -> None:
     _add_flags(explain)
     _add_config(explain)
     explain.add_argument(
@@ -223,7 +231,8 @@ def _parser() -> argparse.ArgumentParser:
         help="also show every intermediate decision (text: extra rows; json: a `decisions` list; dot: all nodes)",
     )
 
-    run = _subcommand(sub, "run")
+
+def _run_options(run: _Parser) -> None:
     _add_flags(run, can_simulate=False)
     _add_config(run)
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
@@ -243,25 +252,64 @@ def _parser() -> argparse.ArgumentParser:
         help="arguments for the script, passed through untouched (everything after SCRIPT, --help too)",
     )
 
-    env = _subcommand(sub, "env")
+
+def _env_options(env: _Parser) -> None:
     env.add_argument("--format", choices=("text", "json"), default="text", help="text to paste (default), or json")
 
-    golden = _subcommand(sub, "golden")
+
+def _golden_options(golden: _Parser) -> None:
     golden.add_argument("paths", nargs="+", help="scenario files or folders of them")
     golden.add_argument("--update", action="store_true", help="rewrite each [expect] from the current rules")
     golden.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
 
-    rules = _subcommand(sub, "rules")
+
+def _rules_options(rules: _Parser) -> None:
     rules.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
     rules.add_argument("--output", metavar="FILE", help="write here instead of standard output")
     rules.add_argument("--check", action="store_true", help="exit 1 if --output differs from what would be written")
+
+
+#: Each command's options, in the order ``resolver --help`` lists the commands (their help: cli_help.py).
+_OPTIONS: dict[str, Callable[[_Parser], None]] = {
+    "explain": _explain_options,
+    "run": _run_options,
+    "env": _env_options,
+    "golden": _golden_options,
+    "rules": _rules_options,
+}
+
+
+def _parser(command: str | None = None) -> _Parser:
+    """The command line's parser; with ``command``, only that command's (what one process needs)."""
+    parser = _Parser(prog="resolver", formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    summaries: dict[str, Any] = {}
+    if command is None:  # every command is listed by `resolver --help`
+        from resolver.cli_help import COMMANDS
+
+        summaries = {name: {"help": text.summary} for name, text in COMMANDS.items()}
+    for name, add_options in _OPTIONS.items():
+        if command is None or name == command:
+            add_options(
+                sub.add_parser(
+                    name, command=name, formatter_class=argparse.RawDescriptionHelpFormatter, **summaries.get(name, {})
+                )
+            )
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command a command line runs when its first word names one (then only its parser is built)."""
+    return argv[0] if argv and argv[0] in _OPTIONS else None
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse; an unknown option is reported with the usage of the subcommand it was given to."""
-    parser = _parser()
-    _check_command(parser, sys.argv[1:] if argv is None else list(argv))
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser(_command_of(words))
+    _check_command(parser, words)
     args, unknown = parser.parse_known_args(argv)
     args.argv = argv
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -276,10 +324,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def _check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """An unknown command is a usage error naming the closest commands (argparse only lists them)."""
     words = [word for word in argv if not word.startswith("-")]
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    if words and words[0] not in subparsers.choices:
-        hint = did_you_mean(words[0], subparsers.choices)
-        choices = ", ".join(subparsers.choices)
+    if words and words[0] not in _OPTIONS:
+        from resolver.suggest import did_you_mean
+
+        hint = did_you_mean(words[0], _OPTIONS)
+        choices = ", ".join(_OPTIONS)
         parser.error(f"unknown command {words[0]!r}" + (f"; {hint}" if hint else "") + f" (choose from {choices})")
 
 
@@ -292,6 +341,8 @@ def _option_suggestions(parser: argparse.ArgumentParser, unknown: Sequence[str])
         if action.help is not argparse.SUPPRESS and spellings:
             for spelling in spellings:
                 shown.setdefault(spelling[2:].replace("_", "-"), spellings[0])
+    from resolver.suggest import closest, wording
+
     found = []
     for token in unknown:
         if token.startswith("-") and len(token) > 2:
@@ -306,6 +357,8 @@ def _option_suggestions(parser: argparse.ArgumentParser, unknown: Sequence[str])
 def _environment(spec: str | None, rules: list[str]) -> Environment:
     """The simulated machine, or the real one probed for every variable the rules (with ``rules``) read."""
     if spec is not None:
+        from resolver.simulate import simulate
+
         return simulate(spec)
     return Environment.probe(table=load_rules(rules) if rules else builtin_table())
 
@@ -326,7 +379,11 @@ def _check_removed(args: argparse.Namespace) -> None:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    trace = RecordingReporter()
+    from resolver.explain import explain_json, explain_text
+    from resolver.reporter import RecordingReporter
+
+    # every decision is recorded only for what shows it: the plain table needs the fields alone
+    trace = RecordingReporter() if args.verbose or args.format == "dot" else None
     environment: Environment | None = None
     config: ResolvedConfig | None = None
     failure: ResolutionError | None = None
@@ -438,6 +495,8 @@ def _rules(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return EXIT_OK
+    from pathlib import Path
+
     out = Path(args.output)
     try:
         if args.check:

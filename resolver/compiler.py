@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from resolver.conditions import Call, Condition, Ref, ValueExpr
-from resolver.table import Slot, TableData
+from resolver.table import Slot
 
 if TYPE_CHECKING:
     import networkx as nx
+
+    from resolver.loading import TableData
 
 __all__ = ["CompiledRule", "CompiledTable", "DomainRef", "StagePlan", "Template", "compile_table"]
 

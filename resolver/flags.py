@@ -3,9 +3,10 @@
 Everything else is derived from :data:`FLAGS`: the defaults (``FLAG_DEFAULTS``), the ``arg.*``
 input slots, the canonical ``flag.*`` slots with their override variables and the rules that
 turn an argument (or a variable) into one request (:func:`flag_rules_source`, compiled in front
-of the rule files), the command line's options (:func:`cli_options`), and the keyword arguments of
-``resolver.resolve`` and ``runtime.launch`` (their typed signatures are checked against this
-declaration by ``tests/test_flags.py``).
+of the rule files; :func:`flags_fingerprint` stands for them in the table cache's key), the command
+line's options (``resolver/cli.py``), and the keyword arguments of ``resolver.resolve`` and
+``runtime.launch`` (their typed signatures are checked against this declaration by
+``tests/test_flags.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ import attrs
 
 from resolver.table import RuleSource
 
-__all__ = ["FLAGS", "FLAG_DEFAULTS", "FLAGS_SOURCE_NAME", "Flag", "collect_flags", "flag_rules_source"]
+__all__ = [
+    "FLAGS",
+    "FLAG_DEFAULTS",
+    "FLAGS_SOURCE_NAME",
+    "Flag",
+    "collect_flags",
+    "flag_rules_source",
+    "flags_fingerprint",
+]
 
 #: The name the generated rules carry in messages and in ``docs/rules.md``.
 FLAGS_SOURCE_NAME = "<flags: resolver/flags.py>"
@@ -269,3 +278,15 @@ def flag_rules_source() -> RuleSource:
         document["slot"].update(_slots(declared))
         document["rule"] += _rules(declared)
     return RuleSource(FLAGS_SOURCE_NAME, tomli_w.dumps(document))
+
+
+def flags_fingerprint() -> str:
+    """What the flags' own rules are made from, for the compiled table cache's key: the declarations
+    and the code that writes the rules (this module's file). Cheaper than writing the rules
+    (:func:`flag_rules_source`), which only a compile needs."""
+    try:
+        with open(__file__, "rb") as f:
+            code = f.read().decode("utf-8", "surrogateescape")
+    except OSError:  # no readable file (a frozen build): the rules themselves
+        code = flag_rules_source().text
+    return f"{FLAGS!r}\0{code}"

@@ -41,8 +41,11 @@ def test_every_flag_has_its_input_slot_and_nothing_else_is_an_argument():
     assert arguments == set(FLAG_NAMES)
 
 
-def _options(command: str) -> dict[str, object]:
+def _options(command: str, *, printed: bool = False) -> dict[str, object]:
+    """The options of ``command``; ``printed``: after its help was printed (help is written then)."""
     sub = next(a for a in _parser()._actions if a.dest == "command")
+    if printed:
+        sub.choices[command].format_help()
     return {option: action for action in sub.choices[command]._actions for option in action.option_strings}
 
 
@@ -57,7 +60,7 @@ def test_the_cli_has_each_flag_in_both_spellings(command: str):
 
 
 def test_the_cli_help_lists_the_loaded_domains_values():
-    options = _options("explain")
+    options = _options("explain", printed=True)
     for flag in FLAGS:
         help_text = options[flag.cli_spellings()[0]].help
         for domain in flag.listed_domains:

@@ -1,0 +1,289 @@
+"""Loading the TOML rule files: slots, domains, stages and rules, checked as they load.
+
+A rule file may hold ``stages``, ``[domain.NAME]`` tables, ``[slot."NAME"]`` tables, ``[[rule]]``
+entries and ``[removed.FLAG]`` tables (see ``docs/rule-format.md``). Every problem is reported as
+a :class:`~resolver.errors.RuleTableError` naming the file, the rule and, where it can, the line.
+Imported only when a table is compiled (a table from the disk cache skips it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from resolver.config import FrozenMapping
+from resolver.errors import RuleTableError
+from resolver.table import VARIABLE_PREFIX, RuleSource, Slot
+
+if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files are loaded
+    from resolver.schema import RuleSpec, SchemaProblem, SlotSpec
+
+__all__ = ["Domain", "RawRule", "TableData", "load_sources"]
+
+
+@attrs.define
+class Domain:
+    """A named set of accepted string values; ``include`` pulls in other domains."""
+
+    values: set[str] = attrs.field(factory=set)
+    include: set[str] = attrs.field(factory=set)
+    #: Where each ``include`` was written (file, line), for errors.
+    where: dict[str, tuple[str, int | None]] = attrs.field(factory=dict)
+    #: The files that declare or extend this domain, for errors.
+    files: list[str] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class RawRule:
+    """A rule as written, with where it was written."""
+
+    data: Mapping[str, Any]
+    file: str
+    line: int | None
+    spec: RuleSpec | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def id(self) -> str:
+        return str(self.data.get("id", "<no id>"))
+
+    def error(self, message: str) -> RuleTableError:
+        return RuleTableError(message, file=self.file, rule=self.id, line=self.line)
+
+
+@attrs.define
+class TableData:
+    """Everything the rule files declared, merged, before compilation."""
+
+    stages: list[str] = attrs.field(factory=list)
+    slots: dict[str, Slot] = attrs.field(factory=dict)
+    domains: dict[str, Domain] = attrs.field(factory=dict)
+    rules: list[RawRule] = attrs.field(factory=list)
+    removed: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    files: list[str] = attrs.field(factory=list)
+
+    def domain_files(self, name: str, _seen: tuple[str, ...] = ()) -> list[str]:
+        """The files that give a domain its values, its included domains' files too."""
+        domain = self.domains.get(name)
+        if domain is None or name in _seen:
+            return []
+        files = list(domain.files)
+        for inner in sorted(domain.include):
+            files += [f for f in self.domain_files(inner, (*_seen, name)) if f not in files]
+        return files
+
+    def expand_domain(self, name: str, _seen: tuple[str, ...] = ()) -> frozenset[str]:
+        domain = self.domains[name]
+        values = set(domain.values)
+        for inner in sorted(domain.include):
+            file, line = domain.where.get(inner, (None, None))
+            if inner in _seen or inner == name:
+                cycle = " -> ".join((*_seen, name, inner))
+                raise RuleTableError(f"domain {name!r} includes itself ({cycle})", file=file, line=line)
+            if inner not in self.domains:
+                raise RuleTableError(
+                    f"[domain.{name}] includes unknown domain {inner!r}; known domains: "
+                    + ", ".join(sorted(self.domains)),
+                    file=file,
+                    line=line,
+                )
+            values |= self.expand_domain(inner, (*_seen, name))
+        return frozenset(values)
+
+    def slot(self, name: str) -> Slot | None:
+        if name in self.slots:
+            return self.slots[name]
+        if name.startswith(VARIABLE_PREFIX) and len(name) > len(VARIABLE_PREFIX):
+            return Slot(name=name, stage=self.stages[0] if self.stages else "input", type="str", nullable=True)
+        return None
+
+
+_ID_LINE = re.compile(r'^[ \t]*id\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+
+
+def _id_lines(text: str) -> dict[str, list[int]]:
+    """The line of each ``id = "..."``, in order (an id written twice has two lines)."""
+    lines: dict[str, list[int]] = {}
+    line, position = 1, 0
+    for match in _ID_LINE.finditer(text):  # count newlines incrementally: linear in the file's size
+        line += text.count("\n", position, match.start())
+        position = match.start()
+        lines.setdefault(match.group(1), []).append(line)
+    return lines
+
+
+def _line_of(text: str, pattern: str) -> int | None:
+    match = re.search(pattern, text, re.MULTILINE)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def _key_pattern(name: str) -> str:
+    return "(?:" + "|".join((re.escape(f'"{name}"'), re.escape(f"'{name}'"), re.escape(name))) + ")"
+
+
+def _table_line(text: str, table: str, name: str) -> int | None:
+    """The line of ``[table.NAME]`` (or ``table.NAME = ...``, ``NAME = ...`` inside ``[table]``)."""
+    key = _key_pattern(name)
+    for pattern in (
+        rf"^[ \t]*\[\s*{table}\s*\.\s*{key}\s*\]",
+        rf"^[ \t]*{table}\s*\.\s*{key}\s*[.=]",
+        rf"^[ \t]*{key}\s*[.=]",
+    ):
+        line = _line_of(text, pattern)
+        if line is not None:
+            return line
+    return _line_of(text, rf"^[ \t]*\[\s*{table}\s*[.\]]")
+
+
+class _Locator:
+    """Lines of one file's declarations, for messages."""
+
+    def __init__(self, source: RuleSource, document: Mapping[str, Any]) -> None:
+        self.source = source
+        self.document = document
+        self.ids = _id_lines(source.text)
+
+    def error(self, problem: SchemaProblem) -> RuleTableError:
+        path = problem.path
+        rule = None
+        line = None
+        if path and path[0] == "rule" and len(path) > 1 and isinstance(path[1], int):
+            entries = self.document.get("rule")
+            entry = entries[path[1]] if isinstance(entries, list) and path[1] < len(entries) else None
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                rule = entry["id"]
+                line = self.rule_line(rule)
+            else:
+                line = self.nth_rule_line(path[1])
+            message = f"{problem.message} (at {'.'.join(str(p) for p in path[2:]) or 'the rule'})"
+            return RuleTableError(message, file=self.source.name, rule=rule, line=line)
+        if path and path[0] in ("slot", "domain", "removed") and len(path) > 1:
+            line = _table_line(self.source.text, str(path[0]), str(path[1]))
+        elif path and path[0] == "stages":
+            line = _line_of(self.source.text, r"^[ \t]*stages\s*=")
+        where = problem.where
+        return RuleTableError(
+            f"{where}: {problem.message}" if where else problem.message, file=self.source.name, line=line
+        )
+
+    def rule_line(self, rule: str, occurrence: int = 0) -> int | None:
+        lines = self.ids.get(rule, [])
+        return lines[occurrence] if occurrence < len(lines) else (lines[-1] if lines else None)
+
+    def nth_rule_line(self, index: int) -> int | None:
+        matches = list(re.finditer(r"^[ \t]*\[\[\s*rule\s*\]\]", self.source.text, re.MULTILINE))
+        if index < len(matches):
+            return self.source.text.count("\n", 0, matches[index].start()) + 1
+        return None
+
+    def line(self, table: str, name: str) -> int | None:
+        return _table_line(self.source.text, table, name)
+
+
+def load_sources(sources: Iterable[RuleSource]) -> TableData:
+    """Parse, check against the declared shape (:mod:`resolver.schema`) and merge rule sources.
+
+    Structural errors and those between files (a slot declared twice, an unknown stage or domain,
+    a domain that includes itself) are raised here; the rules' meaning is checked at compile.
+    """
+    import tomllib  # only when parsing: a table loaded from the disk cache needs neither
+
+    from resolver.schema import SchemaProblem, structure_file  # cattrs: only when rule files are read
+
+    table = TableData()
+    seen_ids: dict[str, RawRule] = {}
+    stages_from: tuple[str, int | None] | None = None
+    for source in sources:
+        table.files.append(source.name)
+        try:
+            doc = tomllib.loads(source.text)
+        except tomllib.TOMLDecodeError as exc:
+            raise RuleTableError(f"malformed TOML: {exc}", file=source.name) from exc
+        locate = _Locator(source, doc)
+        try:
+            spec = structure_file(doc)
+        except SchemaProblem as problem:
+            raise locate.error(problem) from None
+        if spec.stages is not None:
+            line = _line_of(source.text, r"^[ \t]*stages\s*=")
+            if table.stages and table.stages != spec.stages:
+                first = f" in {stages_from[0]}" if stages_from else ""
+                raise RuleTableError(
+                    f"`stages` redefined as {spec.stages}, already {table.stages}{first}", file=source.name, line=line
+                )
+            table.stages = list(spec.stages)
+            stages_from = stages_from or (source.name, line)
+        for name, domain_spec in spec.domain.items():
+            domain = table.domains.setdefault(name, Domain())
+            if source.name not in domain.files:
+                domain.files.append(source.name)
+            domain.values.update(domain_spec.values)
+            for inner in domain_spec.include:
+                domain.include.add(inner)
+                domain.where.setdefault(inner, (source.name, locate.line("domain", name)))
+        for name, slot_spec in spec.slot.items():
+            line = locate.line("slot", name)
+            if name in table.slots:
+                earlier = table.slots[name]
+                where = f"{earlier.file}:{earlier.line}" if earlier.line else str(earlier.file)
+                raise RuleTableError(f"slot {name!r} declared twice (first at {where})", file=source.name, line=line)
+            table.slots[name] = _slot(name, slot_spec, source.name, line)
+        for flag, removed in spec.removed.items():
+            table.removed[flag] = attrs.asdict(removed)
+        entries = doc.get("rule", [])
+        occurrences: dict[str, int] = {}
+        for entry, rule_spec in zip(entries, spec.rule, strict=True):
+            occurrence = occurrences[rule_spec.id] = occurrences.get(rule_spec.id, -1) + 1
+            raw = RawRule(entry, source.name, locate.rule_line(rule_spec.id, occurrence), rule_spec)
+            first_rule = seen_ids.get(raw.id)
+            if first_rule is not None:
+                where = first_rule.file + (f":{first_rule.line}" if first_rule.line else "")
+                raise raw.error(f"duplicate rule id (first defined at {where})")
+            seen_ids[raw.id] = raw
+            table.rules.append(raw)
+    if not table.stages:
+        raise RuleTableError("no `stages` list in any rule file", file=", ".join(table.files) or None)
+    _check_declarations(table)
+    return table
+
+
+def _slot(name: str, spec: SlotSpec, file: str, line: int | None) -> Slot:
+    default = spec.default
+    if isinstance(default, list):
+        default = tuple(default)
+    elif isinstance(default, dict):
+        default = FrozenMapping(default)
+    return Slot(
+        name=name,
+        stage=spec.stage,
+        type=spec.type,
+        domain=spec.domain,
+        nullable=spec.nullable,
+        required=spec.required,
+        default=default,
+        doc=spec.doc,
+        file=file,
+        line=line,
+    )
+
+
+def _check_declarations(table: TableData) -> None:
+    """What needs every file: each slot's stage and domain exist; domains include known domains."""
+    for name in sorted(table.domains):
+        table.expand_domain(name)
+    for slot in table.slots.values():
+        if slot.stage not in table.stages:
+            raise RuleTableError(
+                f"slot {slot.name!r} names unknown stage {slot.stage!r}; stages are {', '.join(table.stages)}",
+                file=slot.file,
+                line=slot.line,
+            )
+        if slot.domain is not None and slot.domain not in table.domains:
+            raise RuleTableError(
+                f"slot {slot.name!r} names unknown domain {slot.domain!r}; domains: "
+                + ", ".join(sorted(table.domains)),
+                file=slot.file,
+                line=slot.line,
+            )
