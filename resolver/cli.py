@@ -30,12 +30,34 @@ class _Parser(argparse.ArgumentParser):
     lists the values the loaded rule table accepts). A process that only parses its command line
     never writes any of it."""
 
-    def __init__(self, *args: Any, command: str | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        *args: Any,
+        command: str | None = None,
+        formatter_class: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter,
+        **kwargs: Any,
+    ) -> None:
+        self._formatter_class = formatter_class
+        self._writing = False
+        super().__init__(*args, formatter_class=self._formatter, **kwargs)  # type: ignore[arg-type]
         #: The command whose description and examples this parser prints (None: ``resolver`` itself).
         self.command = command
         #: Options whose help is written when help is printed.
         self.help_texts: dict[argparse.Action, Callable[[], str]] = {}
+
+    def _formatter(self, prog: str, **options: Any) -> argparse.HelpFormatter:
+        """argparse makes a formatter for every option it adds, to check it; only one that writes
+        text measures the terminal (measuring imports shutil, a few milliseconds)."""
+        if not self._writing:
+            options.setdefault("width", 80)
+        return self._formatter_class(prog, **options)
+
+    def format_usage(self) -> str:
+        self._writing = True
+        try:
+            return super().format_usage()
+        finally:
+            self._writing = False
 
     def format_help(self) -> str:
         from resolver.cli_help import COMMANDS, TOP_DESCRIPTION, TOP_EPILOG
@@ -48,7 +70,11 @@ class _Parser(argparse.ArgumentParser):
         for action, write in self.help_texts.items():
             action.help = write()
         self.help_texts.clear()
-        return super().format_help()
+        self._writing = True
+        try:
+            return super().format_help()
+        finally:
+            self._writing = False
 
 
 def _devices(text: str) -> int | str:
@@ -281,7 +307,7 @@ _OPTIONS: dict[str, Callable[[_Parser], None]] = {
 
 def _parser(command: str | None = None) -> _Parser:
     """The command line's parser; with ``command``, only that command's (what one process needs)."""
-    parser = _Parser(prog="resolver", formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="resolver")
     parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -293,9 +319,7 @@ def _parser(command: str | None = None) -> _Parser:
     for name, add_options in _OPTIONS.items():
         if command is None or name == command:
             add_options(
-                sub.add_parser(
-                    name, command=name, formatter_class=argparse.RawDescriptionHelpFormatter, **summaries.get(name, {})
-                )
+                sub.add_parser(name, command=name, **summaries.get(name, {}))
             )
     return parser
 

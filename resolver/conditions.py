@@ -64,14 +64,28 @@ ValueExpr = Const | Ref | Call
 
 @attrs.frozen
 class Condition:
-    """One ``slot = spec`` entry of a rule's ``when``."""
+    """One ``slot = spec`` entry of a rule's ``when``. Build with :meth:`build`."""
 
     slot: str
     ops: tuple[tuple[str, Any], ...]
     predicate: Predicate = attrs.field(eq=False, repr=False)
-    shape: Shape = attrs.field(eq=False, repr=False)
     #: One test per operator, in order (``predicate`` is all of them): the evaluator runs these.
     tests: tuple[Predicate, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: The domains the operands name, for :attr:`shape`.
+    domains: Mapping[str, frozenset[str]] = attrs.field(factory=dict, eq=False, repr=False)
+    _shape: Shape | None = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    @property
+    def shape(self) -> Shape:
+        """What the condition admits (for the ambiguity check and the decision trees); made on first
+        use, as a resolution that loads its table from the disk cache asks for few of them."""
+        shape = self._shape
+        if shape is None:
+            shape = Shape()
+            for op, operand in self.ops:
+                shape = shape.meet(OPERATORS[op].shape(operand, self.domains))
+            object.__setattr__(self, "_shape", shape)  # a cache of what the fields determine
+        return shape
 
     @property
     def refs(self) -> tuple[str, ...]:
@@ -93,7 +107,5 @@ class Condition:
                     if not p(values):
                         return False
                 return True
-        shape = Shape()
-        for op, operand in ops:
-            shape = shape.meet(OPERATORS[op].shape(operand, domains))
-        return cls(slot, ops, predicate, shape, preds)
+
+        return cls(slot, ops, predicate, preds, domains)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from resolver.config import FrozenMapping, Provenance
@@ -152,6 +151,7 @@ class Environment:
         used as an environment file.
         """
         import tomllib
+        from pathlib import Path
 
         p = Path(path)
         try:

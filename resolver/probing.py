@@ -14,9 +14,9 @@ from ``/proc``; package availability is answered by ``importlib.util.find_spec``
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -25,7 +25,8 @@ from resolver.integers import parse_int
 
 __all__ = ["PROBES", "Probe", "register_probe"]
 
-_NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
+# Paths with os.path: probing runs in every process, and pathlib costs a few milliseconds to import.
+_NVIDIA_PROC = "/proc/driver/nvidia/gpus"
 Reader = Callable[[Mapping[str, str]], Any]
 
 
@@ -95,14 +96,14 @@ def _apply_visible_devices(total: int, environ: Mapping[str, str]) -> int:
 
 def cuda_device_count(environ: Mapping[str, str]) -> int:
     """Visible CUDA devices: the driver's device list, filtered by ``CUDA_VISIBLE_DEVICES``."""
-    if _NVIDIA_PROC.is_dir():
+    if os.path.isdir(_NVIDIA_PROC):
         try:
-            total = sum(1 for _ in _NVIDIA_PROC.iterdir())
+            total = len(os.listdir(_NVIDIA_PROC))
         except OSError:
             total = 0
         if total:
             return _apply_visible_devices(total, environ)
-    if Path("/dev/nvidiactl").exists() and module_available("torch"):
+    if os.path.exists("/dev/nvidiactl") and module_available("torch"):
         import torch  # the only way left; happens on containers without /proc/driver/nvidia
 
         return int(torch.cuda.device_count())
@@ -121,6 +122,8 @@ def xla_device_count(environ: Mapping[str, str]) -> int:
     """TPU chips visible through /dev/accel* or /dev/vfio; XLA on CPU when PJRT_DEVICE=CPU."""
     if not module_available("torch_xla"):
         return 0
+    from pathlib import Path
+
     accel = list(Path("/dev").glob("accel*"))
     if accel:
         return len(accel)
@@ -144,15 +147,11 @@ def is_interactive() -> bool:
 
 def fork_available() -> bool:
     """Whether the ``fork`` start method exists (every POSIX build; never Windows)."""
-    import os
-
     return hasattr(os, "fork")
 
 
 def cpu_count() -> int:
     """The CPU cores this process may run on (its affinity mask where the OS has one)."""
-    import os
-
     if hasattr(os, "sched_getaffinity"):
         try:
             return len(os.sched_getaffinity(0))
@@ -162,6 +161,10 @@ def cpu_count() -> int:
 
 
 def hostname() -> str:
+    """This machine's name: what ``socket.gethostname()`` says, read without importing socket where
+    the OS has ``uname`` (the same system call's answer)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
     import socket
 
     return socket.gethostname()

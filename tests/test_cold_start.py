@@ -1,0 +1,85 @@
+"""A new ``resolver explain`` process served by the compiled table cache loads only what it uses:
+not the rule-file reader, the compiler, networkx, cattrs, tomli_w, the help texts, or standard
+modules that cost milliseconds to import (hashlib, pathlib, socket, shutil). Its time is measured
+by ``tests/benchmarks/test_engine_speed.py::test_cold_explain_process``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+#: Imported only when a table is compiled, help is printed, a machine is simulated or a name is unknown.
+NOT_ON_THE_COLD_PATH = (
+    "networkx",
+    "cattrs",
+    "tomli_w",
+    "tomllib",
+    "hashlib",
+    "pathlib",
+    "socket",
+    "shutil",
+    "resolver.loading",
+    "resolver.compiling",
+    "resolver.schema",
+    "resolver.cli_help",
+    "resolver.simulate",
+    "resolver.suggest",
+    "resolver.decision_graph",
+)
+
+_MODULES_AFTER = """
+import json, runpy, sys
+sys.argv = ["resolver", *sys.argv[1:]]
+try:
+    runpy.run_module("resolver", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+print("\\n" + json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def _modules(cache: str, *argv: str) -> tuple[int, set[str]]:
+    env = dict(os.environ, RESOLVER_CACHE_DIR=cache)
+    result = subprocess.run(
+        [sys.executable, "-c", _MODULES_AFTER, *argv], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout.rstrip().rsplit("\n", 1)[-1])
+    return data["code"], set(data["modules"])
+
+
+def _at_start() -> set[str]:
+    """What the interpreter itself loaded (site hooks may load some of the modules above)."""
+    code = "import json, sys; print(json.dumps(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    return set(json.loads(result.stdout))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("explain", "--devices", "2", "--strategy", "ddp"),
+        ("explain", "--accelerator", "cpu", "--devices", "2", "--strategy", "fsdp", "--precision", "bf16-mixed"),
+    ],
+)
+def test_a_cached_explain_loads_neither_the_compiler_nor_the_help(tmp_path, argv):
+    cache = str(tmp_path / "cache")
+    assert _modules(cache, *argv)[0] == 0  # fills the cache: compiled here
+    code, modules = _modules(cache, *argv)
+    assert code == 0
+    loaded = (modules - _at_start()) & set(NOT_ON_THE_COLD_PATH)
+    assert not loaded, f"imported on a cached `resolver {' '.join(argv)}`: {sorted(loaded)}"
+
+
+def test_help_still_lists_what_the_table_accepts(tmp_path):
+    env = dict(os.environ, RESOLVER_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run(
+        [sys.executable, "-m", "resolver", "explain", "--help"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "one of: auto, " in result.stdout and "resolve for a machine you are not on" in result.stdout
+    assert "examples:\n  resolver explain --devices 2 --strategy ddp" in result.stdout
