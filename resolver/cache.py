@@ -84,11 +84,11 @@ def cache_key(sources: Sequence[RuleSource], fingerprint: str = "") -> str:
 def _name(material: tuple[str, ...]) -> str:
     import zlib
 
-    crc, adler, size = 0, 1, 0
+    crc, size = 0, 0
     for part in material:
         data = part.encode("utf-8", "surrogatepass") + b"\0"
-        crc, adler, size = zlib.crc32(data, crc), zlib.adler32(data, adler), size + len(data)
-    return f"{crc:08x}{adler:08x}{size:x}"
+        crc, size = zlib.crc32(data, crc), size + len(data)
+    return f"{crc:08x}-{size:x}"
 
 
 def _shared(condition: Condition) -> Condition:

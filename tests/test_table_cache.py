@@ -115,3 +115,28 @@ def test_default_folder_is_the_user_cache_folder(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     if sys.platform.startswith("linux"):
         assert cache_dir() == tmp_path / "resolver"
+
+
+def test_changing_a_flag_declaration_makes_a_new_entry(cache, monkeypatch):
+    import attrs
+
+    from resolver import flags
+
+    assert load_rules().slots["arg.accelerator"].doc.endswith("the device kind")
+    changed = (attrs.evolve(flags.FLAGS[0], help="the kind of device"), *flags.FLAGS[1:])
+    monkeypatch.setattr(flags, "FLAGS", changed)
+    assert load_rules().slots["arg.accelerator"].doc.endswith("the kind of device")
+    assert len(_entries(cache)) == 2
+
+
+def test_an_entry_is_used_only_for_the_files_it_was_compiled_from(cache, tmp_path, monkeypatch):
+    """Entry names are a short checksum; two rule sets with the same name never share a table."""
+    from resolver import cache as table_cache
+
+    monkeypatch.setattr(table_cache, "_name", lambda material: "same")
+    site = tmp_path / "site.toml"
+    site.write_text(SITE_RULE.format(text="first"))
+    assert load_rules([site]).rules["site.note"].note == "first"
+    site.write_text(SITE_RULE.format(text="second"))
+    assert load_rules([site]).rules["site.note"].note == "second"
+    assert [p.name for p in _entries(cache)] == ["table-same.pickle"]
