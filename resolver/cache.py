@@ -19,18 +19,19 @@ milliseconds to import.
 
 from __future__ import annotations
 
+import copyreg
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from resolver.compiler import CompiledRule, CompiledTable, Template
 from resolver.conditions import Condition
 from resolver.functions import FUNCTIONS
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from resolver.compiler import CompiledTable
     from resolver.table import RuleSource
 
 __all__ = ["cache_dir", "cache_key", "cached_table"]
@@ -96,9 +97,32 @@ def _shared(condition: Condition) -> Condition:
     return condition
 
 
+class _Templates(Mapping[str, Template]):
+    """A rule's messages (``why``, ``conflict``, ``hint``, ``note``) as written, each parsed on first
+    use: a process that resolves once renders a few dozen of the table's hundreds of messages, and
+    unpickling a parsed one costs an attrs object per part. Unpickled without a Python call (its
+    ``__dict__`` is restored directly)."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self._texts = texts
+        self._parsed: dict[str, Template] = {}
+
+    def __getitem__(self, key: str) -> Template:
+        found = self._parsed.get(key)
+        if found is None:
+            found = self._parsed[key] = Template.parse(self._texts[key])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+
 class _Pickler:
     """Conditions hold closures; they are pickled as the data they are built from, and equal
-    conditions (the same test in many rules) once."""
+    conditions (the same test in many rules) once. A rule's messages are pickled as text."""
 
     def __init__(self, domains: Any) -> None:
         self.domains = domains
@@ -113,6 +137,10 @@ class _Pickler:
             if first is not obj:
                 return _shared, (first,)
             return _rebuild_condition, (obj.slot, obj.ops, self.domains)
+        if type(obj) is CompiledRule and obj.templates:
+            state = obj.__getstate__()  # type: ignore[attr-defined]
+            state["templates"] = _Templates({key: template.text for key, template in obj.templates.items()})
+            return copyreg.__newobj__, (CompiledRule,), state  # what pickle does, with the texts
         return NotImplemented
 
 
@@ -127,8 +155,6 @@ def _load(path: str, material: tuple[str, ...]) -> CompiledTable | None:
         from _pickle import load  # what pickle.load is: pickle.py itself would only add import time
     except ImportError:  # an interpreter without the C accelerator
         from pickle import load
-
-    from resolver.compiler import CompiledTable
 
     enabled = gc.isenabled()
     gc.disable()  # unpickling makes many objects and no cycles: collecting meanwhile only costs time

@@ -140,3 +140,30 @@ def test_an_entry_is_used_only_for_the_files_it_was_compiled_from(cache, tmp_pat
     site.write_text(SITE_RULE.format(text="second"))
     assert load_rules([site]).rules["site.note"].note == "second"
     assert [p.name for p in _entries(cache)] == ["table-same.pickle"]
+
+
+def test_a_table_from_the_cache_says_what_the_compiled_one_says(cache):
+    """Every golden scenario: the same explanation (each field's value and why, notes) or the same
+    diagnostic (message, sides, fix) from the table as compiled and as read back from the cache."""
+    from cli_support import ROOT
+
+    from resolver import golden
+    from resolver.errors import ResolutionError
+    from resolver.explain import explain_text
+
+    compiled = load_rules()
+    cached = load_rules()  # the entry the first call wrote
+    assert cached is not compiled
+
+    def said(scenario: golden.Scenario, table: object) -> str:
+        try:
+            config = resolve(**scenario.flags, environment=scenario.environment, rules=table)
+        except ResolutionError as error:
+            return error.diagnostic()
+        return explain_text(config)
+
+    paths = golden.scenario_paths([ROOT / "tests" / "golden"])
+    assert len(paths) > 100
+    for path in paths:
+        scenario = golden.load_scenario(path)
+        assert said(scenario, cached) == said(scenario, compiled), path.name
