@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -258,11 +259,11 @@ def resolve(
 def config_from(evaluation: Evaluation, flags: Mapping[str, Any] | None = None) -> ResolvedConfig:
     values = evaluation.values
     try:
-        return ResolvedConfig(
-            **{name: values[name] for name in _CONFIG_FIELDS},
-            flags=flags,
-            provenance=ProvenanceView(_CONFIG_FIELDS, evaluation.provenance),
-            notes=evaluation.notes,
-        )
+        decided = _decided_values(values)
     except KeyError as exc:
         raise ResolutionError(f"the rule table has no slot {exc.args[0]!r}, a field of ResolvedConfig") from None
+    # The decided fields come first, in order, then flags, provenance and notes (resolver.config).
+    return ResolvedConfig(*decided, flags, ProvenanceView(_CONFIG_FIELDS, evaluation.provenance), evaluation.notes)
+
+
+_decided_values = operator.itemgetter(*_CONFIG_FIELDS)

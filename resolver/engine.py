@@ -25,14 +25,14 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-from resolver import dispatch
+from resolver.codegen import Generated, generate
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
 from resolver.conditions import Call, NotANumber, Ref
 from resolver.config import Provenance, display
-from resolver.dispatch import Leaf, lookup
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.reporter import Reporter
 from resolver.steps import (
+    Predicate,
     NO_TYPE,
     CallFailed,
     Choice,
@@ -42,6 +42,7 @@ from resolver.steps import (
     choice_for,
     passes,
     step_for,
+    tests_of,
     verify_value,
 )
 
@@ -60,12 +61,17 @@ class _StageProgram(NamedTuple):
     steps: tuple[tuple[str, Step], ...]
     #: Every slot in order (defaults included), for runs that report each decision.
     all_steps: tuple[tuple[str, Step], ...]
-    checks: dispatch.Node[CompiledRule] | dispatch.Leaf[CompiledRule] | None
+    #: The stage's checks, each with its tests; every one whose tests hold fires, in order.
+    checks: tuple[tuple[CompiledRule, tuple[Predicate, ...]], ...]
     #: When the stage is verified slot by slot in order (see ``_stage_program``): ``(slot, check,
     #: whether its default needs checking, the exact type and the domain members that pass at once)``.
     verify: tuple[tuple[str, SlotCheck, bool, type, frozenset[str] | None], ...] | None
     #: Otherwise, the check of each slot a step may mark as pending.
     checks_of: dict[str, tuple[SlotCheck, type, frozenset[str] | None]]
+    #: What the steps were made from, for the generated code: ``(slot, choices with their
+    #: conditions in priority order, default, default_needs)``; and the checks with theirs.
+    decisions: tuple[tuple[str, tuple[tuple[Choice, Any], ...], Any, bool], ...]
+    check_rules: tuple[tuple[CompiledRule, Any], ...]
 
 
 class Evaluation:
@@ -106,17 +112,21 @@ class Evaluator:
         self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)
         #: What verifying each decided slot guarantees (inputs are not verified: they guarantee nothing).
         self._guarantees = {name: check for name in self._decided if (check := check_of(table, name)) is not None}
-        # The first run tries the rules in order; decision trees are built for the runs after it,
-        # so a process that resolves once (the CLI) does not pay for building them.
-        self._stages = self._program(trees=False)
-        self._linear = True
+        # The first run uses the closures; the code is generated on the second (see ``run``), so a
+        # process that resolves once (the CLI) does not pay for generating it.
+        self._stages = tuple(self._stage_program(plan, self._guarantees) for plan in table.stages)
         self._runs = 0
+        self._generated: Generated | None = None
+        #: The generated code's source (for tests and the curious); None until it is generated.
+        self.generated_source: str | None = None
 
-    def _program(self, *, trees: bool) -> tuple[_StageProgram, ...]:
-        return tuple(self._stage_program(plan, self._guarantees, trees) for plan in self.table.stages)
+    @property
+    def generated(self) -> Generated | None:
+        """The generated evaluation (:mod:`resolver.codegen`), from the second run on: ``run(values,
+        notes, origins)`` decides in place and raises on anything unusual (``run`` then uses the closures)."""
+        return self._generated
 
-    def _stage_program(self, plan: Any, guarantees: Mapping[str, SlotCheck], trees: bool) -> _StageProgram:
-        build = dispatch.build if trees else dispatch.linear
+    def _stage_program(self, plan: Any, guarantees: Mapping[str, SlotCheck]) -> _StageProgram:
         table = self.table
         checked: dict[str, tuple[SlotCheck, bool, type, frozenset[str] | None]] = {}
         for name in plan.slots:
@@ -129,6 +139,7 @@ class Evaluator:
         defaults: dict[str, Any] = {}
         steps: list[tuple[str, Step]] = []
         all_steps: list[tuple[str, Step]] = []
+        decisions: list[tuple[str, tuple[tuple[Choice, Any], ...], Any, bool]] = []
         # Slots whose value is checked whatever decides it: inputs (when their default would not
         # pass: the default shows what the slot is meant to hold) and slots no rule sets whose
         # default fails. Then the whole stage is verified in order; otherwise only the values the
@@ -145,17 +156,19 @@ class Evaluator:
             default = table.slots[slot].default
             check = guarantees.get(slot)
             choices = [(choice_for(rule, slot, check, guarantees), rule.when) for rule in setters]
-            step = step_for(slot, build(choices), default, default_needs, self._add_note)
+            entries = tuple((choice, tests_of(conditions)) for choice, conditions in choices)
+            step = step_for(slot, entries, default, default_needs, self._add_note)
             all_steps.append((slot, step))
             if setters:
                 steps.append((slot, step))
+                decisions.append((slot, tuple(choices), default, default_needs))
             else:
                 defaults[slot] = default
         verify = tuple(
             (name, check, default_needs, exact, members)
             for name, (check, default_needs, exact, members) in checked.items()
         )
-        checks = build([(rule, rule.when) for rule in plan.checks]) if plan.checks else None
+        checks = tuple((rule, tests_of(rule.when)) for rule in plan.checks)
         return _StageProgram(
             plan.name,
             defaults,
@@ -165,6 +178,8 @@ class Evaluator:
             checks,
             verify if in_order else None,
             {name: (check, exact, members) for name, (check, _, exact, members) in checked.items()},
+            tuple(decisions),
+            tuple((rule, rule.when) for rule in plan.checks),
         )
 
     def render(self, template: Template | None, values: Mapping[str, Any]) -> str | None:
@@ -194,21 +209,48 @@ class Evaluator:
         ``values`` must hold the snapshot's inputs (:meth:`Environment.inputs`); a missing ``arg.*``
         input takes its slot's default.
         """
-        if self._linear:  # a second run: from now on, the decision trees
-            if self._runs:
-                self._stages = self._program(trees=True)
-                self._linear = False
+        if self._generated is None and self._runs < 2:
             self._runs += 1
-        stages = self._stages
-        origins: dict[str, Choice | None] = {}
-        provenance = ProvenanceMap(self, values, inputs, origins)
-        notes: list[str] = []
-        pending: list[str] = []
+            if self._runs == 2:  # a second run: from now on, the generated code
+                self._generated = self._generate(self._stages)
+        given: dict[str, Choice | None] = {}  # inputs the caller left out: their defaults
         if not self._other_input_set <= values.keys():
             for slot in self._other_inputs:
                 if slot not in values:
                     values[slot] = self.table.slots[slot].default
-                    origins[slot] = None
+                    given[slot] = None
+        if reporter is None and self._generated is not None:
+            origins = dict(given) if given else {}
+            notes: list[str] = []
+            try:
+                self._generated(values, notes, origins)
+            except Exception:  # noqa: BLE001 - anything unusual: the closures decide again, and say why
+                pass
+            else:
+                return Evaluation(self, values, ProvenanceMap(self, values, inputs, origins), tuple(notes))
+        return self._interpret(values, inputs, reporter, given)
+
+    def _generate(self, stages: tuple[_StageProgram, ...]) -> Generated | None:
+        """The generated evaluation; None (the closures go on deciding) if it cannot be made."""
+        try:
+            run, self.generated_source = generate(stages, self.table.domains, self._add_note, self.render)
+        except Exception:  # noqa: BLE001 - only speed is lost; tests/test_codegen.py makes sure it is not
+            return None
+        return run
+
+    def _interpret(
+        self,
+        values: dict[str, Any],
+        inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
+        reporter: Reporter | None,
+        given: dict[str, Choice | None],
+    ) -> Evaluation:
+        """The reference evaluation: each slot's closure, then the stage's checks and verification."""
+        stages = self._stages
+        origins: dict[str, Choice | None] = dict(given)
+        provenance = ProvenanceMap(self, values, inputs, origins)
+        notes: list[str] = []
+        pending: list[str] = []
         check: CompiledRule | None = None
         try:
             for stage in stages:
@@ -221,9 +263,8 @@ class Evaluator:
                     for slot, step in stage.all_steps:
                         origins[slot] = step(values, notes, pending)
                         reporter.decided(slot, values[slot], provenance[slot])
-                checks = stage.checks
-                if checks is not None:
-                    for check, tests in checks.entries if type(checks) is Leaf else lookup(checks, values):
+                if stage.checks:
+                    for check, tests in stage.checks:
                         for test in tests:
                             if not test(values):
                                 break

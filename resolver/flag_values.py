@@ -37,23 +37,32 @@ def _names(value: Any) -> Any:
     return value
 
 
-_ARG_SLOTS = tuple((flag.name, f"arg.{flag.name}", flag.default, flag.lowercase) for flag in FLAGS)
+def _normalized(name: str, value: Any, lowercase: bool) -> Any:
+    value = _normalize_flag(value, lowercase)
+    if too_long(value):
+        raise ResolutionError(
+            f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
+            hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
+        )
+    return _names(value) if name in _REPEATABLE else value
+
+
 _REPEATABLE = frozenset(flag.name for flag in FLAGS if flag.repeatable)
+_ARG_SLOTS = tuple((flag.name, f"arg.{flag.name}", flag.default, flag.lowercase) for flag in FLAGS)
+#: Per flag: its name, slot, default, whether text is lowercased, and the default normalized
+#: (a flag left at its default, the same object, takes that at once).
+_FAST = tuple(
+    (name, slot, default, lowercase, _normalized(name, default, lowercase))
+    for name, slot, default, lowercase in _ARG_SLOTS
+)
 
 
 def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     """The arg.* inputs, normalized."""
     values: dict[str, Any] = {}
-    for name, slot, default, lowercase in _ARG_SLOTS:
-        value = _normalize_flag(flags.get(name, default), lowercase)
-        if too_long(value):
-            raise ResolutionError(
-                f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
-                hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
-            )
-        if name in _REPEATABLE:
-            value = _names(value)
-        values[slot] = value
+    for name, slot, default, lowercase, normalized in _FAST:
+        value = flags.get(name, default)
+        values[slot] = normalized if value is default else _normalized(name, value, lowercase)
     return values
 
 

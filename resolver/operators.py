@@ -28,6 +28,7 @@ __all__ = [
     "Ref",
     "Shape",
     "as_number",
+    "same",
 ]
 
 TYPE_NAMES = ("int", "str", "bool", "tuple", "none", "mapping")
@@ -76,6 +77,10 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(b, str) and _is_int(a):
         return parse_int(b) == a
     return False
+
+
+#: Equality as conditions mean it (what :mod:`resolver.codegen` calls where it cannot inline it).
+same = _same
 
 
 def _type_of(value: Any) -> str:

@@ -1,0 +1,434 @@
+"""A compiled table's warm evaluation as one generated Python function.
+
+The evaluator's closures (:mod:`resolver.steps`) call one function per slot and one per test; this
+module writes the same decisions out as straight-line code: each slot's decision tree becomes
+nested ``if`` statements, each leaf an ``if``/``elif`` chain over its candidate rules, the
+commonest tests (equality with text or booleans, ``set``) are written inline and the others call
+the operator's test. The function is compiled once per table, on the run that builds the trees.
+
+No rule text reaches the compiler. The source is made of this module's own tokens only: every slot
+name, constant, test, function and template is a numbered name (``k3``, ``c12``, ``t7``) bound in
+the function's namespace, so the source holds no string literal at all (:func:`generate` checks
+that it holds no quote character). What a rule file says is data the generated code looks up.
+
+The generated code covers the successful path only. Anything out of the ordinary (a conflict, a
+value that fails its stage's verification, a test meeting a non-number, a function refusing its
+input) raises, and the evaluator runs the same resolution again through its closures, which give
+the precise error with provenance; so both paths always agree, and the closures stay the reference
+(``tests/test_codegen.py`` compares them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import marshal
+import os
+import re
+import sys
+import tempfile
+from collections import Counter
+from operator import itemgetter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+from resolver.cache import cache_dir
+
+from resolver.conditions import Call, Condition, Ref
+from resolver.functions import FUNCTIONS
+from resolver.operators import as_number, same
+from resolver.steps import CALL, CONST, REF, Choice, verify_value
+
+__all__ = ["Generated", "generate"]
+
+#: ``run(values, notes, origins)``: decides every slot in place; raises on anything unusual.
+Generated = Callable[[dict[str, Any], list[str], dict[str, Any]], None]
+
+#: What generated source may contain: names, numbers, operators, brackets. No quote, no backslash.
+_SAFE_SOURCE = re.compile(r"[A-Za-z0-9_ \n():.,=\[\]<>!+\-]*")
+
+
+class _Writer:
+    """Collects lines and the namespace: every outside object gets a numbered name, every slot a
+    local variable (``a3``) besides its name (``k3``)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.namespace: dict[str, Any] = {}
+        self._names: dict[tuple[str, int], str] = {}
+        self._keys: dict[str, str] = {}
+        self.used: dict[str, str] = {}  # slot -> its local, for the slots the code reads
+        self._counter = 0
+
+    def name(self, prefix: str, obj: Any) -> str:
+        """A name bound to ``obj`` (the same object always gets the same name)."""
+        key = (prefix, id(obj))
+        found = self._names.get(key)
+        if found is None:
+            found = f"{prefix}{self._counter}"
+            self._counter += 1
+            self._names[key] = found
+            self.namespace[found] = obj
+        return found
+
+    def key(self, slot: str) -> str:
+        """The name bound to a slot's name (equal strings share one name)."""
+        found = self._keys.get(slot)
+        if found is None:
+            found = self._keys[slot] = self.name("k", slot)
+        return found
+
+    def local(self, slot: str) -> str:
+        """The local variable holding a slot's value."""
+        return "a" + self.key(slot)[1:]
+
+    def read(self, slot: str) -> str:
+        """The local holding a slot's value, where the code reads it."""
+        found = self.local(slot)
+        self.used[slot] = found
+        return found
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: ``is``/``is_not`` type names: the classes a value is an instance of, and those it must not be
+#: (the same meaning as :mod:`resolver.operators`).
+_TYPE_TESTS: dict[str, tuple[Any, tuple[type, ...]]] = {
+    "bool": (bool, ()),
+    "int": (int, (bool,)),
+    "str": (str, (int,)),
+    "tuple": (tuple, (int, str)),
+    "mapping": (Mapping, (int, str, tuple)),
+}
+_COMPARE = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+#: Types whose exact-type test is a safe shortcut (an instance of exactly this type passes).
+_EXACT_FIRST = (int, str, tuple)
+
+
+#: One operator of one condition: ``(slot, operator name, operand, its test)``.
+Atom = tuple[str, str, Any, Callable[[Mapping[str, Any]], bool]]
+
+
+def atoms(conditions: Sequence[Condition] | Sequence[Atom]) -> tuple[Atom, ...]:
+    """Conditions as atoms (atoms are kept as they are)."""
+    out: list[Atom] = []
+    for condition in conditions:
+        if isinstance(condition, tuple):
+            out.append(condition)
+            continue
+        for (op, operand), test in zip(condition.ops, condition.tests, strict=True):
+            out.append((condition.slot, op, operand, test))
+    return tuple(out)
+
+
+class _Tests:
+    """How each test of the table is written: inline where its meaning is plain, else a call.
+
+    Inline tests mean exactly what :mod:`resolver.operators`' predicates mean for the same
+    operands; where a predicate would raise or answer specially (a non-number compared as a
+    number, an unhashable value in a membership test), the inline test raises and the evaluator's
+    closures decide instead.
+    """
+
+    def __init__(self, writer: _Writer, domains: Mapping[str, frozenset[str]]) -> None:
+        self._w = writer
+        self.domains = domains
+
+    def all_of(self, conditions: Sequence[Condition] | Sequence[Atom]) -> str:
+        """Every operator of ``conditions`` (or atoms), in order, joined by ``and``; empty if none."""
+        parts = []
+        for slot, op, operand, test in atoms(conditions):
+            inline = self._inline(slot, op, operand)
+            parts.append(inline if inline is not None else f"{self._w.name('t', test)}(v)")
+        return " and ".join(parts)
+
+    def _inline(self, slot: str, op: str, operand: Any) -> str | None:
+        w = self._w
+        a = w.read(slot)
+        if isinstance(operand, Ref):
+            b = w.read(operand.slot)
+            both = f"{a} is not None and {b} is not None"
+            if op == "ne":
+                return f"({both} and ({a} != {b} if type({a}) is str and type({b}) is str else not SAME({a}, {b})))"
+            if op == "eq":
+                return f"({both} and ({a} == {b} if type({a}) is str and type({b}) is str else SAME({a}, {b})))"
+            if op in _COMPARE:
+                sign = _COMPARE[op]
+                ints = f"type({a}) is int and type({b}) is int"
+                return f"({both} and ({a} {sign} {b} if {ints} else NUM({a}, {w.key(slot)}) {sign} NUM({b}, {w.key(operand.slot)})))"
+            return None
+        if op == "set":
+            return f"({a} is not None)" if operand else f"({a} is None)"
+        if op in ("eq", "ne"):
+            if operand is None:
+                return f"({a} is None)" if op == "eq" else f"({a} is not None)"
+            c = w.name("c", operand)
+            if not _is_int(operand):
+                return f"({a} == {c})" if op == "eq" else f"({a} is not None and {a} != {c})"
+            same = f"({a} == {c} if type({a}) is int else SAME({a}, {c}))"
+            return f"({a} is not None and {same})" if op == "eq" else f"({a} is not None and not {same})"
+        if op in _COMPARE:
+            sign, c = _COMPARE[op], w.name("c", operand)
+            return f"({a} is not None and ({a} {sign} {c} if type({a}) is int else NUM({a}, {w.key(slot)}) {sign} {c}))"
+        if op in ("in", "not_in") and not any(_is_int(o) for o in operand):
+            members = w.name("d", frozenset(operand))
+            return f"({a} in {members})" if op == "in" else f"({a} is not None and {a} not in {members})"
+        if op in ("in_domain", "not_in_domain"):
+            members = w.name("d", self.domains[operand])
+            inside = "in" if op == "in_domain" else "not in"
+            return f"({a} is not None and {a} {inside} {members})"
+        if op in ("is", "is_not"):
+            if operand == "none":
+                return f"({a} is None)" if op == "is" else f"({a} is not None)"
+            kind, excluded = _TYPE_TESTS[operand]
+            test = f"isinstance({a}, {w.name('y', kind)})"
+            if excluded:
+                test += f" and not isinstance({a}, {w.name('y', excluded)})"
+            if kind in _EXACT_FIRST:  # the commonest answer first: the value's exact type
+                test = f"type({a}) is {kind.__name__} or ({test})"
+            return f"({test})" if op == "is" else f"(not ({test}))"
+        return None
+
+
+_QUICK_TYPES = {(int,): "int", (str,): "str", (bool,): "bool", (tuple,): "tuple"}
+
+
+def _verify(w: _Writer, depth: int, stage: str, slot: str, check: Any) -> None:
+    """The stage's verification of one value: the full check runs only when the quick one fails
+    (and raises if the value is wrong: the evaluator's closures then decide again and say why)."""
+    _, expected, members, required = check
+    a = w.local(slot)
+    quick = []
+    if expected is not None:
+        exact = _QUICK_TYPES.get(expected)
+        quick.append(f"type({a}) is {exact}" if exact else f"isinstance({a}, {w.name('y', expected)})")
+    if members is not None:
+        quick.append(f"{a} in {w.name('d', members)}")
+    if not quick:
+        if not required:
+            return
+        quick.append(f"{a} is not None")
+    test = " and ".join(quick)
+    if not required:  # unset passes where the slot may be unset
+        test = f"{a} is None or ({test})"
+    w.emit(depth, f"if not ({test}):")
+    w.emit(depth + 1, f"VERIFY({w.name('s', stage)}, {w.name('q', check)}, {a})")
+
+
+def generate(
+    stages: tuple[Any, ...],
+    domains: Mapping[str, frozenset[str]],
+    add_note: Callable[..., None],
+    render: Callable[..., Any],
+) -> tuple[Generated, str]:
+    """The generated ``run`` for ``stages`` (the evaluator's stage programs) and its source."""
+    w = _Writer()
+    tests = _Tests(w, domains)
+    decided: set[str] = set()
+    default_marks: list[tuple[int, Any]] = []  # where each stage's defaults are assigned
+    for stage in stages:
+        if stage.defaults:
+            w.emit(1, f"v.update({w.name('D', stage.defaults)})")
+            w.emit(1, f"O.update({w.name('E', stage.default_origins)})")
+            default_marks.append((len(w.lines), stage))
+            decided.update(stage.defaults)
+        for slot, choices, default, default_needs in stage.decisions:
+            _decision(w, tests, stage, slot, choices, default, default_needs)
+            decided.add(slot)
+        # Any conflict hands the run back, whichever fires first: they are grouped by the slot
+        # most of them compare with a constant, then the notes follow in the table's order.
+        conflicts = [atoms(conditions) for rule, conditions in stage.check_rules if rule.conflict is not None]
+        _conflicts(w, tests, 1, conflicts)
+        for rule, conditions in stage.check_rules:
+            if rule.conflict is None:
+                inner = 1
+                if conditions:
+                    w.emit(1, f"if {tests.all_of(conditions)}:")
+                    inner = 2
+                w.emit(inner, f"notes.append(RENDER({w.name('n', rule.templates.get('note'))}, v))")
+        if stage.verify is not None:
+            w.emit(1, f"VERIFY_STAGE({w.name('p', stage)}, v, O)")
+    # The locals read before any code assigns them: inputs from the values, defaults as constants.
+    for mark, stage in reversed(default_marks):
+        lines = [
+            f"    {w.used[slot]} = {w.name('c', value)}" for slot, value in stage.defaults.items() if slot in w.used
+        ]
+        w.lines[mark:mark] = lines
+    # Every input is in the values (the evaluator fills the missing ones): one C call reads them all.
+    inputs = [(slot, local) for slot, local in w.used.items() if slot not in decided]
+    prologue = []
+    if len(inputs) == 1:
+        prologue.append(f"    {inputs[0][1]} = v[{w.key(inputs[0][0])}]")
+    elif inputs:
+        getter = w.name("r", itemgetter(*(slot for slot, _ in inputs)))
+        prologue.append(f"    {', '.join(local for _, local in inputs)} = {getter}(v)")
+    source = "\n".join(["def run(v, notes, O):", *prologue, *w.lines]) + "\n"
+    if not _SAFE_SOURCE.fullmatch(source):
+        raise AssertionError("generated source holds characters outside its own tokens")
+    namespace = dict(w.namespace)
+    namespace.update(
+        VERIFY=verify_value,
+        VERIFY_STAGE=verify_stage,
+        REDO=Redo,
+        RENDER=render,
+        ADD_NOTE=add_note,
+        SAME=same,
+        NUM=as_number,
+        FUNCTIONS=FUNCTIONS,
+        __builtins__={"type": type, "isinstance": isinstance, "int": int, "str": str, "bool": bool, "tuple": tuple},
+    )
+    exec(_compiled(source), namespace)  # noqa: S102 - the source holds only this module's tokens
+    return namespace["run"], source
+
+
+#: Compiled code kept per cache folder (``code-*.marshal``); the oldest are removed past this.
+MAX_CODE_ENTRIES = 32
+
+
+def _compiled(source: str) -> CodeType:
+    """``source`` compiled, through the table cache's folder (:mod:`resolver.cache`): compiling
+    costs far more than writing the source, and the same table always writes the same source."""
+    directory = cache_dir()
+    if directory is None:
+        return compile(source, _FILENAME, "exec")
+    digest = hashlib.sha256(source.encode())
+    digest.update(importlib.util.MAGIC_NUMBER + sys.version.encode())
+    path = directory / f"code-{digest.hexdigest()[:40]}.marshal"
+    try:
+        code = marshal.loads(path.read_bytes())
+        if isinstance(code, CodeType) and code.co_filename == _FILENAME:
+            return code
+    except (OSError, ValueError, EOFError, TypeError):
+        pass  # missing, truncated or foreign: compile again
+    code = compile(source, _FILENAME, "exec")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".marshal")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(marshal.dumps(code))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        entries = sorted(directory.glob("code-*.marshal"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[MAX_CODE_ENTRIES:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+    return code
+
+
+_FILENAME = "<resolver generated>"
+
+
+def _decision(
+    w: _Writer, tests: _Tests, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool
+) -> None:
+    """One slot: its candidate rules in priority order (the first whose conditions hold), else the default."""
+    k, a = w.key(slot), w.local(slot)
+    check = stage.checks_of.get(slot)
+    slot_check = check[0] if check is not None else None
+    depth, opened = 1, False
+    for choice, conditions in choices:
+        if conditions:
+            w.emit(1, f"{'elif' if opened else 'if'} {tests.all_of(conditions)}:")
+            _assign(w, 2, stage.name, slot, choice, slot_check)
+            opened = True
+            continue
+        if opened:  # a rule without conditions always fires: the rules after it never do
+            w.emit(1, "else:")
+        _assign(w, 2 if opened else 1, stage.name, slot, choice, slot_check)
+        return
+    if opened:
+        w.emit(1, "else:")
+        depth = 2
+    w.emit(depth, f"v[{k}] = {a} = {w.name('c', default)}")
+    w.emit(depth, f"O[{k}] = None")
+    if default_needs and slot_check is not None:
+        _verify(w, depth, stage.name, slot, slot_check)
+
+
+def _assign(w: _Writer, depth: int, stage: str, slot: str, choice: Choice, check: Any) -> None:
+    k, a = w.key(slot), w.local(slot)
+    if choice.kind == CONST:
+        w.emit(depth, f"v[{k}] = {a} = {w.name('c', choice.payload)}")
+    elif choice.kind == REF:
+        w.emit(depth, f"v[{k}] = {a} = {w.read(choice.payload)}")
+    else:
+        assert choice.kind == CALL
+        expr: Call = choice.expr  # type: ignore[assignment]
+        args = [w.read(arg.slot) if isinstance(arg, Ref) else w.name("c", arg.value) for arg in expr.args]
+        unset = [f"{x} is None" for x in args]
+        call = f"FUNCTIONS[{w.name('g', expr.fn)}]({', '.join(args)})"
+        w.emit(depth, f"v[{k}] = {a} = None if {' or '.join(unset)} else {call}" if unset else f"v[{k}] = {a} = {call}")
+    w.emit(depth, f"O[{k}] = {w.name('h', choice)}")
+    if choice.note is not None:
+        w.emit(depth, f"ADD_NOTE({w.name('n', choice.note)}, v, notes)")
+    if choice.verify and check is not None:
+        _verify(w, depth, stage, slot, check)
+
+
+def _groupable(atom: Atom) -> bool:
+    """An equality with text or a boolean: decided by a dict lookup of the value."""
+    _, op, operand, _ = atom
+    return op == "eq" and isinstance(operand, str | bool)
+
+
+def _conflicts(w: _Writer, tests: _Tests, depth: int, checks: list[tuple[Atom, ...]]) -> None:
+    """``raise REDO`` if any of ``checks`` (each its atoms, all of which must hold) holds.
+
+    The slot most checks compare with a constant is looked up once: each check goes into the group
+    of its constant with that comparison removed (so into one group only), the others stay after.
+    """
+    counts = Counter(a[0] for check in checks for a in check if _groupable(a))
+    slot = min(counts, key=lambda s: (-counts[s], s)) if counts else None
+    if slot is None or counts[slot] < 2:
+        for check in checks:
+            if check:
+                w.emit(depth, f"if {tests.all_of(check)}:")
+                w.emit(depth + 1, "raise REDO")
+            else:
+                w.emit(depth, "raise REDO")
+        return
+    groups: dict[Any, list[tuple[Atom, ...]]] = {}
+    rest: list[tuple[Atom, ...]] = []
+    for check in checks:
+        found = next((a for a in check if a[0] == slot and _groupable(a)), None)
+        if found is None:
+            rest.append(check)
+        else:
+            groups.setdefault(found[2], []).append(tuple(a for a in check if a is not found))
+    var, a = f"n{depth}", w.read(slot)
+    w.emit(depth, "try:")
+    w.emit(depth + 1, f"{var} = {w.name('m', {c: i for i, c in enumerate(groups)})}.get({a}, -1)")
+    w.emit(depth, "except TypeError:")  # unhashable: equal to none of the constants
+    w.emit(depth + 1, f"{var} = -1")
+    for number, members in enumerate(groups.values()):
+        w.emit(depth, f"{'if' if number == 0 else 'elif'} {var} == {number}:")
+        _conflicts(w, tests, depth + 1, members)
+    _conflicts(w, tests, depth, rest)
+
+
+class Redo(Exception):
+    """The generated code met a conflict: the evaluator's closures decide again and raise it."""
+
+
+def verify_stage(stage: Any, values: Mapping[str, Any], origins: Mapping[str, Any]) -> None:
+    """Verify a whole stage in order, as the evaluator does when its inputs may be wrong."""
+    for slot, slot_check, default_needs, exact, members in stage.verify:
+        choice = origins.get(slot, _GIVEN)
+        if default_needs if choice is None or choice is _GIVEN else choice.verify:
+            value = values[slot]
+            if type(value) is not exact or (members is not None and value not in members):
+                verify_value(stage.name, slot_check, value)
+
+
+_GIVEN: Any = object()
