@@ -20,17 +20,14 @@ the precise error with provenance; so both paths always agree, and the closures 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import marshal
 import os
 import re
 import sys
-import tempfile
 from collections import Counter
 from operator import itemgetter
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from types import CodeType
 from typing import Any
 
@@ -298,6 +295,10 @@ def _compiled(source: str) -> CodeType:
     directory = cache_dir()
     if directory is None:
         return compile(source, _FILENAME, "exec")
+    import hashlib  # here, not at the top: a process that resolves once never generates code
+    import tempfile
+    from pathlib import Path
+
     digest = hashlib.sha256(source.encode())
     digest.update(importlib.util.MAGIC_NUMBER + sys.version.encode())
     path = directory / f"code-{digest.hexdigest()[:40]}.marshal"
