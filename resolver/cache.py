@@ -138,9 +138,9 @@ class _Pickler:
                 return _shared, (first,)
             return _rebuild_condition, (obj.slot, obj.ops, self.domains)
         if type(obj) is CompiledRule and obj.templates:
-            state = obj.__getstate__()  # type: ignore[attr-defined]
+            state: dict[str, Any] = obj.__getstate__()  # type: ignore[assignment]  # attrs: a dict
             state["templates"] = _Templates({key: template.text for key, template in obj.templates.items()})
-            return copyreg.__newobj__, (CompiledRule,), state  # what pickle does, with the texts
+            return copyreg.__newobj__, (CompiledRule,), state  # type: ignore[attr-defined]  # what pickle does
         return NotImplemented
 
 

@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
     ) -> None:
         self._formatter_class = formatter_class
         self._writing = False
-        super().__init__(*args, formatter_class=self._formatter, **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, formatter_class=self._formatter, **kwargs)  # type: ignore[arg-type,misc]
         #: The command whose description and examples this parser prints (None: ``resolver`` itself).
         self.command = command
         #: Options whose help is written when help is printed.
@@ -423,6 +423,7 @@ def _explain(args: argparse.Namespace) -> int:
         from resolver.decision_graph import decision_graph
 
         table = load_rules(args.rules) if args.rules else builtin_table()
+        assert trace is not None
         sys.stdout.write(decision_graph(trace, table, error=failure, everything=args.verbose))
         if failure is not None:
             print(failure.diagnostic(), file=sys.stderr)
