@@ -20,6 +20,7 @@ the precise error with provenance; so both paths always agree, and the closures 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import marshal
@@ -43,8 +44,9 @@ from resolver.steps import CALL, CONST, REF, Choice, verify_value
 
 __all__ = ["Generated", "generate"]
 
-#: ``run(values, notes, origins)``: decides every slot in place; raises on anything unusual.
-Generated = Callable[[dict[str, Any], list[str], dict[str, Any]], None]
+#: ``run(values, notes)``: decides every slot in place; raises on anything unusual. Which rule
+#: decided each slot is not recorded: provenance, when asked for, replays the closures.
+Generated = Callable[[dict[str, Any], list[str]], None]
 
 #: What generated source may contain: names, numbers, operators, brackets. No quote, no backslash.
 _SAFE_SOURCE = re.compile(r"[A-Za-z0-9_ \n():.,=\[\]<>!+\-]*")
@@ -236,7 +238,6 @@ def generate(
     for stage in stages:
         if stage.defaults:
             w.emit(1, f"v.update({w.name('D', stage.defaults)})")
-            w.emit(1, f"O.update({w.name('E', stage.default_origins)})")
             default_marks.append((len(w.lines), stage))
             decided.update(stage.defaults)
         for slot, choices, default, default_needs in stage.decisions:
@@ -254,7 +255,12 @@ def generate(
                     inner = 2
                 w.emit(inner, f"notes.append(RENDER({w.name('n', rule.templates.get('note'))}, v))")
         if stage.verify is not None:
-            w.emit(1, f"VERIFY_STAGE({w.name('p', stage)}, v, O)")
+            # The whole stage is verified: inputs and defaults too, where a default would fail
+            # (values set by rules were verified where they were set).
+            for slot, slot_check, default_needs, _, _ in stage.verify:
+                if default_needs and (slot in stage.defaults or slot not in decided):
+                    w.read(slot)
+                    _verify(w, 1, stage.name, slot, slot_check)
     # The locals read before any code assigns them: inputs from the values, defaults as constants.
     for mark, stage in reversed(default_marks):
         lines = [
@@ -269,13 +275,12 @@ def generate(
     elif inputs:
         getter = w.name("r", itemgetter(*(slot for slot, _ in inputs)))
         prologue.append(f"    {', '.join(local for _, local in inputs)} = {getter}(v)")
-    source = "\n".join(["def run(v, notes, O):", *prologue, *w.lines]) + "\n"
+    source = "\n".join(["def run(v, notes):", *prologue, *w.lines]) + "\n"
     if not _SAFE_SOURCE.fullmatch(source):
         raise AssertionError("generated source holds characters outside its own tokens")
     namespace = dict(w.namespace)
     namespace.update(
         VERIFY=verify_value,
-        VERIFY_STAGE=verify_stage,
         REDO=Redo,
         RENDER=render,
         ADD_NOTE=add_note,
@@ -332,28 +337,103 @@ _FILENAME = "<resolver generated>"
 def _decision(
     w: _Writer, tests: _Tests, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool
 ) -> None:
-    """One slot: its candidate rules in priority order (the first whose conditions hold), else the default."""
+    """One slot: its candidate rules in priority order (the first whose conditions hold), else the default.
+
+    Where several rules in a row compare one slot with constants, that slot's value is looked up
+    once and only the rules of its constant are tried (:func:`_chain`); the whole decision is then
+    a ``while True`` block that each decision leaves with ``break``.
+    """
     k, a = w.key(slot), w.local(slot)
     check = stage.checks_of.get(slot)
     slot_check = check[0] if check is not None else None
-    depth, opened = 1, False
-    for choice, conditions in choices:
+    items = [(choice, atoms(conditions)) for choice, conditions in choices]
+
+    def assign(depth: int, choice: Choice) -> None:
+        _assign(w, depth, stage.name, slot, choice, slot_check)
+
+    def by_default(depth: int) -> None:
+        w.emit(depth, f"v[{k}] = {a} = {w.name('c', default)}")
+        if default_needs and slot_check is not None:
+            _verify(w, depth, stage.name, slot, slot_check)
+
+    if _runs(items):
+        w.emit(1, "while True:")
+        if not _chain(w, tests, 2, items, assign):
+            by_default(2)
+            w.emit(2, "break")
+        return
+    opened = False
+    for choice, conditions in items:
         if conditions:
             w.emit(1, f"{'elif' if opened else 'if'} {tests.all_of(conditions)}:")
-            _assign(w, 2, stage.name, slot, choice, slot_check)
+            assign(2, choice)
             opened = True
             continue
         if opened:  # a rule without conditions always fires: the rules after it never do
             w.emit(1, "else:")
-        _assign(w, 2 if opened else 1, stage.name, slot, choice, slot_check)
+        assign(2 if opened else 1, choice)
         return
     if opened:
         w.emit(1, "else:")
-        depth = 2
-    w.emit(depth, f"v[{k}] = {a} = {w.name('c', default)}")
-    w.emit(depth, f"O[{k}] = None")
-    if default_needs and slot_check is not None:
-        _verify(w, depth, stage.name, slot, slot_check)
+    by_default(2 if opened else 1)
+
+
+#: Rules in a row comparing one slot with constants, from which a lookup pays.
+MIN_RUN = 3
+
+_Item = tuple[Choice, tuple[Atom, ...]]
+
+
+def _run_at(items: Sequence[_Item], start: int) -> tuple[str | None, int]:
+    """The slot the longest row of rules from ``start`` compares with a constant, and the row's end."""
+    best: tuple[str | None, int] = (None, start)
+    for atom in items[start][1]:
+        if not _groupable(atom):
+            continue
+        end = start + 1
+        while end < len(items) and any(_groupable(x) and x[0] == atom[0] for x in items[end][1]):
+            end += 1
+        if end > best[1]:
+            best = (atom[0], end)
+    return best
+
+
+def _runs(items: Sequence[_Item]) -> bool:
+    return any(_run_at(items, i)[1] - i >= MIN_RUN for i in range(len(items)))
+
+
+def _chain(
+    w: _Writer, tests: _Tests, depth: int, items: Sequence[_Item], assign: Callable[[int, Choice], None]
+) -> bool:
+    """``if tests: assign; break`` per rule, in order, rows grouped by a lookup; True when a rule
+    without tests ends it (what follows could never run)."""
+    i = 0
+    while i < len(items):
+        slot, end = _run_at(items, i)
+        if slot is not None and end - i >= MIN_RUN:
+            groups: dict[Any, list[_Item]] = {}
+            for choice, its in items[i:end]:
+                found = next(x for x in its if _groupable(x) and x[0] == slot)
+                groups.setdefault(found[2], []).append((choice, tuple(x for x in its if x is not found)))
+            var, a = f"n{depth}", w.read(slot)
+            w.emit(depth, "try:")
+            w.emit(depth + 1, f"{var} = {w.name('m', {c: n for n, c in enumerate(groups)})}.get({a}, -1)")
+            w.emit(depth, "except TypeError:")  # unhashable: equal to none of the constants
+            w.emit(depth + 1, f"{var} = -1")
+            bodies = [functools.partial(_chain, w, tests, items=m, assign=assign) for m in groups.values()]
+            _switch(w, depth, var, bodies)
+            i = end
+            continue
+        choice, its = items[i]
+        if not its:
+            assign(depth, choice)
+            w.emit(depth, "break")
+            return True
+        w.emit(depth, f"if {tests.all_of(its)}:")
+        assign(depth + 1, choice)
+        w.emit(depth + 1, "break")
+        i += 1
+    return False
 
 
 def _assign(w: _Writer, depth: int, stage: str, slot: str, choice: Choice, check: Any) -> None:
@@ -369,7 +449,6 @@ def _assign(w: _Writer, depth: int, stage: str, slot: str, choice: Choice, check
         unset = [f"{x} is None" for x in args]
         call = f"FUNCTIONS[{w.name('g', expr.fn)}]({', '.join(args)})"
         w.emit(depth, f"v[{k}] = {a} = None if {' or '.join(unset)} else {call}" if unset else f"v[{k}] = {a} = {call}")
-    w.emit(depth, f"O[{k}] = {w.name('h', choice)}")
     if choice.note is not None:
         w.emit(depth, f"ADD_NOTE({w.name('n', choice.note)}, v, notes)")
     if choice.verify and check is not None:
@@ -380,6 +459,29 @@ def _groupable(atom: Atom) -> bool:
     """An equality with text or a boolean: decided by a dict lookup of the value."""
     _, op, operand, _ = atom
     return op == "eq" and isinstance(operand, str | bool)
+
+
+def _switch(w: _Writer, depth: int, var: str, bodies: Sequence[Callable[..., Any]]) -> None:
+    """Run ``bodies[var]`` (``var`` is -1 or an index): a bound check, then halving the range, so
+    the code compares ``var`` about log2(len(bodies)) times, not once per body."""
+    w.emit(depth, f"if {var} >= 0:")
+
+    def split(depth: int, lo: int, hi: int) -> None:
+        if hi - lo == 1:
+            bodies[lo](depth=depth)
+        elif hi - lo == 2:
+            w.emit(depth, f"if {var} == {lo}:")
+            bodies[lo](depth=depth + 1)
+            w.emit(depth, "else:")
+            bodies[lo + 1](depth=depth + 1)
+        else:
+            mid = (lo + hi) // 2
+            w.emit(depth, f"if {var} < {mid}:")
+            split(depth + 1, lo, mid)
+            w.emit(depth, "else:")
+            split(depth + 1, mid, hi)
+
+    split(depth + 1, 0, len(bodies))
 
 
 def _conflicts(w: _Writer, tests: _Tests, depth: int, checks: list[tuple[Atom, ...]]) -> None:
@@ -411,24 +513,9 @@ def _conflicts(w: _Writer, tests: _Tests, depth: int, checks: list[tuple[Atom, .
     w.emit(depth + 1, f"{var} = {w.name('m', {c: i for i, c in enumerate(groups)})}.get({a}, -1)")
     w.emit(depth, "except TypeError:")  # unhashable: equal to none of the constants
     w.emit(depth + 1, f"{var} = -1")
-    for number, members in enumerate(groups.values()):
-        w.emit(depth, f"{'if' if number == 0 else 'elif'} {var} == {number}:")
-        _conflicts(w, tests, depth + 1, members)
+    _switch(w, depth, var, [functools.partial(_conflicts, w, tests, checks=m) for m in groups.values()])
     _conflicts(w, tests, depth, rest)
 
 
 class Redo(Exception):
     """The generated code met a conflict: the evaluator's closures decide again and raise it."""
-
-
-def verify_stage(stage: Any, values: Mapping[str, Any], origins: Mapping[str, Any]) -> None:
-    """Verify a whole stage in order, as the evaluator does when its inputs may be wrong."""
-    for slot, slot_check, default_needs, exact, members in stage.verify:
-        choice = origins.get(slot, _GIVEN)
-        if default_needs if choice is None or choice is _GIVEN else choice.verify:
-            value = values[slot]
-            if type(value) is not exact or (members is not None and value not in members):
-                verify_value(stage.name, slot_check, value)
-
-
-_GIVEN: Any = object()

@@ -103,6 +103,8 @@ def _to_frozen_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
 
 def _to_flags(value: Mapping[str, Any] | None) -> FrozenMapping:
     """Flags as ``resolve()`` normalized them: lists (from JSON) as tuples."""
+    if type(value) is FrozenMapping and not any(isinstance(v, list) for v in value._data.values()):
+        return value  # already as resolve() makes it
     items = (value or {}).items()
     return FrozenMapping({k: tuple(v) if isinstance(v, list) else v for k, v in items})
 

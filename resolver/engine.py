@@ -220,14 +220,13 @@ class Evaluator:
                     values[slot] = self.table.slots[slot].default
                     given[slot] = None
         if reporter is None and self._generated is not None:
-            origins = dict(given) if given else {}
             notes: list[str] = []
             try:
-                self._generated(values, notes, origins)
+                self._generated(values, notes)
             except Exception:  # noqa: BLE001 - anything unusual: the closures decide again, and say why
                 pass
             else:
-                return Evaluation(self, values, ProvenanceMap(self, values, inputs, origins), tuple(notes))
+                return Evaluation(self, values, ProvenanceMap(self, values, inputs, None, given), tuple(notes))
         return self._interpret(values, inputs, reporter, given)
 
     def _generate(self, stages: tuple[_StageProgram, ...]) -> Generated | None:
@@ -237,6 +236,19 @@ class Evaluator:
         except Exception:  # noqa: BLE001 - only speed is lost; tests/test_codegen.py makes sure it is not
             return None
         return run
+
+    def replay(self, values: Mapping[str, Any], given: Mapping[str, None]) -> dict[str, Choice | None]:
+        """Which rule decided each slot of a finished run (its ``values``), found by the closures."""
+        copy = dict(values)  # each decided slot is written before anything reads it again
+        origins: dict[str, Choice | None] = dict(given)
+        notes: list[str] = []
+        pending: list[str] = []
+        for stage in self._stages:
+            copy.update(stage.defaults)
+            origins.update(stage.default_origins)
+            for slot, step in stage.steps:
+                origins[slot] = step(copy, notes, pending)
+        return origins
 
     def _interpret(
         self,
@@ -375,20 +387,33 @@ class Evaluator:
 
 
 class ProvenanceMap(Mapping[str, Provenance]):
-    """Provenance of every slot, built only when someone looks (most resolutions never do)."""
+    """Provenance of every slot, built only when someone looks (most resolutions never do).
+
+    ``origins`` says which rule decided each slot (None: its default). A run of the generated
+    code records none: the first look replays the closures over the decided values' inputs
+    (``given``: the inputs that took their defaults), which choose the same rules.
+    """
 
     def __init__(
         self,
         evaluator: Evaluator,
         values: Mapping[str, Any],
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
-        origins: Mapping[str, Choice | None],
+        origins: Mapping[str, Choice | None] | None,
+        given: Mapping[str, None] | None = None,
     ) -> None:
         self._evaluator = evaluator
         self._values = values
         self._inputs = inputs
-        self._origins = origins
+        self._known = origins
+        self._given = given
         self._done: dict[str, Provenance] = {}
+
+    @property
+    def _origins(self) -> Mapping[str, Choice | None]:
+        if self._known is None:
+            self._known = self._evaluator.replay(self._values, self._given or {})
+        return self._known
 
     def record(self, slot: str, provenance: Provenance) -> None:
         self._done[slot] = provenance

@@ -14,7 +14,7 @@ from resolver.errors import ResolutionError
 from resolver.flags import FLAGS
 from resolver.integers import MAX_INT_DIGITS, too_long
 
-__all__ = ["flag_values", "given_flags", "given_from_values"]
+__all__ = ["flag_inputs", "flag_values", "given_flags", "given_from_values"]
 
 
 def _normalize_flag(value: Any, lowercase: bool = True) -> Any:
@@ -59,11 +59,23 @@ _FAST = tuple(
 
 def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     """The arg.* inputs, normalized."""
+    return flag_inputs(flags)[0]
+
+
+def flag_inputs(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The arg.* inputs, normalized, and the flags given (what :func:`given_from_values` says of
+    them), in one pass: ``resolve()``'s path. ``flags`` may hold other names (a signature's locals)."""
     values: dict[str, Any] = {}
+    given: dict[str, Any] = {}
     for name, slot, default, lowercase, normalized in _FAST:
         value = flags.get(name, default)
-        values[slot] = normalized if value is default else _normalized(name, value, lowercase)
-    return values
+        if value is default:
+            values[slot] = normalized
+            continue
+        value = values[slot] = _normalized(name, value, lowercase)
+        if type(value) is not type(default) or value != default:
+            given[name] = value
+    return values, given
 
 
 def given_flags(flags: Mapping[str, Any]) -> dict[str, Any]:

@@ -74,9 +74,9 @@ def compare(evaluator: Evaluator, flags: dict[str, Any], environment: Environmen
     reference = outcome(lambda: evaluator.run(dict(base), given, Reporter()))
     assert outcome(lambda: evaluator.run(dict(base), given)) == reference
     # The generated code alone: it finishes exactly where the reference resolves.
-    values, notes, origins = dict(base), [], {}
+    values, notes = dict(base), []
     try:
-        evaluator.generated(values, notes, origins)  # type: ignore[misc]
+        evaluator.generated(values, notes)  # type: ignore[misc]
     except (ResolutionError, Redo, InvalidInput):  # a refusal, a conflict, a wrong value
         assert reference[0] == "error", f"the generated code stopped where the closures resolve: {flags}"
         return
