@@ -6,16 +6,16 @@ order wins; otherwise the slot's default), then runs its checks (conflict and no
 verifies its slots' types and domains. Everything a person may want to watch goes through a
 :class:`~resolver.reporter.Reporter`.
 
-Evaluation is compiled ahead, once per table. Each slot's setters become a decision tree over the
-slots they test (:mod:`resolver.dispatch`), and the tree becomes one closure specialised per rule
-(:mod:`resolver.steps`: how the rule gets its value, a constant, another slot or a registered
-function; how many tests are left), so a resolution calls one function per slot and runs only the
-remaining tests of the candidate rules. Slots no rule sets take their defaults in one step. The
-first run of a table tests the rules in order; the trees are built from the second run. What verifying a stage
-would check is proven at compile time where it can be (constants, defaults, a slot copied from a
-slot that was verified against the same or a narrower type and domain), so only values that may
-be wrong are checked. Provenance is built only when asked for. No rule text is ever evaluated as
-code: closures capture the compiled conditions and values.
+Evaluation is compiled ahead, once per table. Each slot's setters become one closure specialised
+per rule (:mod:`resolver.steps`: how the rule gets its value, a constant, another slot or a
+registered function), trying the rules in order; slots no rule sets take their defaults in one
+step. What verifying a stage would check is proven at compile time where it can be (constants,
+defaults, a slot copied from a slot that was verified against the same or a narrower type and
+domain), so only values that may be wrong are checked. The first run of a table uses these
+closures; the second writes the table out as one generated function (:mod:`resolver.codegen`)
+that every later run without a reporter uses, handing the run back to the closures (the
+reference) on anything unusual. Provenance is built only when asked for. No rule text is ever
+evaluated as code.
 """
 
 from __future__ import annotations
