@@ -32,10 +32,10 @@ from resolver.config import Provenance, display
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.reporter import Reporter
 from resolver.steps import (
-    Predicate,
     NO_TYPE,
     CallFailed,
     Choice,
+    Predicate,
     SlotCheck,
     Step,
     check_of,

@@ -109,7 +109,7 @@ def test_fuzzed_cluster_jobs_decide_alike(evaluator: Evaluator, rng: random.Rand
 
 
 #: A variable's value and a rule's constant and note full of quotes, backslashes and code.
-_TRIGGER = "it's \"on\"\n" + "'" * 3 + "; import os; os._exit(3) #"
+_TRIGGER = 'it\'s "on"\n' + "'" * 3 + "; import os; os._exit(3) #"
 _MOTTO = '"""; raise SystemExit #\\'
 _NOTE = "motto: {site.motto} ('\")"
 _QUOTED = tomli_w.dumps(
