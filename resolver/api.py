@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from resolver.cache import cached_table
 from resolver.compiler import CompiledTable, compile_table
-from resolver.config import DECIDED_FIELDS, Provenance, ProvenanceView, ResolvedConfig
+from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
-from resolver.flag_values import flag_values, given_flags, given_from_values
+from resolver.flag_values import flag_inputs, given_flags
 from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source, flags_fingerprint
 from resolver.table import RuleSource, read_folder, read_sources
 
@@ -191,16 +191,28 @@ def run_rules(
 
     ``sources`` gives the provenance of flags that did not come from the caller (a flags file).
     """
+    return _run(flags, environment, rules, reporter, sources)[0]
+
+
+def _run(
+    flags: Mapping[str, Any],
+    environment: Environment,
+    rules: RulesArg,
+    reporter: Reporter | None,
+    sources: Mapping[str, Provenance] | None,
+) -> tuple[Evaluation, FrozenMapping]:
+    """:func:`run_rules`, and the flags given (normalized), for ``ResolvedConfig.flags``."""
     evaluator = _evaluator(rules)
     env_values, env_provenance = _environment_values(evaluator, environment)
+    arguments, given = flag_inputs(flags)
     values = dict(env_values)  # a copy of a same-shaped dict: no rehashing, however many variables
-    values.update(flag_values(flags))
+    values.update(arguments)
 
     def inputs(slot: str) -> Provenance | None:
         found = env_provenance.get(slot)
         return found if found is not None else _flag_provenance(flags, values, slot, sources)
 
-    return evaluator.run(values, inputs, reporter)
+    return evaluator.run(values, inputs, reporter), FrozenMapping(given)
 
 
 def resolve(
@@ -246,14 +258,14 @@ def resolve(
             f"environment={environment!r:.60} is not an Environment",
             hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
         )
-    flags = collect_flags(locals())
+    flags: Mapping[str, Any] = locals()  # the flags among them are read by name
     sources = None
     if config_file is not None:
         from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
 
-        flags, sources = flags_with_file(flags, FLAG_DEFAULTS, config_file)
-    evaluation = run_rules(flags, environment, rules, reporter, sources)
-    return config_from(evaluation, given_from_values(evaluation.values))  # the arg.* values it normalized
+        flags, sources = flags_with_file(collect_flags(flags), FLAG_DEFAULTS, config_file)
+    evaluation, given = _run(flags, environment, rules, reporter, sources)
+    return config_from(evaluation, given)
 
 
 def config_from(evaluation: Evaluation, flags: Mapping[str, Any] | None = None) -> ResolvedConfig:

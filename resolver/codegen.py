@@ -20,203 +20,33 @@ the precise error with provenance; so both paths always agree, and the closures 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import marshal
 import os
 import re
 import sys
 from collections import Counter
-from operator import itemgetter
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from types import CodeType
 from typing import Any
 
 from resolver.cache import cache_dir
-
-from resolver.conditions import Call, Condition, Ref
+from resolver.codewriter import Atom, Tests, Writer, atoms, write_verify
+from resolver.conditions import Call, Ref
 from resolver.functions import FUNCTIONS
 from resolver.operators import as_number, same
 from resolver.steps import CALL, CONST, REF, Choice, verify_value
 
 __all__ = ["Generated", "generate"]
 
-#: ``run(values, notes, origins)``: decides every slot in place; raises on anything unusual.
-Generated = Callable[[dict[str, Any], list[str], dict[str, Any]], None]
+#: ``run(values, notes)``: decides every slot in place; raises on anything unusual. Which rule
+#: decided each slot is not recorded: provenance, when asked for, replays the closures.
+Generated = Callable[[dict[str, Any], list[str]], None]
 
 #: What generated source may contain: names, numbers, operators, brackets. No quote, no backslash.
 _SAFE_SOURCE = re.compile(r"[A-Za-z0-9_ \n():.,=\[\]<>!+\-]*")
-
-
-class _Writer:
-    """Collects lines and the namespace: every outside object gets a numbered name, every slot a
-    local variable (``a3``) besides its name (``k3``)."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.namespace: dict[str, Any] = {}
-        self._names: dict[tuple[str, int], str] = {}
-        self._keys: dict[str, str] = {}
-        self.used: dict[str, str] = {}  # slot -> its local, for the slots the code reads
-        self._counter = 0
-
-    def name(self, prefix: str, obj: Any) -> str:
-        """A name bound to ``obj`` (the same object always gets the same name)."""
-        key = (prefix, id(obj))
-        found = self._names.get(key)
-        if found is None:
-            found = f"{prefix}{self._counter}"
-            self._counter += 1
-            self._names[key] = found
-            self.namespace[found] = obj
-        return found
-
-    def key(self, slot: str) -> str:
-        """The name bound to a slot's name (equal strings share one name)."""
-        found = self._keys.get(slot)
-        if found is None:
-            found = self._keys[slot] = self.name("k", slot)
-        return found
-
-    def local(self, slot: str) -> str:
-        """The local variable holding a slot's value."""
-        return "a" + self.key(slot)[1:]
-
-    def read(self, slot: str) -> str:
-        """The local holding a slot's value, where the code reads it."""
-        found = self.local(slot)
-        self.used[slot] = found
-        return found
-
-    def emit(self, depth: int, line: str) -> None:
-        self.lines.append("    " * depth + line)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-#: ``is``/``is_not`` type names: the classes a value is an instance of, and those it must not be
-#: (the same meaning as :mod:`resolver.operators`).
-_TYPE_TESTS: dict[str, tuple[Any, tuple[type, ...]]] = {
-    "bool": (bool, ()),
-    "int": (int, (bool,)),
-    "str": (str, (int,)),
-    "tuple": (tuple, (int, str)),
-    "mapping": (Mapping, (int, str, tuple)),
-}
-_COMPARE = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
-#: Types whose exact-type test is a safe shortcut (an instance of exactly this type passes).
-_EXACT_FIRST = (int, str, tuple)
-
-
-#: One operator of one condition: ``(slot, operator name, operand, its test)``.
-Atom = tuple[str, str, Any, Callable[[Mapping[str, Any]], bool]]
-
-
-def atoms(conditions: Sequence[Condition] | Sequence[Atom]) -> tuple[Atom, ...]:
-    """Conditions as atoms (atoms are kept as they are)."""
-    out: list[Atom] = []
-    for condition in conditions:
-        if isinstance(condition, tuple):
-            out.append(condition)
-            continue
-        for (op, operand), test in zip(condition.ops, condition.tests, strict=True):
-            out.append((condition.slot, op, operand, test))
-    return tuple(out)
-
-
-class _Tests:
-    """How each test of the table is written: inline where its meaning is plain, else a call.
-
-    Inline tests mean exactly what :mod:`resolver.operators`' predicates mean for the same
-    operands; where a predicate would raise or answer specially (a non-number compared as a
-    number, an unhashable value in a membership test), the inline test raises and the evaluator's
-    closures decide instead.
-    """
-
-    def __init__(self, writer: _Writer, domains: Mapping[str, frozenset[str]]) -> None:
-        self._w = writer
-        self.domains = domains
-
-    def all_of(self, conditions: Sequence[Condition] | Sequence[Atom]) -> str:
-        """Every operator of ``conditions`` (or atoms), in order, joined by ``and``; empty if none."""
-        parts = []
-        for slot, op, operand, test in atoms(conditions):
-            inline = self._inline(slot, op, operand)
-            parts.append(inline if inline is not None else f"{self._w.name('t', test)}(v)")
-        return " and ".join(parts)
-
-    def _inline(self, slot: str, op: str, operand: Any) -> str | None:
-        w = self._w
-        a = w.read(slot)
-        if isinstance(operand, Ref):
-            b = w.read(operand.slot)
-            both = f"{a} is not None and {b} is not None"
-            if op == "ne":
-                return f"({both} and ({a} != {b} if type({a}) is str and type({b}) is str else not SAME({a}, {b})))"
-            if op == "eq":
-                return f"({both} and ({a} == {b} if type({a}) is str and type({b}) is str else SAME({a}, {b})))"
-            if op in _COMPARE:
-                sign = _COMPARE[op]
-                ints = f"type({a}) is int and type({b}) is int"
-                return f"({both} and ({a} {sign} {b} if {ints} else NUM({a}, {w.key(slot)}) {sign} NUM({b}, {w.key(operand.slot)})))"
-            return None
-        if op == "set":
-            return f"({a} is not None)" if operand else f"({a} is None)"
-        if op in ("eq", "ne"):
-            if operand is None:
-                return f"({a} is None)" if op == "eq" else f"({a} is not None)"
-            c = w.name("c", operand)
-            if not _is_int(operand):
-                return f"({a} == {c})" if op == "eq" else f"({a} is not None and {a} != {c})"
-            same = f"({a} == {c} if type({a}) is int else SAME({a}, {c}))"
-            return f"({a} is not None and {same})" if op == "eq" else f"({a} is not None and not {same})"
-        if op in _COMPARE:
-            sign, c = _COMPARE[op], w.name("c", operand)
-            return f"({a} is not None and ({a} {sign} {c} if type({a}) is int else NUM({a}, {w.key(slot)}) {sign} {c}))"
-        if op in ("in", "not_in") and not any(_is_int(o) for o in operand):
-            members = w.name("d", frozenset(operand))
-            return f"({a} in {members})" if op == "in" else f"({a} is not None and {a} not in {members})"
-        if op in ("in_domain", "not_in_domain"):
-            members = w.name("d", self.domains[operand])
-            inside = "in" if op == "in_domain" else "not in"
-            return f"({a} is not None and {a} {inside} {members})"
-        if op in ("is", "is_not"):
-            if operand == "none":
-                return f"({a} is None)" if op == "is" else f"({a} is not None)"
-            kind, excluded = _TYPE_TESTS[operand]
-            test = f"isinstance({a}, {w.name('y', kind)})"
-            if excluded:
-                test += f" and not isinstance({a}, {w.name('y', excluded)})"
-            if kind in _EXACT_FIRST:  # the commonest answer first: the value's exact type
-                test = f"type({a}) is {kind.__name__} or ({test})"
-            return f"({test})" if op == "is" else f"(not ({test}))"
-        return None
-
-
-_QUICK_TYPES = {(int,): "int", (str,): "str", (bool,): "bool", (tuple,): "tuple"}
-
-
-def _verify(w: _Writer, depth: int, stage: str, slot: str, check: Any) -> None:
-    """The stage's verification of one value: the full check runs only when the quick one fails
-    (and raises if the value is wrong: the evaluator's closures then decide again and say why)."""
-    _, expected, members, required = check
-    a = w.local(slot)
-    quick = []
-    if expected is not None:
-        exact = _QUICK_TYPES.get(expected)
-        quick.append(f"type({a}) is {exact}" if exact else f"isinstance({a}, {w.name('y', expected)})")
-    if members is not None:
-        quick.append(f"{a} in {w.name('d', members)}")
-    if not quick:
-        if not required:
-            return
-        quick.append(f"{a} is not None")
-    test = " and ".join(quick)
-    if not required:  # unset passes where the slot may be unset
-        test = f"{a} is None or ({test})"
-    w.emit(depth, f"if not ({test}):")
-    w.emit(depth + 1, f"VERIFY({w.name('s', stage)}, {w.name('q', check)}, {a})")
 
 
 def generate(
@@ -226,14 +56,13 @@ def generate(
     render: Callable[..., Any],
 ) -> tuple[Generated, str]:
     """The generated ``run`` for ``stages`` (the evaluator's stage programs) and its source."""
-    w = _Writer()
-    tests = _Tests(w, domains)
+    w = Writer()
+    tests = Tests(w, domains)
     decided: set[str] = set()
     default_marks: list[tuple[int, Any]] = []  # where each stage's defaults are assigned
     for stage in stages:
         if stage.defaults:
             w.emit(1, f"v.update({w.name('D', stage.defaults)})")
-            w.emit(1, f"O.update({w.name('E', stage.default_origins)})")
             default_marks.append((len(w.lines), stage))
             decided.update(stage.defaults)
         for slot, choices, default, default_needs in stage.decisions:
@@ -251,7 +80,12 @@ def generate(
                     inner = 2
                 w.emit(inner, f"notes.append(RENDER({w.name('n', rule.templates.get('note'))}, v))")
         if stage.verify is not None:
-            w.emit(1, f"VERIFY_STAGE({w.name('p', stage)}, v, O)")
+            # The whole stage is verified: inputs and defaults too, where a default would fail
+            # (values set by rules were verified where they were set).
+            for slot, slot_check, default_needs, _, _ in stage.verify:
+                if default_needs and (slot in stage.defaults or slot not in decided):
+                    w.read(slot)
+                    write_verify(w, 1, stage.name, slot, slot_check)
     # The locals read before any code assigns them: inputs from the values, defaults as constants.
     for mark, stage in reversed(default_marks):
         lines = [
@@ -266,13 +100,12 @@ def generate(
     elif inputs:
         getter = w.name("r", itemgetter(*(slot for slot, _ in inputs)))
         prologue.append(f"    {', '.join(local for _, local in inputs)} = {getter}(v)")
-    source = "\n".join(["def run(v, notes, O):", *prologue, *w.lines]) + "\n"
+    source = "\n".join(["def run(v, notes):", *prologue, *w.lines]) + "\n"
     if not _SAFE_SOURCE.fullmatch(source):
         raise AssertionError("generated source holds characters outside its own tokens")
     namespace = dict(w.namespace)
     namespace.update(
         VERIFY=verify_value,
-        VERIFY_STAGE=verify_stage,
         REDO=Redo,
         RENDER=render,
         ADD_NOTE=add_note,
@@ -330,34 +163,105 @@ def _compiled(source: str) -> CodeType:
 _FILENAME = "<resolver generated>"
 
 
-def _decision(
-    w: _Writer, tests: _Tests, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool
-) -> None:
-    """One slot: its candidate rules in priority order (the first whose conditions hold), else the default."""
+def _decision(w: Writer, tests: Tests, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool) -> None:
+    """One slot: its candidate rules in priority order (the first whose conditions hold), else the default.
+
+    Where several rules in a row compare one slot with constants, that slot's value is looked up
+    once and only the rules of its constant are tried (:func:`_chain`); the whole decision is then
+    a ``while True`` block that each decision leaves with ``break``.
+    """
     k, a = w.key(slot), w.local(slot)
     check = stage.checks_of.get(slot)
     slot_check = check[0] if check is not None else None
-    depth, opened = 1, False
-    for choice, conditions in choices:
+    items = [(choice, atoms(conditions)) for choice, conditions in choices]
+
+    def assign(depth: int, choice: Choice) -> None:
+        _assign(w, depth, stage.name, slot, choice, slot_check)
+
+    def by_default(depth: int) -> None:
+        w.emit(depth, f"v[{k}] = {a} = {w.name('c', default)}")
+        if default_needs and slot_check is not None:
+            write_verify(w, depth, stage.name, slot, slot_check)
+
+    if _runs(items):
+        w.emit(1, "while True:")
+        if not _chain(w, tests, 2, items, assign):
+            by_default(2)
+            w.emit(2, "break")
+        return
+    opened = False
+    for choice, conditions in items:
         if conditions:
             w.emit(1, f"{'elif' if opened else 'if'} {tests.all_of(conditions)}:")
-            _assign(w, 2, stage.name, slot, choice, slot_check)
+            assign(2, choice)
             opened = True
             continue
         if opened:  # a rule without conditions always fires: the rules after it never do
             w.emit(1, "else:")
-        _assign(w, 2 if opened else 1, stage.name, slot, choice, slot_check)
+        assign(2 if opened else 1, choice)
         return
     if opened:
         w.emit(1, "else:")
-        depth = 2
-    w.emit(depth, f"v[{k}] = {a} = {w.name('c', default)}")
-    w.emit(depth, f"O[{k}] = None")
-    if default_needs and slot_check is not None:
-        _verify(w, depth, stage.name, slot, slot_check)
+    by_default(2 if opened else 1)
 
 
-def _assign(w: _Writer, depth: int, stage: str, slot: str, choice: Choice, check: Any) -> None:
+#: Rules in a row comparing one slot with constants, from which a lookup pays.
+MIN_RUN = 3
+
+_Item = tuple[Choice, tuple[Atom, ...]]
+
+
+def _run_at(items: Sequence[_Item], start: int) -> tuple[str | None, int]:
+    """The slot the longest row of rules from ``start`` compares with a constant, and the row's end."""
+    best: tuple[str | None, int] = (None, start)
+    for atom in items[start][1]:
+        if not _groupable(atom):
+            continue
+        end = start + 1
+        while end < len(items) and any(_groupable(x) and x[0] == atom[0] for x in items[end][1]):
+            end += 1
+        if end > best[1]:
+            best = (atom[0], end)
+    return best
+
+
+def _runs(items: Sequence[_Item]) -> bool:
+    return any(_run_at(items, i)[1] - i >= MIN_RUN for i in range(len(items)))
+
+
+def _chain(w: Writer, tests: Tests, depth: int, items: Sequence[_Item], assign: Callable[[int, Choice], None]) -> bool:
+    """``if tests: assign; break`` per rule, in order, rows grouped by a lookup; True when a rule
+    without tests ends it (what follows could never run)."""
+    i = 0
+    while i < len(items):
+        slot, end = _run_at(items, i)
+        if slot is not None and end - i >= MIN_RUN:
+            groups: dict[Any, list[_Item]] = {}
+            for choice, its in items[i:end]:
+                found = next(x for x in its if _groupable(x) and x[0] == slot)
+                groups.setdefault(found[2], []).append((choice, tuple(x for x in its if x is not found)))
+            var, a = f"n{depth}", w.read(slot)
+            w.emit(depth, "try:")
+            w.emit(depth + 1, f"{var} = {w.name('m', {c: n for n, c in enumerate(groups)})}.get({a}, -1)")
+            w.emit(depth, "except TypeError:")  # unhashable: equal to none of the constants
+            w.emit(depth + 1, f"{var} = -1")
+            bodies = [functools.partial(_chain, w, tests, items=m, assign=assign) for m in groups.values()]
+            _switch(w, depth, var, bodies)
+            i = end
+            continue
+        choice, its = items[i]
+        if not its:
+            assign(depth, choice)
+            w.emit(depth, "break")
+            return True
+        w.emit(depth, f"if {tests.all_of(its)}:")
+        assign(depth + 1, choice)
+        w.emit(depth + 1, "break")
+        i += 1
+    return False
+
+
+def _assign(w: Writer, depth: int, stage: str, slot: str, choice: Choice, check: Any) -> None:
     k, a = w.key(slot), w.local(slot)
     if choice.kind == CONST:
         w.emit(depth, f"v[{k}] = {a} = {w.name('c', choice.payload)}")
@@ -370,11 +274,10 @@ def _assign(w: _Writer, depth: int, stage: str, slot: str, choice: Choice, check
         unset = [f"{x} is None" for x in args]
         call = f"FUNCTIONS[{w.name('g', expr.fn)}]({', '.join(args)})"
         w.emit(depth, f"v[{k}] = {a} = None if {' or '.join(unset)} else {call}" if unset else f"v[{k}] = {a} = {call}")
-    w.emit(depth, f"O[{k}] = {w.name('h', choice)}")
     if choice.note is not None:
         w.emit(depth, f"ADD_NOTE({w.name('n', choice.note)}, v, notes)")
     if choice.verify and check is not None:
-        _verify(w, depth, stage, slot, check)
+        write_verify(w, depth, stage, slot, check)
 
 
 def _groupable(atom: Atom) -> bool:
@@ -383,7 +286,30 @@ def _groupable(atom: Atom) -> bool:
     return op == "eq" and isinstance(operand, str | bool)
 
 
-def _conflicts(w: _Writer, tests: _Tests, depth: int, checks: list[tuple[Atom, ...]]) -> None:
+def _switch(w: Writer, depth: int, var: str, bodies: Sequence[Callable[..., Any]]) -> None:
+    """Run ``bodies[var]`` (``var`` is -1 or an index): a bound check, then halving the range, so
+    the code compares ``var`` about log2(len(bodies)) times, not once per body."""
+    w.emit(depth, f"if {var} >= 0:")
+
+    def split(depth: int, lo: int, hi: int) -> None:
+        if hi - lo == 1:
+            bodies[lo](depth=depth)
+        elif hi - lo == 2:
+            w.emit(depth, f"if {var} == {lo}:")
+            bodies[lo](depth=depth + 1)
+            w.emit(depth, "else:")
+            bodies[lo + 1](depth=depth + 1)
+        else:
+            mid = (lo + hi) // 2
+            w.emit(depth, f"if {var} < {mid}:")
+            split(depth + 1, lo, mid)
+            w.emit(depth, "else:")
+            split(depth + 1, mid, hi)
+
+    split(depth + 1, 0, len(bodies))
+
+
+def _conflicts(w: Writer, tests: Tests, depth: int, checks: list[tuple[Atom, ...]]) -> None:
     """``raise REDO`` if any of ``checks`` (each its atoms, all of which must hold) holds.
 
     The slot most checks compare with a constant is looked up once: each check goes into the group
@@ -412,24 +338,9 @@ def _conflicts(w: _Writer, tests: _Tests, depth: int, checks: list[tuple[Atom, .
     w.emit(depth + 1, f"{var} = {w.name('m', {c: i for i, c in enumerate(groups)})}.get({a}, -1)")
     w.emit(depth, "except TypeError:")  # unhashable: equal to none of the constants
     w.emit(depth + 1, f"{var} = -1")
-    for number, members in enumerate(groups.values()):
-        w.emit(depth, f"{'if' if number == 0 else 'elif'} {var} == {number}:")
-        _conflicts(w, tests, depth + 1, members)
+    _switch(w, depth, var, [functools.partial(_conflicts, w, tests, checks=m) for m in groups.values()])
     _conflicts(w, tests, depth, rest)
 
 
 class Redo(Exception):
     """The generated code met a conflict: the evaluator's closures decide again and raise it."""
-
-
-def verify_stage(stage: Any, values: Mapping[str, Any], origins: Mapping[str, Any]) -> None:
-    """Verify a whole stage in order, as the evaluator does when its inputs may be wrong."""
-    for slot, slot_check, default_needs, exact, members in stage.verify:
-        choice = origins.get(slot, _GIVEN)
-        if default_needs if choice is None or choice is _GIVEN else choice.verify:
-            value = values[slot]
-            if type(value) is not exact or (members is not None and value not in members):
-                verify_value(stage.name, slot_check, value)
-
-
-_GIVEN: Any = object()

@@ -6,16 +6,16 @@ order wins; otherwise the slot's default), then runs its checks (conflict and no
 verifies its slots' types and domains. Everything a person may want to watch goes through a
 :class:`~resolver.reporter.Reporter`.
 
-Evaluation is compiled ahead, once per table. Each slot's setters become a decision tree over the
-slots they test (:mod:`resolver.dispatch`), and the tree becomes one closure specialised per rule
-(:mod:`resolver.steps`: how the rule gets its value, a constant, another slot or a registered
-function; how many tests are left), so a resolution calls one function per slot and runs only the
-remaining tests of the candidate rules. Slots no rule sets take their defaults in one step. The
-first run of a table tests the rules in order; the trees are built from the second run. What verifying a stage
-would check is proven at compile time where it can be (constants, defaults, a slot copied from a
-slot that was verified against the same or a narrower type and domain), so only values that may
-be wrong are checked. Provenance is built only when asked for. No rule text is ever evaluated as
-code: closures capture the compiled conditions and values.
+Evaluation is compiled ahead, once per table. Each slot's setters become one closure specialised
+per rule (:mod:`resolver.steps`: how the rule gets its value, a constant, another slot or a
+registered function), trying the rules in order; slots no rule sets take their defaults in one
+step. What verifying a stage would check is proven at compile time where it can be (constants,
+defaults, a slot copied from a slot that was verified against the same or a narrower type and
+domain), so only values that may be wrong are checked. The first run of a table uses these
+closures; the second writes the table out as one generated function (:mod:`resolver.codegen`)
+that every later run without a reporter uses, handing the run back to the closures (the
+reference) on anything unusual. Provenance is built only when asked for. No rule text is ever
+evaluated as code.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from resolver.config import Provenance, display
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.reporter import Reporter
 from resolver.steps import (
-    Predicate,
     NO_TYPE,
     CallFailed,
     Choice,
+    Predicate,
     SlotCheck,
     Step,
     check_of,
@@ -220,14 +220,13 @@ class Evaluator:
                     values[slot] = self.table.slots[slot].default
                     given[slot] = None
         if reporter is None and self._generated is not None:
-            origins = dict(given) if given else {}
             notes: list[str] = []
             try:
-                self._generated(values, notes, origins)
+                self._generated(values, notes)
             except Exception:  # noqa: BLE001 - anything unusual: the closures decide again, and say why
                 pass
             else:
-                return Evaluation(self, values, ProvenanceMap(self, values, inputs, origins), tuple(notes))
+                return Evaluation(self, values, ProvenanceMap(self, values, inputs, None, given), tuple(notes))
         return self._interpret(values, inputs, reporter, given)
 
     def _generate(self, stages: tuple[_StageProgram, ...]) -> Generated | None:
@@ -237,6 +236,19 @@ class Evaluator:
         except Exception:  # noqa: BLE001 - only speed is lost; tests/test_codegen.py makes sure it is not
             return None
         return run
+
+    def replay(self, values: Mapping[str, Any], given: Mapping[str, None]) -> dict[str, Choice | None]:
+        """Which rule decided each slot of a finished run (its ``values``), found by the closures."""
+        copy = dict(values)  # each decided slot is written before anything reads it again
+        origins: dict[str, Choice | None] = dict(given)
+        notes: list[str] = []
+        pending: list[str] = []
+        for stage in self._stages:
+            copy.update(stage.defaults)
+            origins.update(stage.default_origins)
+            for slot, step in stage.steps:
+                origins[slot] = step(copy, notes, pending)
+        return origins
 
     def _interpret(
         self,
@@ -375,20 +387,33 @@ class Evaluator:
 
 
 class ProvenanceMap(Mapping[str, Provenance]):
-    """Provenance of every slot, built only when someone looks (most resolutions never do)."""
+    """Provenance of every slot, built only when someone looks (most resolutions never do).
+
+    ``origins`` says which rule decided each slot (None: its default). A run of the generated
+    code records none: the first look replays the closures over the decided values' inputs
+    (``given``: the inputs that took their defaults), which choose the same rules.
+    """
 
     def __init__(
         self,
         evaluator: Evaluator,
         values: Mapping[str, Any],
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
-        origins: Mapping[str, Choice | None],
+        origins: Mapping[str, Choice | None] | None,
+        given: Mapping[str, None] | None = None,
     ) -> None:
         self._evaluator = evaluator
         self._values = values
         self._inputs = inputs
-        self._origins = origins
+        self._known = origins
+        self._given = given
         self._done: dict[str, Provenance] = {}
+
+    @property
+    def _origins(self) -> Mapping[str, Choice | None]:
+        if self._known is None:
+            self._known = self._evaluator.replay(self._values, self._given or {})
+        return self._known
 
     def record(self, slot: str, provenance: Provenance) -> None:
         self._done[slot] = provenance

@@ -1,6 +1,6 @@
 """Condition operators: each one object that checks its operand when the table loads
 (``validate``), tests a value at resolution (``predicate``), says which values it admits for the
-ambiguity check and the decision trees (``shape``) and writes itself for ``docs/rules.md``
+ambiguity check (``shape``) and writes itself for ``docs/rules.md``
 (``render``). :data:`OPERATORS` is the registry the loader, the compiler and the docs use; a new
 operator is a class and a registration here, not a branch elsewhere.
 """

@@ -74,9 +74,9 @@ def compare(evaluator: Evaluator, flags: dict[str, Any], environment: Environmen
     reference = outcome(lambda: evaluator.run(dict(base), given, Reporter()))
     assert outcome(lambda: evaluator.run(dict(base), given)) == reference
     # The generated code alone: it finishes exactly where the reference resolves.
-    values, notes, origins = dict(base), [], {}
+    values, notes = dict(base), []
     try:
-        evaluator.generated(values, notes, origins)  # type: ignore[misc]
+        evaluator.generated(values, notes)  # type: ignore[misc]
     except (ResolutionError, Redo, InvalidInput):  # a refusal, a conflict, a wrong value
         assert reference[0] == "error", f"the generated code stopped where the closures resolve: {flags}"
         return
@@ -109,7 +109,7 @@ def test_fuzzed_cluster_jobs_decide_alike(evaluator: Evaluator, rng: random.Rand
 
 
 #: A variable's value and a rule's constant and note full of quotes, backslashes and code.
-_TRIGGER = "it's \"on\"\n" + "'" * 3 + "; import os; os._exit(3) #"
+_TRIGGER = 'it\'s "on"\n' + "'" * 3 + "; import os; os._exit(3) #"
 _MOTTO = '"""; raise SystemExit #\\'
 _NOTE = "motto: {site.motto} ('\")"
 _QUOTED = tomli_w.dumps(
