@@ -368,7 +368,8 @@ _CONVERTER.register_structure_hook_func(lambda t: typing.get_origin(t) is dict, 
 
 def _first_problem(exc: BaseException, path: tuple[str | int, ...]) -> SchemaProblem:
     """Walk cattrs' nested errors to the first leaf, collecting the path to it."""
-    for note in getattr(exc, "__notes__", []):
+    # the innermost list or table adds its note first: read them outermost first
+    for note in reversed(getattr(exc, "__notes__", [])):
         if isinstance(note, _PathNote):
             path = (*path, note.step)
     if isinstance(exc, ForbiddenExtraKeysError):

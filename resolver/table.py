@@ -254,8 +254,8 @@ class _Locator:
             line = case_line(self.source.text, str(path[2]), str(path[1]), None)
         elif path and path[0] in ("slot", "domain", "removed", "cases") and len(path) > 1:
             line = _table_line(self.source.text, str(path[0]), str(path[1]))
-        elif path and path[0] == "stages":
-            line = _line_of(self.source.text, r"^[ \t]*stages\s*=")
+        elif len(path) == 1:  # a top-level key: `stages = ...`, `cases = 5`
+            line = _line_of(self.source.text, rf"^[ \t]*\[?\s*{toml_key_pattern(str(path[0]))}\s*[=.\]]")
         where = problem.where
         return RuleTableError(
             f"{where}: {problem.message}" if where else problem.message, file=self.source.name, line=line
