@@ -56,9 +56,7 @@ def expand_cases(table: TableData, extensions: Sequence[RuleCase]) -> None:
             made = raw if raw.case_of is not None else first
             other = first if made is raw else raw
             where = other.file + (f":{other.line}" if other.line else "")
-            raise made.error(
-                f"makes the rule id {made.id!r}, which {where} defines too; rename the case or that rule"
-            )
+            raise made.error(f"makes the rule id {made.id!r}, which {where} defines too; rename the case or that rule")
     table.rules[:] = rules
 
 
@@ -83,9 +81,7 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
         hint = did_you_mean(match, table.slots)
         raise raw.error(f"`match` names unknown slot {match!r}" + (f"; {hint}" if hint else ""))
     if slot.type not in _MATCHABLE:
-        raise raw.error(
-            f"`match` names slot {match!r}, which holds {slot.type}; cases match text, int or bool slots"
-        )
+        raise raw.error(f"`match` names slot {match!r}, which holds {slot.type}; cases match text, int or bool slots")
     if join is not None and join not in table.domains:
         hint = did_you_mean(join, table.domains)
         raise raw.error(
@@ -93,9 +89,7 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
             f"known domains: {', '.join(sorted(table.domains))}"
         )
     if not cases:
-        raise raw.error(
-            f"`match = {match!r}` but no cases: add `cases.VALUE = {{ set = {{ ... }}, why = \"...\" }}`"
-        )
+        raise raw.error(f'`match = {match!r}` but no cases: add `cases.VALUE = {{ set = {{ ... }}, why = "..." }}`')
     seen: dict[str, RuleCase] = {}
     expanded = []
     base = {key: value for key, value in raw.data.items() if key not in _TABLE_KEYS}
@@ -107,9 +101,7 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
         data.update((key, case.data[key]) for key in _REPLACED if key in case.data)
         if "set" in case.data:
             data["set"] = {**base.get("set", {}), **case.data["set"]}
-        expanded.append(
-            RawRule(data, case.file, case.line, raw.spec, case_of=raw.id, case=case.value)
-        )
+        expanded.append(RawRule(data, case.file, case.line, raw.spec, case_of=raw.id, case=case.value))
         if join is not None:
             domain = table.domains[join]
             domain.values.add(case.value)

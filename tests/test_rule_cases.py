@@ -22,10 +22,11 @@ PLAN = str(builtin_rules_dir() / "40-plan.toml")
 GPUS = Environment(cuda_device_count=2, deepspeed_available=True)
 
 # A site file that adds one alias to the built-in table of strategy aliases: one case line.
-SITE_ALIAS = """\
-[cases."strategy"]
-deepspeed_stage_2_custom = { set = { strategy = "deepspeed", strategy_options = { const = { stage = 2, allgather_bucket_size = 200000000 } } }, why = "our cluster's ZeRO-2 settings" }
-"""
+SITE_ALIAS = (
+    '[cases."strategy"]\n'
+    'deepspeed_stage_2_custom = { set = { strategy = "deepspeed", strategy_options = { const = { stage = 2, '
+    'allgather_bucket_size = 200000000 } } }, why = "our cluster\'s ZeRO-2 settings" }\n'
+)
 
 
 def compile_with(extra: str, name: str = "site.toml"):
@@ -60,8 +61,12 @@ def test_each_case_is_an_ordinary_rule_at_its_own_line():
 @pytest.mark.parametrize(
     ("flags", "field", "value", "rule"),
     [
-        ({"strategy": "deepspeed_stage_3_offload"}, "strategy_options",
-         {"stage": 3, "offload_optimizer": True, "offload_parameters": True}, "strategy.deepspeed_stage_3_offload"),
+        (
+            {"strategy": "deepspeed_stage_3_offload"},
+            "strategy_options",
+            {"stage": 3, "offload_optimizer": True, "offload_parameters": True},
+            "strategy.deepspeed_stage_3_offload",
+        ),
         ({"strategy": "fsdp_cpu_offload"}, "strategy", "fsdp", "strategy.fsdp_cpu_offload"),
         ({"precision": 16}, "precision", "16-mixed", "precision.legacy.16"),
         ({"precision": "bf16"}, "precision", "bf16-mixed", "precision.legacy.bf16"),
@@ -138,9 +143,7 @@ def test_a_site_rule_of_its_own_cases(tmp_path):
             """
         )
     )
-    assert resolve(devices=3, accelerator="cpu", environment=Environment(), rules=[site]).notes == (
-        "3 CPU processes",
-    )
+    assert resolve(devices=3, accelerator="cpu", environment=Environment(), rules=[site]).notes == ("3 CPU processes",)
     config = resolve(devices=5, accelerator="cpu", environment=Environment(), rules=[site])
     assert config.notes == ("five CPU processes: our nodes have four cores",)
     assert resolve(devices=4, accelerator="cpu", environment=Environment(), rules=[site]).notes == ()
@@ -178,7 +181,7 @@ def test_a_misspelt_slot_in_a_case_names_the_case_and_suggests():
         'mine = { set = { strategy = "deepspeed", strategy_optons = { const = { stage = 1 } } }, why = "x" }\n'
     )
     assert (error.file, error.rule, error.line) == ("site.toml", "strategy", 3)
-    assert "case 'mine': unknown slot 'strategy_optons'; did you mean 'strategy_options'" in str(error)
+    assert "case 'mine': unknown slot 'strategy_optons'; did you mean 'strategy_options' or 'strategy'?" in str(error)
 
 
 def test_a_misspelt_match_slot_suggests_the_slot():
@@ -227,7 +230,8 @@ def test_a_case_for_a_misspelt_rule_suggests_the_rule():
             6,
         ),
         (
-            '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "strategy"\ncases.ddpp = { set = { launcher = "spawn" } }\n',
+            '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "strategy"\n'
+            'cases.ddpp = { set = { launcher = "spawn" } }\n',
             "case 'ddpp': unknown value 'ddpp' for slot 'strategy'; did you mean 'ddp'?",
             5,
         ),
@@ -244,7 +248,11 @@ def test_a_case_for_a_misspelt_rule_suggests_the_rule():
         ),
         # the shape of the table
         ('[[rule]]\nid = "r"\nstage = "planned"\nmatch = "flag.strategy"\nset = { strategy = "ddp" }\n', "no cases", 2),
-        ('[[rule]]\nid = "r"\nstage = "planned"\ncases.x = { set = { strategy = "ddp" } }\n', "`cases` needs `match", 2),
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\ncases.x = { set = { strategy = "ddp" } }\n',
+            "`cases` needs `match",
+            2,
+        ),
         (
             '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "flag.strategy"\nwhen = { "flag.strategy" = "a" }\n'
             'cases.x = { set = { strategy = "ddp" } }\n',

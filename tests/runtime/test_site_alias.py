@@ -12,10 +12,11 @@ import runtime
 
 pytestmark = pytest.mark.timeout(240)
 
-SITE = """\
-[cases."strategy"]
-my_fsdp_offload = { set = { strategy = "fsdp", strategy_options = { const = { cpu_offload = true, min_num_params = 1000 } } }, why = "our FSDP: offloaded, only large layers sharded" }
-"""
+SITE = (
+    '[cases."strategy"]\n'
+    'my_fsdp_offload = { set = { strategy = "fsdp", strategy_options = { const = { cpu_offload = true, '
+    'min_num_params = 1000 } } }, why = "our FSDP: offloaded, only large layers sharded" }\n'
+)
 
 
 def test_a_site_alias_runs_with_its_options(tmp_path) -> None:
