@@ -111,6 +111,11 @@ def test_the_added_alias_is_a_rule_of_the_site_file_and_a_known_flag_value(tmp_p
         resolve(strategy="deepspeed_stage_2_custon", environment=GPUS, rules=[site])
 
 
+def test_cases_may_come_before_their_rule():
+    table = compile_sources([RuleSource("site.toml", SITE_ALIAS), *BASE])
+    assert table.rules["strategy.deepspeed_stage_2_custom"].file == "site.toml"
+
+
 def test_explain_shows_the_site_alias_and_its_reason(tmp_path, capsys):
     site = tmp_path / "site.toml"
     site.write_text(
@@ -147,6 +152,15 @@ def test_a_site_rule_of_its_own_cases(tmp_path):
     config = resolve(devices=5, accelerator="cpu", environment=Environment(), rules=[site])
     assert config.notes == ("five CPU processes: our nodes have four cores",)
     assert resolve(devices=4, accelerator="cpu", environment=Environment(), rules=[site]).notes == ()
+
+
+def test_cases_of_a_true_or_false_slot():
+    table = compile_with(
+        '[[rule]]\nid = "site.session"\nstage = "planned"\nmatch = "env.interactive"\n'
+        'cases.true = { note = "an interactive session" }\n'
+    )
+    assert resolve(environment=Environment(interactive=True), rules=table).notes == ("an interactive session",)
+    assert resolve(environment=Environment(interactive=False), rules=table).notes == ()
 
 
 def test_set_of_a_case_adds_to_the_rules_set():
@@ -234,6 +248,16 @@ def test_a_case_for_a_misspelt_rule_suggests_the_rule():
             'cases.ddpp = { set = { launcher = "spawn" } }\n',
             "case 'ddpp': unknown value 'ddpp' for slot 'strategy'; did you mean 'ddp'?",
             5,
+        ),
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "env.interactive"\nnote = "n"\ncases.yes = {}\n',
+            "case 'yes': `match` slot 'env.interactive' holds true or false, not 'yes'",
+            6,
+        ),
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "flag.strategy"\nnote = "n"\ncases." " = {}\n',
+            "case ' ': a case is named by a value of the matched slot, not by empty text",
+            6,
         ),
         (
             '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "device_ids"\nnote = "n"\ncases.x = {}\n',
