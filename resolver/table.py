@@ -207,6 +207,7 @@ def _line_of(text: str, pattern: str) -> int | None:
 
 
 def toml_key_pattern(name: str) -> str:
+    """A regex for the TOML key ``name``, bare or quoted."""
     return "(?:" + "|".join((re.escape(f'"{name}"'), re.escape(f"'{name}'"), re.escape(name))) + ")"
 
 
