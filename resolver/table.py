@@ -20,7 +20,7 @@ __all__ = ["RuleSource", "Slot", "read_folder", "read_sources"]
 SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
 VARIABLE_PREFIX = "var."
 #: What moved to :mod:`resolver.loading`, still importable from here.
-_LOADING = ("Domain", "RawRule", "TableData", "load_sources")
+_LOADING = ("Domain", "RawRule", "RuleCase", "TableData", "load_sources", "toml_key_pattern")
 
 
 @attrs.frozen
