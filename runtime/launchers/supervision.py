@@ -40,6 +40,7 @@ from runtime.launchers.reports import (
     describe_exception,
     is_communication_error,
     rendezvous_wait_timeout,
+    supervising,
     timeout_error,
 )
 
@@ -171,6 +172,7 @@ class Supervisor:
         os.set_blocking(self._bell_write, False)
         self._changed = threading.Condition()
         self._watching = True
+        supervising(True)  # a rank in this process polls in its rendezvous wait (abandon_rendezvous)
 
     def add_failure(self, failure: Failure) -> None:
         """Record the failure of a rank that is not one of the watched processes."""
@@ -214,6 +216,7 @@ class Supervisor:
             with self._changed:
                 self._watching = False
                 self._changed.notify_all()
+            supervising(False)
             os.close(self._bell_read)
             os.close(self._bell_write)
         return self.outcome

@@ -8,8 +8,9 @@ timings depend on the machine and its load; compare ratios taken in one run.
   settings: ``runtime.launch(strategy="ddp_spawn")``, ``resolver run`` (a script per rank), raw
   ``torch.multiprocessing`` spawn + ``DistributedDataParallel`` (threads per rank set by hand, as
   torchrun/Fabric would) and Lightning Fabric ``ddp_spawn`` (column skipped without ``lightning``).
-- ``spawn``/``fork``: ``launch()`` call until both ranks are ready (process group joined) vs raw
-  ``torch.multiprocessing`` with the same start method + ``init_process_group``.
+- ``spawn``/``fork``: ``launch()`` call until both ranks are ready (process group joined and a first
+  ``barrier`` done, taken in rank 0) vs raw ``torch.multiprocessing`` with the same start method +
+  ``init_process_group`` + ``barrier``; both sides pick a free port inside the timed window.
 - ``ddp``: process start until ready, the ``ddp`` (script re-run) launcher vs ``torchrun``.
 - ``return``: the ranks' work finished until ``launch()`` returns in rank 0 under ``ddp`` (and
   Fabric's ``ddp`` when installed).
@@ -162,6 +163,7 @@ def fabric_train_rate() -> float:
 
 
 def _ready(strategy: runtime.Strategy) -> float:
+    dist.barrier()  # ready means a first collective completes, on both sides
     return time.time()
 
 
@@ -173,6 +175,7 @@ def runtime_ready_ms(method: str) -> float:
 
 def _raw_ready(rank: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.barrier()
     if rank == 0:
         Path(out).write_text(str(time.time()))
     dist.destroy_process_group()
