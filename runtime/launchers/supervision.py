@@ -126,7 +126,8 @@ class Outcome:
                 return timeout_error(self.stuck_ranks, limit, self.stacks, echoes, rendezvous=waited is not None)
             else:
                 blamed = echo
-        if self.timed_out_at is not None and (blamed is None or blamed.communication or self.timed_out_at <= blamed.time):
+        timed_out_first = blamed is None or blamed.communication or (self.timed_out_at or 0.0) <= blamed.time
+        if self.timed_out_at is not None and timed_out_first:
             limit = (timeout or 0.0) if self.rendezvous_timeout is None else self.rendezvous_timeout
             return timeout_error(self.timed_out_ranks, limit, self.stacks, echoes,
                                  rendezvous=self.rendezvous_timeout is not None)  # fmt: skip
