@@ -14,7 +14,8 @@ timings depend on the machine and its load; compare ratios taken in one run.
 - ``spawn``/``fork``: ``launch()`` call until both ranks are ready (process group joined and a first
   ``barrier`` done, taken in rank 0) vs raw ``torch.multiprocessing`` with the same start method +
   ``init_process_group`` + ``barrier``; both sides pick a free port inside the timed window.
-- ``ddp``: process start until ready, the ``ddp`` (script re-run) launcher vs ``torchrun``.
+- ``ddp``: process start until ready (a first ``barrier`` done), the ``ddp`` (script re-run)
+  launcher vs ``torchrun``.
 - ``return``: the ranks' work finished until ``launch()`` returns in rank 0 under ``ddp`` (and
   Fabric's ``ddp`` when installed).
 - ``collectives``: all_reduce / broadcast / barrier of 1 KB and 4 MB through the strategy's
@@ -202,10 +203,11 @@ sys.path.insert(0, {repo!r})
 import torch.distributed as dist
 if "TORCHELASTIC_RUN_ID" in os.environ:
     dist.init_process_group("gloo")
+    dist.barrier()
     t = time.time()
 else:
     import runtime
-    t = runtime.launch(lambda s: time.time(), accelerator="cpu", devices=2, strategy="ddp")
+    t = runtime.launch(lambda s: dist.barrier() or time.time(), accelerator="cpu", devices=2, strategy="ddp")
 if os.environ.get("RANK", "0") == "0":
     print("READY", t, flush=True)
 """
