@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -10,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from resolver.cache import cached_table
 from resolver.compiler import CompiledTable, compile_table
-from resolver.config import DECIDED_FIELDS, Provenance, ProvenanceView, ResolvedConfig
+from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
-from resolver.flag_values import flag_values, given_flags, given_from_values
+from resolver.flag_values import flag_inputs, given_flags
 from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source
 from resolver.reporter import Reporter
 from resolver.table import RuleSource, load_sources, read_sources
@@ -176,16 +177,28 @@ def run_rules(
 
     ``sources`` gives the provenance of flags that did not come from the caller (a flags file).
     """
+    return _run(flags, environment, rules, reporter, sources)[0]
+
+
+def _run(
+    flags: Mapping[str, Any],
+    environment: Environment,
+    rules: RulesArg,
+    reporter: Reporter | None,
+    sources: Mapping[str, Provenance] | None,
+) -> tuple[Evaluation, FrozenMapping]:
+    """:func:`run_rules`, and the flags given (normalized), for ``ResolvedConfig.flags``."""
     evaluator = _evaluator(rules)
     env_values, env_provenance = _environment_values(evaluator, environment)
+    arguments, given = flag_inputs(flags)
     values = dict(env_values)  # a copy of a same-shaped dict: no rehashing, however many variables
-    values.update(flag_values(flags))
+    values.update(arguments)
 
     def inputs(slot: str) -> Provenance | None:
         found = env_provenance.get(slot)
         return found if found is not None else _flag_provenance(flags, values, slot, sources)
 
-    return evaluator.run(values, inputs, reporter)
+    return evaluator.run(values, inputs, reporter), FrozenMapping(given)
 
 
 def resolve(
@@ -231,24 +244,24 @@ def resolve(
             f"environment={environment!r:.60} is not an Environment",
             hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
         )
-    flags = collect_flags(locals())
+    flags: Mapping[str, Any] = locals()  # the flags among them are read by name
     sources = None
     if config_file is not None:
         from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
 
-        flags, sources = flags_with_file(flags, FLAG_DEFAULTS, config_file)
-    evaluation = run_rules(flags, environment, rules, reporter, sources)
-    return config_from(evaluation, given_from_values(evaluation.values))  # the arg.* values it normalized
+        flags, sources = flags_with_file(collect_flags(flags), FLAG_DEFAULTS, config_file)
+    evaluation, given = _run(flags, environment, rules, reporter, sources)
+    return config_from(evaluation, given)
 
 
 def config_from(evaluation: Evaluation, flags: Mapping[str, Any] | None = None) -> ResolvedConfig:
     values = evaluation.values
     try:
-        return ResolvedConfig(
-            **{name: values[name] for name in _CONFIG_FIELDS},
-            flags=flags,
-            provenance=ProvenanceView(_CONFIG_FIELDS, evaluation.provenance),
-            notes=evaluation.notes,
-        )
+        decided = _decided_values(values)
     except KeyError as exc:
         raise ResolutionError(f"the rule table has no slot {exc.args[0]!r}, a field of ResolvedConfig") from None
+    # The decided fields come first, in order, then flags, provenance and notes (resolver.config).
+    return ResolvedConfig(*decided, flags, ProvenanceView(_CONFIG_FIELDS, evaluation.provenance), evaluation.notes)
+
+
+_decided_values = operator.itemgetter(*_CONFIG_FIELDS)

@@ -98,11 +98,13 @@ class ProvenanceView(Mapping[str, "Provenance"]):
 
 
 def _to_frozen_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
-    return value if isinstance(value, FrozenMapping) else FrozenMapping(value)
+    return value if type(value) is FrozenMapping or isinstance(value, FrozenMapping) else FrozenMapping(value)
 
 
 def _to_flags(value: Mapping[str, Any] | None) -> FrozenMapping:
     """Flags as ``resolve()`` normalized them: lists (from JSON) as tuples."""
+    if type(value) is FrozenMapping and not any(isinstance(v, list) for v in value._data.values()):
+        return value  # already as resolve() makes it
     items = (value or {}).items()
     return FrozenMapping({k: tuple(v) if isinstance(v, list) else v for k, v in items})
 
@@ -112,7 +114,7 @@ def _to_provenance_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]
 
 
 def _to_tuple(items: Iterable[Any]) -> tuple[Any, ...]:
-    return tuple(items)
+    return items if type(items) is tuple else tuple(items)
 
 
 @attrs.frozen

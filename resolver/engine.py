@@ -6,16 +6,16 @@ order wins; otherwise the slot's default), then runs its checks (conflict and no
 verifies its slots' types and domains. Everything a person may want to watch goes through a
 :class:`~resolver.reporter.Reporter`.
 
-Evaluation is compiled ahead, once per table. Each slot's setters become a decision tree over the
-slots they test (:mod:`resolver.dispatch`), and the tree becomes one closure specialised per rule
-(:mod:`resolver.steps`: how the rule gets its value, a constant, another slot or a registered
-function; how many tests are left), so a resolution calls one function per slot and runs only the
-remaining tests of the candidate rules. Slots no rule sets take their defaults in one step. The
-first run of a table tests the rules in order; the trees are built from the second run. What verifying a stage
-would check is proven at compile time where it can be (constants, defaults, a slot copied from a
-slot that was verified against the same or a narrower type and domain), so only values that may
-be wrong are checked. Provenance is built only when asked for. No rule text is ever evaluated as
-code: closures capture the compiled conditions and values.
+Evaluation is compiled ahead, once per table. Each slot's setters become one closure specialised
+per rule (:mod:`resolver.steps`: how the rule gets its value, a constant, another slot or a
+registered function), trying the rules in order; slots no rule sets take their defaults in one
+step. What verifying a stage would check is proven at compile time where it can be (constants,
+defaults, a slot copied from a slot that was verified against the same or a narrower type and
+domain), so only values that may be wrong are checked. The first run of a table uses these
+closures; the second writes the table out as one generated function (:mod:`resolver.codegen`)
+that every later run without a reporter uses, handing the run back to the closures (the
+reference) on anything unusual. Provenance is built only when asked for. No rule text is ever
+evaluated as code.
 """
 
 from __future__ import annotations
@@ -25,23 +25,24 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-from resolver import dispatch
+from resolver.codegen import Generated, generate
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
 from resolver.conditions import Call, NotANumber, Ref
 from resolver.config import Provenance, display
-from resolver.dispatch import Leaf, lookup
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.reporter import Reporter
 from resolver.steps import (
     NO_TYPE,
     CallFailed,
     Choice,
+    Predicate,
     SlotCheck,
     Step,
     check_of,
     choice_for,
     passes,
     step_for,
+    tests_of,
     verify_value,
 )
 
@@ -60,12 +61,17 @@ class _StageProgram(NamedTuple):
     steps: tuple[tuple[str, Step], ...]
     #: Every slot in order (defaults included), for runs that report each decision.
     all_steps: tuple[tuple[str, Step], ...]
-    checks: dispatch.Node[CompiledRule] | dispatch.Leaf[CompiledRule] | None
+    #: The stage's checks, each with its tests; every one whose tests hold fires, in order.
+    checks: tuple[tuple[CompiledRule, tuple[Predicate, ...]], ...]
     #: When the stage is verified slot by slot in order (see ``_stage_program``): ``(slot, check,
     #: whether its default needs checking, the exact type and the domain members that pass at once)``.
     verify: tuple[tuple[str, SlotCheck, bool, type, frozenset[str] | None], ...] | None
     #: Otherwise, the check of each slot a step may mark as pending.
     checks_of: dict[str, tuple[SlotCheck, type, frozenset[str] | None]]
+    #: What the steps were made from, for the generated code: ``(slot, choices with their
+    #: conditions in priority order, default, default_needs)``; and the checks with theirs.
+    decisions: tuple[tuple[str, tuple[tuple[Choice, Any], ...], Any, bool], ...]
+    check_rules: tuple[tuple[CompiledRule, Any], ...]
 
 
 class Evaluation:
@@ -106,17 +112,21 @@ class Evaluator:
         self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)
         #: What verifying each decided slot guarantees (inputs are not verified: they guarantee nothing).
         self._guarantees = {name: check for name in self._decided if (check := check_of(table, name)) is not None}
-        # The first run tries the rules in order; decision trees are built for the runs after it,
-        # so a process that resolves once (the CLI) does not pay for building them.
-        self._stages = self._program(trees=False)
-        self._linear = True
+        # The first run uses the closures; the code is generated on the second (see ``run``), so a
+        # process that resolves once (the CLI) does not pay for generating it.
+        self._stages = tuple(self._stage_program(plan, self._guarantees) for plan in table.stages)
         self._runs = 0
+        self._generated: Generated | None = None
+        #: The generated code's source (for tests and the curious); None until it is generated.
+        self.generated_source: str | None = None
 
-    def _program(self, *, trees: bool) -> tuple[_StageProgram, ...]:
-        return tuple(self._stage_program(plan, self._guarantees, trees) for plan in self.table.stages)
+    @property
+    def generated(self) -> Generated | None:
+        """The generated evaluation (:mod:`resolver.codegen`), from the second run on: ``run(values,
+        notes, origins)`` decides in place and raises on anything unusual (``run`` then uses the closures)."""
+        return self._generated
 
-    def _stage_program(self, plan: Any, guarantees: Mapping[str, SlotCheck], trees: bool) -> _StageProgram:
-        build = dispatch.build if trees else dispatch.linear
+    def _stage_program(self, plan: Any, guarantees: Mapping[str, SlotCheck]) -> _StageProgram:
         table = self.table
         checked: dict[str, tuple[SlotCheck, bool, type, frozenset[str] | None]] = {}
         for name in plan.slots:
@@ -129,6 +139,7 @@ class Evaluator:
         defaults: dict[str, Any] = {}
         steps: list[tuple[str, Step]] = []
         all_steps: list[tuple[str, Step]] = []
+        decisions: list[tuple[str, tuple[tuple[Choice, Any], ...], Any, bool]] = []
         # Slots whose value is checked whatever decides it: inputs (when their default would not
         # pass: the default shows what the slot is meant to hold) and slots no rule sets whose
         # default fails. Then the whole stage is verified in order; otherwise only the values the
@@ -145,17 +156,19 @@ class Evaluator:
             default = table.slots[slot].default
             check = guarantees.get(slot)
             choices = [(choice_for(rule, slot, check, guarantees), rule.when) for rule in setters]
-            step = step_for(slot, build(choices), default, default_needs, self._add_note)
+            entries = tuple((choice, tests_of(conditions)) for choice, conditions in choices)
+            step = step_for(slot, entries, default, default_needs, self._add_note)
             all_steps.append((slot, step))
             if setters:
                 steps.append((slot, step))
+                decisions.append((slot, tuple(choices), default, default_needs))
             else:
                 defaults[slot] = default
         verify = tuple(
             (name, check, default_needs, exact, members)
             for name, (check, default_needs, exact, members) in checked.items()
         )
-        checks = build([(rule, rule.when) for rule in plan.checks]) if plan.checks else None
+        checks = tuple((rule, tests_of(rule.when)) for rule in plan.checks)
         return _StageProgram(
             plan.name,
             defaults,
@@ -165,6 +178,8 @@ class Evaluator:
             checks,
             verify if in_order else None,
             {name: (check, exact, members) for name, (check, _, exact, members) in checked.items()},
+            tuple(decisions),
+            tuple((rule, rule.when) for rule in plan.checks),
         )
 
     def render(self, template: Template | None, values: Mapping[str, Any]) -> str | None:
@@ -194,21 +209,60 @@ class Evaluator:
         ``values`` must hold the snapshot's inputs (:meth:`Environment.inputs`); a missing ``arg.*``
         input takes its slot's default.
         """
-        if self._linear:  # a second run: from now on, the decision trees
-            if self._runs:
-                self._stages = self._program(trees=True)
-                self._linear = False
+        if self._generated is None and self._runs < 2:
             self._runs += 1
-        stages = self._stages
-        origins: dict[str, Choice | None] = {}
-        provenance = ProvenanceMap(self, values, inputs, origins)
-        notes: list[str] = []
-        pending: list[str] = []
+            if self._runs == 2:  # a second run: from now on, the generated code
+                self._generated = self._generate(self._stages)
+        given: dict[str, Choice | None] = {}  # inputs the caller left out: their defaults
         if not self._other_input_set <= values.keys():
             for slot in self._other_inputs:
                 if slot not in values:
                     values[slot] = self.table.slots[slot].default
-                    origins[slot] = None
+                    given[slot] = None
+        if reporter is None and self._generated is not None:
+            notes: list[str] = []
+            try:
+                self._generated(values, notes)
+            except Exception:  # noqa: BLE001 - anything unusual: the closures decide again, and say why
+                pass
+            else:
+                return Evaluation(self, values, ProvenanceMap(self, values, inputs, None, given), tuple(notes))
+        return self._interpret(values, inputs, reporter, given)
+
+    def _generate(self, stages: tuple[_StageProgram, ...]) -> Generated | None:
+        """The generated evaluation; None (the closures go on deciding) if it cannot be made."""
+        try:
+            run, self.generated_source = generate(stages, self.table.domains, self._add_note, self.render)
+        except Exception:  # noqa: BLE001 - only speed is lost; tests/test_codegen.py makes sure it is not
+            return None
+        return run
+
+    def replay(self, values: Mapping[str, Any], given: Mapping[str, None]) -> dict[str, Choice | None]:
+        """Which rule decided each slot of a finished run (its ``values``), found by the closures."""
+        copy = dict(values)  # each decided slot is written before anything reads it again
+        origins: dict[str, Choice | None] = dict(given)
+        notes: list[str] = []
+        pending: list[str] = []
+        for stage in self._stages:
+            copy.update(stage.defaults)
+            origins.update(stage.default_origins)
+            for slot, step in stage.steps:
+                origins[slot] = step(copy, notes, pending)
+        return origins
+
+    def _interpret(
+        self,
+        values: dict[str, Any],
+        inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
+        reporter: Reporter | None,
+        given: dict[str, Choice | None],
+    ) -> Evaluation:
+        """The reference evaluation: each slot's closure, then the stage's checks and verification."""
+        stages = self._stages
+        origins: dict[str, Choice | None] = dict(given)
+        provenance = ProvenanceMap(self, values, inputs, origins)
+        notes: list[str] = []
+        pending: list[str] = []
         check: CompiledRule | None = None
         try:
             for stage in stages:
@@ -221,9 +275,8 @@ class Evaluator:
                     for slot, step in stage.all_steps:
                         origins[slot] = step(values, notes, pending)
                         reporter.decided(slot, values[slot], provenance[slot])
-                checks = stage.checks
-                if checks is not None:
-                    for check, tests in checks.entries if type(checks) is Leaf else lookup(checks, values):
+                if stage.checks:
+                    for check, tests in stage.checks:
                         for test in tests:
                             if not test(values):
                                 break
@@ -334,20 +387,33 @@ class Evaluator:
 
 
 class ProvenanceMap(Mapping[str, Provenance]):
-    """Provenance of every slot, built only when someone looks (most resolutions never do)."""
+    """Provenance of every slot, built only when someone looks (most resolutions never do).
+
+    ``origins`` says which rule decided each slot (None: its default). A run of the generated
+    code records none: the first look replays the closures over the decided values' inputs
+    (``given``: the inputs that took their defaults), which choose the same rules.
+    """
 
     def __init__(
         self,
         evaluator: Evaluator,
         values: Mapping[str, Any],
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
-        origins: Mapping[str, Choice | None],
+        origins: Mapping[str, Choice | None] | None,
+        given: Mapping[str, None] | None = None,
     ) -> None:
         self._evaluator = evaluator
         self._values = values
         self._inputs = inputs
-        self._origins = origins
+        self._known = origins
+        self._given = given
         self._done: dict[str, Provenance] = {}
+
+    @property
+    def _origins(self) -> Mapping[str, Choice | None]:
+        if self._known is None:
+            self._known = self._evaluator.replay(self._values, self._given or {})
+        return self._known
 
     def record(self, slot: str, provenance: Provenance) -> None:
         self._done[slot] = provenance

@@ -14,7 +14,7 @@ from resolver.errors import ResolutionError
 from resolver.flags import FLAGS
 from resolver.integers import MAX_INT_DIGITS, too_long
 
-__all__ = ["flag_values", "given_flags", "given_from_values"]
+__all__ = ["flag_inputs", "flag_values", "given_flags", "given_from_values"]
 
 
 def _normalize_flag(value: Any, lowercase: bool = True) -> Any:
@@ -37,24 +37,54 @@ def _names(value: Any) -> Any:
     return value
 
 
-_ARG_SLOTS = tuple((flag.name, f"arg.{flag.name}", flag.default, flag.lowercase) for flag in FLAGS)
+def _normalized(name: str, value: Any, lowercase: bool) -> Any:
+    value = _normalize_flag(value, lowercase)
+    if too_long(value):
+        raise ResolutionError(
+            f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
+            hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
+        )
+    return _names(value) if name in _REPEATABLE else value
+
+
 _REPEATABLE = frozenset(flag.name for flag in FLAGS if flag.repeatable)
+#: An int of at most this many bits (at most 579 digits) is never :func:`~resolver.integers.too_long`,
+#: whatever ``sys.set_int_max_str_digits`` says (it accepts no limit under 640).
+_PLAIN_INT_BITS = 3 * 640
+_ARG_SLOTS = tuple((flag.name, f"arg.{flag.name}", flag.default, flag.lowercase) for flag in FLAGS)
+#: Per flag: its name, slot, default, whether text is lowercased, and the default normalized
+#: (a flag left at its default, the same object, takes that at once).
+_FAST = tuple(
+    (name, slot, default, lowercase, _normalized(name, default, lowercase))
+    for name, slot, default, lowercase in _ARG_SLOTS
+)
 
 
 def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     """The arg.* inputs, normalized."""
+    return flag_inputs(flags)[0]
+
+
+def flag_inputs(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The arg.* inputs, normalized, and the flags given (what :func:`given_from_values` says of
+    them), in one pass: ``resolve()``'s path. ``flags`` may hold other names (a signature's locals)."""
     values: dict[str, Any] = {}
-    for name, slot, default, lowercase in _ARG_SLOTS:
-        value = _normalize_flag(flags.get(name, default), lowercase)
-        if too_long(value):
-            raise ResolutionError(
-                f"{name} holds an integer of more than {MAX_INT_DIGITS} digits, which is no {name} value",
-                hint=f"pass {name} as documented (resolver explain --help lists the accepted forms)",
-            )
-        if name in _REPEATABLE:
-            value = _names(value)
-        values[slot] = value
-    return values
+    given: dict[str, Any] = {}
+    for name, slot, default, lowercase, normalized in _FAST:
+        value = flags.get(name, default)
+        if value is default:
+            values[slot] = normalized
+            continue
+        kind = type(value)
+        if kind is str and name not in _REPEATABLE:  # the commonest given values, normalized at once
+            value = values[slot] = value.strip().lower() if lowercase else value.strip()
+        elif kind is int and value.bit_length() <= _PLAIN_INT_BITS:
+            value = values[slot] = value
+        else:
+            value = values[slot] = _normalized(name, value, lowercase)
+        if type(value) is not type(default) or value != default:
+            given[name] = value
+    return values, given
 
 
 def given_flags(flags: Mapping[str, Any]) -> dict[str, Any]:

@@ -194,6 +194,8 @@ def as_text(value: Any) -> str | None:
 @register_function("to_int")
 def to_int(value: Any) -> int:
     """A whole number from an int or integer text (``"-2"``); anything else is refused."""
+    if type(value) is int:
+        return value
     number = parse_int(value)
     if number is None:
         raise InvalidInput(f"{_shown(value)} is not an integer", "use a whole number")
@@ -261,6 +263,8 @@ def lsf_node_rank(hosts: str | None, hostname: str) -> int:
 @register_function("pick_plugin")
 def pick_plugin(plugins: Sequence[str], members: Sequence[str]) -> str | None:
     """The plugin name that belongs to a domain (given as ``{ domain = ... }``); two are an error."""
+    if not plugins:
+        return None
     found = [p for p in plugins if p in members]
     if len(found) > 1:
         raise InvalidInput(
@@ -273,6 +277,8 @@ def pick_plugin(plugins: Sequence[str], members: Sequence[str]) -> str | None:
 @register_function("first_unknown")
 def first_unknown(items: Sequence[str], members: Sequence[str]) -> str | None:
     """The first item that is not a member (an unknown plugin name)."""
+    if not items:
+        return None
     for item in items:
         if item not in members:
             return str(item)

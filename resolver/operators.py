@@ -1,6 +1,6 @@
 """Condition operators: each one object that checks its operand when the table loads
 (``validate``), tests a value at resolution (``predicate``), says which values it admits for the
-ambiguity check and the decision trees (``shape``) and writes itself for ``docs/rules.md``
+ambiguity check (``shape``) and writes itself for ``docs/rules.md``
 (``render``). :data:`OPERATORS` is the registry the loader, the compiler and the docs use; a new
 operator is a class and a registration here, not a branch elsewhere.
 """
@@ -28,6 +28,7 @@ __all__ = [
     "Ref",
     "Shape",
     "as_number",
+    "same",
 ]
 
 TYPE_NAMES = ("int", "str", "bool", "tuple", "none", "mapping")
@@ -76,6 +77,10 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(b, str) and _is_int(a):
         return parse_int(b) == a
     return False
+
+
+#: Equality as conditions mean it (what :mod:`resolver.codegen` calls where it cannot inline it).
+same = _same
 
 
 def _type_of(value: Any) -> str:

@@ -2,20 +2,21 @@
 
 Each setter rule becomes a :class:`Choice` (a constant, a copy of another slot, or a closure calling
 a registered function), marked with whether its value is proven at compile time to pass the
-stage's verification. A slot's decision tree (:mod:`resolver.dispatch`) becomes one closure
-(:func:`step_for`) that walks the tree and tries the remaining tests of the candidate rules; a value
-not proven is marked pending for the stage to check. No rule text is evaluated as code.
+stage's verification. A slot's candidate rules become one closure (:func:`step_for`) that tries
+them in priority order; a value not proven is marked pending for the stage to check. These closures
+are the reference evaluation: the evaluator's first run and every run with a reporter use them,
+and so does any run the generated code (:mod:`resolver.codegen`) hands back. No rule text is
+evaluated as code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from resolver.compiler import CompiledRule, CompiledTable, Template
-from resolver.conditions import Call, Const, NotANumber, Ref, ValueExpr
+from resolver.conditions import Call, Condition, Const, NotANumber, Ref, ValueExpr
 from resolver.config import FrozenMapping
-from resolver.dispatch import Leaf, Node
 from resolver.errors import ResolutionError
 from resolver.functions import FUNCTIONS, InvalidInput
 
@@ -32,6 +33,7 @@ __all__ = [
     "choice_for",
     "passes",
     "step_for",
+    "tests_of",
     "verify_value",
 ]
 
@@ -184,53 +186,43 @@ def _blame(exc: NotANumber, rule: CompiledRule) -> NotANumber:
     return exc
 
 
+def tests_of(conditions: Sequence[Condition]) -> tuple[Predicate, ...]:
+    """Every operator's test of ``conditions``, in order: all must hold."""
+    return tuple(t for c in conditions for t in c.tests)
+
+
 def step_for(
     slot: str,
-    tree: Node[Choice] | Leaf[Choice],
+    entries: tuple[tuple[Choice, tuple[Predicate, ...]], ...],
     default: Any,
     default_needs: bool,
     add_note: Callable[[Template, dict[str, Any], list[str]], None],
 ) -> Step:
-    """One closure deciding ``slot``: walks the decision tree, then the candidate rules in order.
+    """One closure deciding ``slot``: the first candidate rule whose tests hold, else the default.
 
     A value not proven to pass the stage's verification (``Choice.verify``, or a default that
     fails it) is marked pending, for the stage to check once its slots are decided.
     """
-    if type(tree) is Leaf:
-        entries: tuple[tuple[Choice, tuple[Predicate, ...]], ...] = tree.entries
-        if not entries and not default_needs:
+    if not entries and not default_needs:
 
-            def by_default(values: dict[str, Any], notes: list[str], pending: list[str]) -> None:
-                values[slot] = default
+        def by_default(values: dict[str, Any], notes: list[str], pending: list[str]) -> None:
+            values[slot] = default
 
-            return by_default
-        if entries:
-            first, tests = entries[0]
-            if (
-                len(entries) == 1
-                and first.note is None
-                and first.kind == CONST
-                and not first.verify
-                and not default_needs
-                and len(tests) <= 1
-            ):
-                return _const_step(slot, first, tests, default)
-    root = tree
+        return by_default
+    if entries:
+        first, tests = entries[0]
+        if (
+            len(entries) == 1
+            and first.note is None
+            and first.kind == CONST
+            and not first.verify
+            and not default_needs
+            and len(tests) <= 1
+        ):
+            return _const_step(slot, first, tests, default)
 
     def decide(values: dict[str, Any], notes: list[str], pending: list[str]) -> Choice | None:
-        node = root
-        key = node.slot
-        while key is not None:  # the tree's lookup, inline (a leaf's slot is None): one call per slot
-            value = values.get(key)
-            if value is None:
-                node = node.unset
-            else:
-                try:
-                    node = node.branches.get(value, node.other)
-                except TypeError:  # unhashable: equal to none of the constants
-                    node = node.other
-            key = node.slot
-        for choice, tests in node.entries:  # type: ignore[union-attr]
+        for choice, tests in entries:
             try:
                 for test in tests:
                     if not test(values):

@@ -1,0 +1,146 @@
+"""The generated evaluation (``resolver.codegen``) decides exactly what the evaluator's closures decide.
+
+The closures are the reference: a run with a reporter always uses them. Every golden scenario and
+fuzzed flags and cluster jobs are resolved both ways and compared slot by slot (values with their
+types, provenance, notes), and errors must be the same error. The generated code may hand a run
+back to the closures only where it meets something out of the ordinary; for the golden scenarios,
+which all resolve or fail in ordinary ways, it must never need to.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+from hypothesis import given as for_all
+from hypothesis import strategies as st
+from test_fuzz_resolve import FUZZ, cluster_job, environments, flags
+
+from resolver import Environment, Provenance, ResolutionError, golden
+from resolver.api import builtin_table, load_rules
+from resolver.codegen import Redo
+from resolver.engine import Evaluation, Evaluator
+from resolver.flag_values import flag_values
+from resolver.functions import InvalidInput
+from resolver.reporter import Reporter
+
+GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.toml"))
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> Evaluator:
+    evaluator = Evaluator(builtin_table())
+    warm_up(evaluator)
+    return evaluator
+
+
+def warm_up(evaluator: Evaluator) -> None:
+    for _ in range(2):
+        evaluator.run(inputs_for(evaluator, {}, Environment()), given)
+    assert evaluator.generated is not None
+
+
+def inputs_for(evaluator: Evaluator, flags: dict[str, Any], environment: Environment) -> dict[str, Any]:
+    values, _ = environment.inputs(evaluator.table)
+    values.update(flag_values(flags))
+    return values
+
+
+def given(slot: str) -> Provenance:
+    """Where an input came from, as far as this comparison cares."""
+    return Provenance("input", slot)
+
+
+def outcome(run: Any) -> tuple[str, Any]:
+    """What a run gave, comparably: every slot's value (with its type) and provenance, and the
+    notes; or the error's kind, message, hint and rule."""
+    try:
+        evaluation: Evaluation = run()
+    except ResolutionError as error:
+        return "error", (type(error).__name__, error.message, error.hint, error.rule, error.rule_ids)
+    values = {slot: (type(value), value) for slot, value in evaluation.values.items()}
+    provenance = {slot: evaluation.provenance[slot] for slot in evaluation.values}
+    return "config", (values, provenance, evaluation.notes)
+
+
+def compare(evaluator: Evaluator, flags: dict[str, Any], environment: Environment, *, strict: bool) -> None:
+    try:
+        base = inputs_for(evaluator, flags, environment)
+    except ResolutionError:
+        return  # refused before any rule runs: nothing to compare
+    reference = outcome(lambda: evaluator.run(dict(base), given, Reporter()))
+    assert outcome(lambda: evaluator.run(dict(base), given)) == reference
+    # The generated code alone: it finishes exactly where the reference resolves.
+    values, notes = dict(base), []
+    try:
+        evaluator.generated(values, notes)  # type: ignore[misc]
+    except (ResolutionError, Redo, InvalidInput):  # a refusal, a conflict, a wrong value
+        assert reference[0] == "error", f"the generated code stopped where the closures resolve: {flags}"
+        return
+    except TypeError:  # an unhashable value in a lookup: the closures decide (slower, never different)
+        assert not strict, f"the generated code handed back an ordinary run: {flags}"
+        return
+    assert reference[0] == "config", f"the generated code resolved where the closures fail: {reference[1]}"
+    ref_values = reference[1][0]
+    assert {slot: (type(value), value) for slot, value in values.items()} == ref_values
+    assert tuple(notes) == reference[1][2]
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=[p.stem for p in GOLDEN])
+def test_golden_scenarios_decide_alike(evaluator: Evaluator, path: Path) -> None:
+    scenario = golden.load_scenario(path)
+    compare(evaluator, dict(scenario.flags), scenario.environment, strict=True)
+
+
+@FUZZ
+@for_all(flags=flags, environment=environments())
+def test_fuzzed_flags_decide_alike(evaluator: Evaluator, flags: dict[str, Any], environment: Environment) -> None:
+    compare(evaluator, flags, environment, strict=False)
+
+
+@FUZZ
+@for_all(rng=st.randoms(use_true_random=False))
+def test_fuzzed_cluster_jobs_decide_alike(evaluator: Evaluator, rng: random.Random) -> None:
+    job_flags, environment = cluster_job(rng)
+    compare(evaluator, job_flags, environment, strict=False)
+
+
+#: A variable's value and a rule's constant and note full of quotes, backslashes and code.
+_TRIGGER = 'it\'s "on"\n' + "'" * 3 + "; import os; os._exit(3) #"
+_MOTTO = '"""; raise SystemExit #\\'
+_NOTE = "motto: {site.motto} ('\")"
+_QUOTED = tomli_w.dumps(
+    {
+        "slot": {"site.motto": {"stage": "resolved", "type": "str", "nullable": True}},
+        "rule": [
+            {
+                "id": "site.motto.quoted",
+                "stage": "resolved",
+                "when": {"var.SITE_MOTTO": _TRIGGER},
+                "set": {"site.motto": _MOTTO},
+                "why": "the motto variable holds quotes and code",
+            },
+            {"id": "site.motto.noted", "stage": "resolved", "when": {"site.motto": {"set": True}}, "note": _NOTE},
+        ],
+    }
+)
+
+
+def test_rule_text_never_reaches_the_generated_source(tmp_path: Path) -> None:
+    """Values and names full of quotes and code are data the generated code looks up, not code."""
+    site = tmp_path / "site.toml"
+    site.write_text(_QUOTED, encoding="utf-8")
+    evaluator = Evaluator(load_rules([site]))
+    warm_up(evaluator)
+    source = evaluator.generated_source
+    assert source is not None and "'" not in source and '"' not in source and "\\" not in source
+    assert "import" not in source and "motto" not in source
+    environment = Environment(variables={"SITE_MOTTO": _TRIGGER})
+    evaluation = evaluator.run(inputs_for(evaluator, {}, environment), given)
+    assert evaluation.values["site.motto"] == _MOTTO
+    assert evaluation.notes[-1] == _NOTE.replace("{site.motto}", _MOTTO)
+    compare(evaluator, {}, environment, strict=True)
+    compare(evaluator, {}, Environment(), strict=True)
