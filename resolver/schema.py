@@ -24,6 +24,7 @@ from resolver.table import SLOT_TYPES
 
 __all__ = [
     "CallSpec",
+    "CaseSpec",
     "DomainSpec",
     "RemovedSpec",
     "RuleFile",
@@ -215,8 +216,26 @@ class RemovedSpec:
 
 
 @attrs.frozen
+class CaseSpec:
+    """One case of a rule with ``match``: its outcome when the matched slot holds the case's value.
+
+    What a case gives replaces the rule's own key, except ``set``, which adds to the rule's ``set``.
+    """
+
+    set: dict[str, Any] | None = attrs.field(default=None, validator=_check_set)
+    why: str | None = None
+    conflict: str | None = None
+    hint: str | None = None
+    note: str | None = None
+
+
+@attrs.frozen
 class RuleSpec:
-    """``[[rule]]``: conditions and exactly one outcome (checked further when the table compiles)."""
+    """``[[rule]]``: conditions and exactly one outcome (checked further when the table compiles).
+
+    A rule with ``match = "slot"`` and ``cases`` is a table of rules, one per value of that slot
+    (``resolver.cases`` expands it when the files are loaded).
+    """
 
     id: str = attrs.field(validator=_non_empty)
     stage: str = attrs.field(validator=_non_empty)
@@ -228,17 +247,44 @@ class RuleSpec:
     note: str | None = None
     between: list[str] = attrs.field(factory=list)
     priority: int = 0
+    match: str | None = attrs.field(default=None)
+    cases_join: str | None = attrs.field(default=None)
+    cases: dict[str, CaseSpec] = attrs.field(factory=dict)
+
+    @match.validator
+    def _check_match(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
+        if value is None:
+            return
+        if not value:
+            raise _Invalid("match", "`match` must name a slot")
+        if value in self.when:
+            raise _Invalid(
+                f"when.{value}",
+                f"`when` tests {value!r}, which `match` gives each case: drop it from `when`",
+            )
+
+    @cases_join.validator
+    def _check_cases_join(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
+        if value is not None and self.match is None:
+            raise _Invalid("cases_join", "`cases_join` adds the values of `cases` to a domain; it needs `match`")
+
+    @cases.validator
+    def _check_cases(self, attribute: attrs.Attribute[Any], value: dict[str, CaseSpec]) -> None:
+        if value and self.match is None:
+            raise _Invalid("cases", '`cases` needs `match = "slot"`: the slot whose value picks the case')
 
 
 @attrs.frozen
 class RuleFile:
-    """One rule file: any of ``stages``, ``[domain.*]``, ``[slot.*]``, ``[[rule]]``, ``[removed.*]``."""
+    """One rule file: any of ``stages``, ``[domain.*]``, ``[slot.*]``, ``[[rule]]``, ``[removed.*]``
+    and ``[cases."RULE"]`` (more cases for a rule with ``match``, which may be in another file)."""
 
     stages: list[str] | None = attrs.field(default=None, validator=_unique)
     domain: dict[str, DomainSpec] = attrs.field(factory=dict)
     slot: dict[str, SlotSpec] = attrs.field(factory=dict)
     rule: list[RuleSpec] = attrs.field(factory=list)
     removed: dict[str, RemovedSpec] = attrs.field(factory=dict)
+    cases: dict[str, dict[str, CaseSpec]] = attrs.field(factory=dict)
 
 
 # -- the strict converter ---------------------------------------------------------------------------
@@ -322,7 +368,8 @@ _CONVERTER.register_structure_hook_func(lambda t: typing.get_origin(t) is dict, 
 
 def _first_problem(exc: BaseException, path: tuple[str | int, ...]) -> SchemaProblem:
     """Walk cattrs' nested errors to the first leaf, collecting the path to it."""
-    for note in getattr(exc, "__notes__", []):
+    # the innermost list or table adds its note first: read them outermost first
+    for note in reversed(getattr(exc, "__notes__", [])):
         if isinstance(note, _PathNote):
             path = (*path, note.step)
     if isinstance(exc, ForbiddenExtraKeysError):

@@ -1,8 +1,10 @@
 """Loading the TOML rule table: slots, domains, stages and rules, checked as they load.
 
 A rule file may hold ``stages``, ``[domain.NAME]`` tables, ``[slot."NAME"]`` tables, ``[[rule]]``
-entries and ``[removed.FLAG]`` tables (see ``docs/rule-format.md``). Every problem is reported as
-a :class:`~resolver.errors.RuleTableError` naming the file, the rule and, where it can, the line.
+entries, ``[removed.FLAG]`` tables and ``[cases."RULE"]`` tables (see ``docs/rule-format.md``).
+Every problem is reported as a :class:`~resolver.errors.RuleTableError` naming the file, the rule
+and, where it can, the line. A rule with ``match`` and ``cases`` is expanded into one ordinary
+rule per case (:mod:`resolver.cases`) before anything else sees it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from resolver.errors import RuleTableError
 if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files are loaded
     from resolver.schema import RuleSpec, SchemaProblem, SlotSpec
 
-__all__ = ["Domain", "RawRule", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
+__all__ = ["Domain", "RawRule", "RuleCase", "RuleSource", "Slot", "TableData", "load_sources", "read_sources"]
 
 SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
 VARIABLE_PREFIX = "var."
@@ -99,19 +101,42 @@ class Domain:
 
 
 @attrs.frozen
+class RuleCase:
+    """One case of a rule with ``match``, as written: the slot's value and that value's outcome."""
+
+    rule: str
+    value: str
+    data: Mapping[str, Any]
+    file: str
+    line: int | None
+
+    def error(self, message: str) -> RuleTableError:
+        return RuleTableError(f"case {self.value!r}: {message}", file=self.file, rule=self.rule, line=self.line)
+
+
+@attrs.frozen
 class RawRule:
-    """A rule as written, with where it was written."""
+    """A rule as written, with where it was written.
+
+    A rule expanded from a case (:mod:`resolver.cases`) has ``case_of``, the id of the rule whose
+    ``cases`` held it, and ``case``; its errors name both, at the case's line.
+    """
 
     data: Mapping[str, Any]
     file: str
     line: int | None
     spec: RuleSpec | None = attrs.field(default=None, eq=False, repr=False)
+    cases: tuple[RuleCase, ...] = attrs.field(default=(), eq=False, repr=False)
+    case_of: str | None = None
+    case: str | None = None
 
     @property
     def id(self) -> str:
         return str(self.data.get("id", "<no id>"))
 
     def error(self, message: str) -> RuleTableError:
+        if self.case_of is not None:
+            return RuleTableError(f"case {self.case!r}: {message}", file=self.file, rule=self.case_of, line=self.line)
         return RuleTableError(message, file=self.file, rule=self.id, line=self.line)
 
 
@@ -181,13 +206,14 @@ def _line_of(text: str, pattern: str) -> int | None:
     return text.count("\n", 0, match.start()) + 1 if match else None
 
 
-def _key_pattern(name: str) -> str:
+def toml_key_pattern(name: str) -> str:
+    """A regex for the TOML key ``name``, bare or quoted."""
     return "(?:" + "|".join((re.escape(f'"{name}"'), re.escape(f"'{name}'"), re.escape(name))) + ")"
 
 
 def _table_line(text: str, table: str, name: str) -> int | None:
     """The line of ``[table.NAME]`` (or ``table.NAME = ...``, ``NAME = ...`` inside ``[table]``)."""
-    key = _key_pattern(name)
+    key = toml_key_pattern(name)
     for pattern in (
         rf"^[ \t]*\[\s*{table}\s*\.\s*{key}\s*\]",
         rf"^[ \t]*{table}\s*\.\s*{key}\s*[.=]",
@@ -208,6 +234,8 @@ class _Locator:
         self.ids = _id_lines(source.text)
 
     def error(self, problem: SchemaProblem) -> RuleTableError:
+        from resolver.cases import case_line
+
         path = problem.path
         rule = None
         line = None
@@ -219,12 +247,16 @@ class _Locator:
                 line = self.rule_line(rule)
             else:
                 line = self.nth_rule_line(path[1])
+            if len(path) > 3 and path[2] == "cases":
+                line = case_line(self.source.text, str(path[3]), None, line) or line
             message = f"{problem.message} (at {'.'.join(str(p) for p in path[2:]) or 'the rule'})"
             return RuleTableError(message, file=self.source.name, rule=rule, line=line)
-        if path and path[0] in ("slot", "domain", "removed") and len(path) > 1:
+        if path and path[0] == "cases" and len(path) > 2:
+            line = case_line(self.source.text, str(path[2]), str(path[1]), None)
+        elif path and path[0] in ("slot", "domain", "removed", "cases") and len(path) > 1:
             line = _table_line(self.source.text, str(path[0]), str(path[1]))
-        elif path and path[0] == "stages":
-            line = _line_of(self.source.text, r"^[ \t]*stages\s*=")
+        elif len(path) == 1:  # a top-level key: `stages = ...`, `cases = 5`
+            line = _line_of(self.source.text, rf"^[ \t]*\[?\s*{toml_key_pattern(str(path[0]))}\s*[=.\]]")
         where = problem.where
         return RuleTableError(
             f"{where}: {problem.message}" if where else problem.message, file=self.source.name, line=line
@@ -242,6 +274,16 @@ class _Locator:
 
     def line(self, table: str, name: str) -> int | None:
         return _table_line(self.source.text, table, name)
+
+    def cases(self, rule: str, cases: Mapping[str, Any], start: int | None, *, extension: bool) -> list[RuleCase]:
+        """The cases of a rule (``extension``: of a top-level ``[cases."RULE"]`` table), with their lines."""
+        from resolver.cases import case_line
+
+        owner = rule if extension else None
+        return [
+            RuleCase(rule, value, data, self.source.name, case_line(self.source.text, value, owner, start))
+            for value, data in cases.items()
+        ]
 
 
 def read_sources(paths: Iterable[str | Path]) -> list[RuleSource]:
@@ -264,9 +306,11 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
     """
     import tomllib  # only when parsing: a table loaded from the disk cache needs neither
 
+    from resolver.cases import expand_cases
     from resolver.schema import SchemaProblem, structure_file  # cattrs: only when rule files are read
 
     table = TableData()
+    extensions: list[RuleCase] = []
     seen_ids: dict[str, RawRule] = {}
     stages_from: tuple[str, int | None] | None = None
     for source in sources:
@@ -310,15 +354,20 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
         occurrences: dict[str, int] = {}
         for entry, rule_spec in zip(entries, spec.rule, strict=True):
             occurrence = occurrences[rule_spec.id] = occurrences.get(rule_spec.id, -1) + 1
-            raw = RawRule(entry, source.name, locate.rule_line(rule_spec.id, occurrence), rule_spec)
+            line = locate.rule_line(rule_spec.id, occurrence)
+            cases = locate.cases(rule_spec.id, entry.get("cases", {}), line, extension=False)
+            raw = RawRule(entry, source.name, line, rule_spec, tuple(cases))
             first_rule = seen_ids.get(raw.id)
             if first_rule is not None:
                 where = first_rule.file + (f":{first_rule.line}" if first_rule.line else "")
                 raise raw.error(f"duplicate rule id (first defined at {where})")
             seen_ids[raw.id] = raw
             table.rules.append(raw)
+        for rule_id, more in doc.get("cases", {}).items():
+            extensions += locate.cases(rule_id, more, None, extension=True)
     if not table.stages:
         raise RuleTableError("no `stages` list in any rule file", file=", ".join(table.files) or None)
+    expand_cases(table, extensions)
     _check_declarations(table)
     return table
 

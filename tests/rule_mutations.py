@@ -3,7 +3,8 @@
 Each *breaking* mutation makes a file wrong in a way the loader must catch (an unknown key, a value
 of the wrong type, a missing required key, invalid UTF-8, a stage listed twice, a duplicate rule id,
 a function called with the wrong number of arguments, an unknown operator, slot, domain value or
-function, malformed TOML). A *random* mutation replaces any value with any other: the loader
+function, malformed TOML, a rule's `match` naming an unknown slot, a case given twice, cases added
+to an unknown rule). A *random* mutation replaces any value with any other: the loader
 either refuses it (naming the file) or the table it accepts must still never crash ``resolve()``.
 
 Campaign: ``python tests/rule_mutations.py --breaking 5000 --random 5000 --seed 1`` prints how
@@ -44,7 +45,11 @@ _TYPED_FIELDS: dict[str, dict[str, str]] = {
         "priority": "int",
         "when": "table",
         "set": "table",
+        "match": "str",
+        "cases_join": "str",
+        "cases": "table",
     },
+    "case": {"set": "table", "why": "str", "conflict": "str", "hint": "str", "note": "str"},
     "slot": {"stage": "str", "type": "str", "domain": "str", "nullable": "bool", "required": "bool", "doc": "str"},
     "domain": {"values": "list", "include": "list"},
     "removed": {"why": "str", "python": "str", "cli": "str"},
@@ -105,12 +110,26 @@ class Mutant:
         self.file, self.data, self.what = file, data, what
 
 
+def _cases(doc: Document) -> list[dict[str, Any]]:
+    """Every case of a document: of its rules' ``cases`` and of its ``[cases."RULE"]`` tables."""
+    tables = [r.get("cases", {}) for r in doc.get("rule", []) if isinstance(r, dict)]
+    tables += [t for t in doc.get("cases", {}).values() if isinstance(t, dict)]
+    return [c for t in tables if isinstance(t, dict) for c in t.values() if isinstance(c, dict)]
+
+
 def _tables(doc: Document) -> list[tuple[str, dict[str, Any]]]:
-    """Every (kind, table) of a document: rules, slots, domains, removed flags."""
+    """Every (kind, table) of a document: rules, slots, domains, removed flags, cases."""
     found: list[tuple[str, dict[str, Any]]] = [("rule", r) for r in doc.get("rule", []) if isinstance(r, dict)]
     for kind in ("slot", "domain", "removed"):
         found += [(kind, t) for t in doc.get(kind, {}).values() if isinstance(t, dict)]
+    found += [("case", c) for c in _cases(doc)]
     return found
+
+
+def _sets(doc: Document) -> list[dict[str, Any]]:
+    """Every ``set`` table of a document: of its rules and of their cases."""
+    owners = [r for r in doc.get("rule", []) if isinstance(r, dict)] + _cases(doc)
+    return [o["set"] for o in owners if isinstance(o.get("set"), dict)]
 
 
 # Each kind of mutation the loader must refuse; a kind listed twice is drawn twice as often.
@@ -130,6 +149,9 @@ BREAKING_KINDS: list[str] = [
     "domain_value",
     "unknown_function",
     "malformed",
+    "match_slot",
+    "duplicate_case",
+    "case_rule",
 ]
 
 
@@ -139,6 +161,8 @@ def _breaking(rng: random.Random, name: str, text: str, doc: Document, vocabular
     doc = copy.deepcopy(doc)
     tables = _tables(doc)
     rules = [r for r in doc.get("rule", []) if isinstance(r, dict)]
+    sets = _sets(doc)
+    with_cases = [r for r in rules if r.get("match") and r.get("cases")]
     if kind == "utf8":
         data = text.encode()
         at = rng.randrange(len(data) + 1)
@@ -184,8 +208,19 @@ def _breaking(rng: random.Random, name: str, text: str, doc: Document, vocabular
         if not rules:
             return None
         doc["rule"].insert(rng.randrange(len(rules) + 1), copy.deepcopy(rng.choice(rules)))
+    elif kind in ("match_slot", "duplicate_case", "case_rule"):
+        if not with_cases:
+            return None
+        rule = rng.choice(with_cases)
+        if kind == "match_slot":
+            rule["match"] = "no.such." + rule["match"]
+        else:
+            value = rng.choice(sorted(rule["cases"]))
+            target = rule["id"] if kind == "duplicate_case" else rule["id"] + "_x"
+            doc.setdefault("cases", {}).setdefault(target, {})[value] = copy.deepcopy(rule["cases"][value])
+        kind = f"{kind}: {rule['id']}"
     elif kind == "arity":
-        calls = [e for r in rules for e in r.get("set", {}).values() if isinstance(e, dict) and "fn" in e]
+        calls = [e for t in sets for e in t.values() if isinstance(e, dict) and "fn" in e]
         if not calls:
             return None
         call = rng.choice(calls)
@@ -221,25 +256,25 @@ def _breaking(rng: random.Random, name: str, text: str, doc: Document, vocabular
                 ]
             )
     elif kind == "ref":
-        setting = [r for r in rules if r.get("set")]
+        setting = [t for t in sets if t]
         if not setting:
             return None
-        sets = rng.choice(setting)["set"]
-        sets[rng.choice(sorted(sets))] = rng.choice([{"ref": 5}, {"ref": "no.such.slot"}, {"ref": ""}])
+        chosen = rng.choice(setting)
+        chosen[rng.choice(sorted(chosen))] = rng.choice([{"ref": 5}, {"ref": "no.such.slot"}, {"ref": ""}])
     elif kind == "domain_value":
         slots = vocabulary.get("slot", {})
         choices = [
-            (r["set"], s)
-            for r in rules
-            for s, v in r.get("set", {}).items()
+            (t, s)
+            for t in sets
+            for s, v in t.items()
             if isinstance(v, str) and v != "none" and slots.get(s, {}).get("domain")
         ]
         if not choices:
             return None
-        sets, slot = rng.choice(choices)
-        sets[slot] = sets[slot] + "_not_a_member"
+        chosen, slot = rng.choice(choices)
+        chosen[slot] = chosen[slot] + "_not_a_member"
     elif kind == "unknown_function":
-        calls = [e for r in rules for e in r.get("set", {}).values() if isinstance(e, dict) and "fn" in e]
+        calls = [e for t in sets for e in t.values() if isinstance(e, dict) and "fn" in e]
         if not calls:
             return None
         rng.choice(calls)["fn"] += "_nope"
