@@ -6,9 +6,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resolver.flag_values import given_flags
 from resolver.config import ResolvedConfig
 from resolver.errors import ResolutionError
+from resolver.flag_values import given_flags
 from resolver.flags import collect_flags
 from runtime.build import build
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank

@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.errors import PortInUseError, RendezvousWaitError
-from runtime.launchers.reports import mark_as_echo, rendezvous_abandoned
+from runtime.launchers.reports import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
 from runtime.ports import port_is_free
 from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 from runtime.registry import register_collective
@@ -35,13 +35,14 @@ def _as_timedelta(timeout: timedelta | float | None) -> timedelta | None:
     return timedelta(seconds=float(timeout))
 
 
-def _import_group_default_modules() -> None:
+def import_group_default_modules() -> None:
     """Import, before any group exists, the modules that bind ``group.WORLD`` as a default argument.
 
     ``torch.distributed.nn.functional`` does so at import, and DistributedDataParallel imports it
     on first use. Imported while a group exists, it keeps that group alive past
     ``destroy_process_group``; the group's gloo worker threads then outlive it and can abort the
     process at interpreter exit (releasing Python tensors during finalization).
+    A launcher that forks its ranks imports them once, before forking (if no group exists yet).
     """
     import torch.distributed.nn.functional  # noqa: F401
 
@@ -52,6 +53,7 @@ def _tcp_url(address: str, port: int) -> str:
 
 
 _ARRIVED = "runtime-rendezvous/arrived-"
+#: The longest sleep between two looks at the store while the launching process may give up.
 _POLL = 0.05
 
 
@@ -76,13 +78,22 @@ def _wait_for_every_rank(store: dist.TCPStore, rank: int, world_size: int, timeo
     """Announce this rank in the store and wait (at most ``timeout`` s) until every rank has.
 
     gloo/nccl wait for their peers with the collective timeout; waiting here first bounds the
-    rendezvous by its own timeout, and tells which ranks never came. The wait polls, so that a
-    launching process that is a rank itself stops waiting as soon as its launcher gave up on the
-    launch (:func:`~runtime.launchers.reports.rendezvous_abandoned`: a peer failed or timed out).
+    rendezvous by its own timeout, and tells which ranks never came. In a rank process the store
+    wakes the wait as soon as the last rank arrives. Where the rank runs in the launching process
+    (the subprocess launcher's rank 0), the wait looks at the store at growing intervals (1 ms
+    up to 50 ms) instead, so that it stops as soon as its launcher gave up on the launch
+    (:func:`~runtime.launchers.reports.rendezvous_abandoned`: a peer failed or timed out).
     """
     store.set(f"{_ARRIVED}{rank}", "1")
     deadline = time.monotonic() + timeout
-    waiting = list(range(world_size))
+    waiting = [peer for peer in range(world_size) if peer != rank]
+    if not rendezvous_may_be_abandoned():
+        try:
+            store.wait([f"{_ARRIVED}{peer}" for peer in waiting], timedelta(seconds=timeout))
+            return
+        except dist.DistError:  # the timeout, or rank 0 (the store's host) is gone
+            pass
+    pause = 0.001
     while True:
         waiting = [peer for peer in waiting if not _arrived(store, peer)]
         if not waiting:
@@ -91,7 +102,8 @@ def _wait_for_every_rank(store: dist.TCPStore, rank: int, world_size: int, timeo
             error = RendezvousWaitError(rank, waiting, timeout, where)
             mark_as_echo(error)  # the peers it waited for are the cause, not this rank
             raise error
-        time.sleep(_POLL)
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, _POLL)
 
 
 def _arrived(store: dist.TCPStore, peer: int) -> bool:
@@ -162,7 +174,7 @@ class TorchCollective(Collective):
             return
         if master_port is None:
             raise ValueError("TorchCollective.setup needs master_port (the rendezvous port)")
-        _import_group_default_modules()
+        import_group_default_modules()
         kwargs: dict[str, Any] = {}
         pg_timeout = _as_timedelta(timeout)
         if pg_timeout is not None:

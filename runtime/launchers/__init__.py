@@ -5,4 +5,11 @@ from runtime.launchers.horovod import HorovodLauncher
 from runtime.launchers.multiprocessing import ForkLauncher, MultiprocessingLauncher, SpawnLauncher
 from runtime.launchers.subprocess_script import SubprocessScriptLauncher
 
-__all__ = ["ForkLauncher", "HorovodLauncher", "Launcher", "MultiprocessingLauncher", "SpawnLauncher", "SubprocessScriptLauncher"]
+__all__ = [
+    "ForkLauncher",
+    "HorovodLauncher",
+    "Launcher",
+    "MultiprocessingLauncher",
+    "SpawnLauncher",
+    "SubprocessScriptLauncher",
+]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -30,7 +29,9 @@ def die_with_launcher() -> None:
     if not sys.platform.startswith("linux") or not expected:
         return
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # The symbols already loaded into this process (libc among them): no library search,
+        # which costs milliseconds (ctypes.util.find_library runs ldconfig) in every rank.
+        libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         return

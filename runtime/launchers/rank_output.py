@@ -39,7 +39,6 @@ MAX_LINE = 1 << 20
 #: behind may hold them open) before the rest is dropped.
 DRAIN_TIMEOUT = 5.0
 _READ_SIZE = 1 << 16
-_POLL = 0.05
 _STDOUT, _STDERR = 1, 2
 
 
@@ -213,6 +212,8 @@ class RankOutputPump:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
+        # Wakes the reading thread (new streams, closing): it sleeps in select() without a timeout.
+        self._wake: tuple[int, int] | None = None
 
     def popen(
         self,
@@ -277,12 +278,23 @@ class RankOutputPump:
         ]
         with self._lock:
             self._pending.extend(streams)
+        self._ring()
+
+    def _ring(self) -> None:
+        if self._wake is not None:
+            try:
+                os.write(self._wake[1], b"!")
+            except OSError:  # full: the thread wakes anyway
+                pass
 
     def __enter__(self) -> RankOutputPump:
         if self.output is not None:
             sys.stdout.flush()  # what this process printed before comes first
             sys.stderr.flush()
             self._stdout, self._stderr = _Console(sys.stdout), _Console(sys.stderr)
+            self._wake = os.pipe()
+            for end in self._wake:
+                os.set_blocking(end, False)
             self._thread = threading.Thread(target=self._run, name="rank-output", daemon=True)
             self._thread.start()
         return self
@@ -295,14 +307,22 @@ class RankOutputPump:
         if self._thread is not None:
             self._drain = drain
             self._closing.set()
+            self._ring()
             self._thread.join()
             self._thread = None
+        if self._wake is not None:
+            for end in self._wake:
+                os.close(end)
+            self._wake = None
         for fd in self._logs:
             os.close(fd)
         self._logs.clear()
 
     def _run(self) -> None:
+        assert self._wake is not None
+        wake = self._wake[0]
         selector = selectors.DefaultSelector()
+        selector.register(wake, selectors.EVENT_READ, None)
         open_streams: list[_Stream] = []
         deadline: float | None = None
         try:
@@ -316,10 +336,14 @@ class RankOutputPump:
                     deadline = deadline if deadline is not None else time.monotonic() + self._drain
                     if not open_streams or time.monotonic() >= deadline:
                         return
-                if not open_streams:
-                    self._closing.wait(_POLL)
-                    continue
-                for key, _ in selector.select(_POLL):
+                # No timeout until closing: output, a new rank or close() wakes it (no polling).
+                for key, _ in selector.select(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                    if key.data is None:
+                        try:
+                            os.read(wake, 4096)
+                        except BlockingIOError:
+                            pass
+                        continue
                     stream: _Stream = key.data
                     data = os.read(stream.file.fileno(), _READ_SIZE)
                     if data:

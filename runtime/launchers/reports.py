@@ -33,6 +33,8 @@ __all__ = [
     "RankReports",
     "abandon_rendezvous",
     "rendezvous_abandoned",
+    "rendezvous_may_be_abandoned",
+    "supervising",
     "STACK_SIGNAL",
     "describe_exception",
     "is_communication_error",
@@ -66,6 +68,10 @@ _DISTRIBUTED_DIRECTORY = _distributed_directory()
 
 _ECHO = "_runtime_echo"
 _abandoned = threading.Event()
+#: The process id of every supervisor watching ranks, once per supervisor (list.append and
+#: list.remove are atomic: no lock a forked child could inherit held). A forked child inherits its
+#: parent's entries under the parent's id, so they do not count for it.
+_supervisors: list[int] = []
 
 
 def abandon_rendezvous() -> None:
@@ -76,6 +82,21 @@ def abandon_rendezvous() -> None:
 
 def rendezvous_abandoned() -> bool:
     return _abandoned.is_set()
+
+
+def supervising(started: bool) -> None:
+    """A supervisor in this process started (``True``) or stopped watching ranks (``False``)."""
+    if started:
+        _supervisors.append(os.getpid())
+    else:
+        with contextlib.suppress(ValueError):
+            _supervisors.remove(os.getpid())
+
+
+def rendezvous_may_be_abandoned() -> bool:
+    """Whether a supervisor in this process may call :func:`abandon_rendezvous` (a rank runs in
+    the launching process). Elsewhere nobody can, so a rank waits for its peers without polling."""
+    return os.getpid() in _supervisors
 
 
 def mark_as_echo(exc: BaseException) -> None:

@@ -68,7 +68,8 @@ class SubprocessScriptLauncher(Launcher):
             for local_rank in range(1, self.config.num_devices):
                 config = rank_config(self.config, local_rank)
                 variables = rank_variables(config, address, port, reports.directory)
-                group.popen(config.global_rank, command, {**os.environ, **variables}, output=pump, local_rank=local_rank)
+                environment = {**os.environ, **variables}
+                group.popen(config.global_rank, command, environment, output=pump, local_rank=local_rank)
             processes = dict(group.processes)
             supervisor = group.supervisor(self.timeout, rendezvous_timeout=joining_timeout)
             watcher = threading.Thread(target=supervisor.watch, name="rank-supervisor", daemon=True)
@@ -119,7 +120,8 @@ class SubprocessScriptLauncher(Launcher):
         """
 
         def settled() -> bool:
-            return _failed(supervisor) or all(reports.has_joined(r) or processes[r].poll() is not None for r in processes)
+            arrived = (reports.has_joined(r) or processes[r].poll() is not None for r in processes)
+            return _failed(supervisor) or all(arrived)
 
         supervisor.wait_for(settled)
         if _failed(supervisor):

@@ -40,6 +40,7 @@ from runtime.launchers.reports import (
     describe_exception,
     is_communication_error,
     rendezvous_wait_timeout,
+    supervising,
     timeout_error,
 )
 
@@ -125,7 +126,8 @@ class Outcome:
                 return timeout_error(self.stuck_ranks, limit, self.stacks, echoes, rendezvous=waited is not None)
             else:
                 blamed = echo
-        if self.timed_out_at is not None and (blamed is None or blamed.communication or self.timed_out_at <= blamed.time):
+        timed_out_first = blamed is None or blamed.communication or (self.timed_out_at or 0.0) <= blamed.time
+        if self.timed_out_at is not None and timed_out_first:
             limit = (timeout or 0.0) if self.rendezvous_timeout is None else self.rendezvous_timeout
             return timeout_error(self.timed_out_ranks, limit, self.stacks, echoes,
                                  rendezvous=self.rendezvous_timeout is not None)  # fmt: skip
@@ -171,6 +173,7 @@ class Supervisor:
         os.set_blocking(self._bell_write, False)
         self._changed = threading.Condition()
         self._watching = True
+        supervising(True)  # a rank in this process polls in its rendezvous wait (abandon_rendezvous)
 
     def add_failure(self, failure: Failure) -> None:
         """Record the failure of a rank that is not one of the watched processes."""
@@ -214,6 +217,7 @@ class Supervisor:
             with self._changed:
                 self._watching = False
                 self._changed.notify_all()
+            supervising(False)
             os.close(self._bell_read)
             os.close(self._bell_write)
         return self.outcome

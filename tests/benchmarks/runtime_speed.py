@@ -4,27 +4,35 @@ Each comparison of issue 9 runs this project and its peer alternately, ``--repea
 and prints both medians and their ratio (>= 1.0: at least as fast as the peer). Not a test:
 timings depend on the machine and its load; compare ratios taken in one run.
 
-- ``train``: CPU DDP training steps/s of a small MLP on 2 ranks, each a separate launch at default
-  settings: ``runtime.launch(strategy="ddp_spawn")``, ``resolver run`` (a script per rank), raw
+- ``train``: CPU DDP training of a small MLP on 2 ranks, each a separate launch at default settings:
+  ``runtime.launch(strategy="ddp_spawn")``, ``resolver run`` (a script per rank), raw
   ``torch.multiprocessing`` spawn + ``DistributedDataParallel`` (threads per rank set by hand, as
   torchrun/Fabric would) and Lightning Fabric ``ddp_spawn`` (column skipped without ``lightning``).
-- ``spawn``/``fork``: ``launch()`` call until both ranks are ready (process group joined) vs raw
-  ``torch.multiprocessing`` with the same start method + ``init_process_group``.
-- ``ddp``: process start until ready, the ``ddp`` (script re-run) launcher vs ``torchrun``.
+  Steps/s are timed in rank 0 over the same window on every side (``STEPS`` steps after 10
+  untimed ones; start-up outside it); the wall time of each whole launch (start-up included) is
+  printed too.
+- ``spawn``/``fork``: ``launch()`` call until both ranks are ready (process group joined and a first
+  ``barrier`` done, taken in rank 0) vs raw ``torch.multiprocessing`` with the same start method +
+  ``init_process_group`` + ``barrier``; both sides pick a free port inside the timed window.
+- ``ddp``: process start until ready (a first ``barrier`` done), the ``ddp`` (script re-run)
+  launcher vs ``torchrun``.
 - ``return``: the ranks' work finished until ``launch()`` returns in rank 0 under ``ddp`` (and
   Fabric's ``ddp`` when installed).
 - ``collectives``: all_reduce / broadcast / barrier of 1 KB and 4 MB through the strategy's
-  collective (default settings) vs raw ``torch.distributed`` in the same ranks, alternating.
+  collective (default settings) vs raw ``torch.distributed`` in the same ranks.
 - ``steps``: a training step through the runtime's ``ddp``, ``fsdp`` and ``deepspeed`` strategies
   vs the same step with raw torch (DDP, ``fully_shard``, ``deepspeed.initialize``) in the same
-  ranks, alternating (DeepSpeed only when installed).
+  ranks (DeepSpeed only when installed).
+
+``collectives`` and ``steps`` alternate inside running ranks, ``2 * repeats + 1`` rounds after an
+untimed one, each side first every other round. Every comparison prints the load average, and
+the separate launches also each side's spread (lowest-highest).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import statistics
 import subprocess
@@ -32,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +54,8 @@ sys.path.insert(0, str(REPOSITORY))
 import runtime  # noqa: E402
 from runtime.ports import find_free_port  # noqa: E402
 
-STEPS = 200
+#: Timed training steps per launch (after 10 untimed ones), the same on every side.
+STEPS = 500
 HAVE_FABRIC = importlib.util.find_spec("lightning") is not None
 HAVE_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 
@@ -162,6 +172,7 @@ def fabric_train_rate() -> float:
 
 
 def _ready(strategy: runtime.Strategy) -> float:
+    dist.barrier()  # ready means a first collective completes, on both sides
     return time.time()
 
 
@@ -173,6 +184,7 @@ def runtime_ready_ms(method: str) -> float:
 
 def _raw_ready(rank: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.barrier()
     if rank == 0:
         Path(out).write_text(str(time.time()))
     dist.destroy_process_group()
@@ -191,10 +203,11 @@ sys.path.insert(0, {repo!r})
 import torch.distributed as dist
 if "TORCHELASTIC_RUN_ID" in os.environ:
     dist.init_process_group("gloo")
+    dist.barrier()
     t = time.time()
 else:
     import runtime
-    t = runtime.launch(lambda s: time.time(), accelerator="cpu", devices=2, strategy="ddp")
+    t = runtime.launch(lambda s: dist.barrier() or time.time(), accelerator="cpu", devices=2, strategy="ddp")
 if os.environ.get("RANK", "0") == "0":
     print("READY", t, flush=True)
 """
@@ -259,12 +272,27 @@ def return_ms(which: str) -> float:
 
 
 def _alternate(rounds: int, ours: Callable[[], float], raw: Callable[[], float]) -> tuple[float, float]:
-    mine, theirs = [], []
+    mine: list[float] = []
+    theirs: list[float] = []
     ours(), raw()  # warm-up round, not counted
-    for _ in range(rounds):
-        mine.append(ours())
-        theirs.append(raw())
+    for round_ in range(rounds):
+        # Each side goes first every other round: neither always runs just after the other.
+        if round_ % 2:
+            theirs.append(raw())
+            mine.append(ours())
+        else:
+            mine.append(ours())
+            theirs.append(raw())
     return statistics.median(mine), statistics.median(theirs)
+
+
+def _time_calls(call: Callable[[], Any], calls: int) -> float:
+    """Microseconds per call of ``call``, over ``calls`` calls started together on every rank."""
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return (time.perf_counter() - start) / calls * 1e6
 
 
 def _collectives(strategy: runtime.Strategy, rounds: int) -> dict[str, tuple[float, float]]:
@@ -272,24 +300,16 @@ def _collectives(strategy: runtime.Strategy, rounds: int) -> dict[str, tuple[flo
     results: dict[str, tuple[float, float]] = {}
     for size_name, numel in (("1KB", 256), ("4MB", 1 << 20)):
         tensor = torch.zeros(numel)
-        calls = 200 if numel == 256 else 10
+        calls = 500 if numel == 256 else 20  # about 20-200 ms per sample
         cases: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
-            "all_reduce": (lambda: collective.all_reduce(tensor), lambda: dist.all_reduce(tensor)),
-            "broadcast": (lambda: collective.broadcast(tensor, 0), lambda: dist.broadcast(tensor, 0)),
+            "all_reduce": (partial(collective.all_reduce, tensor), partial(dist.all_reduce, tensor)),
+            "broadcast": (partial(collective.broadcast, tensor, 0), partial(dist.broadcast, tensor, 0)),
         }
         if size_name == "1KB":
             cases["barrier"] = (collective.barrier, dist.barrier)
         for name, (ours, raw) in cases.items():
-
-            def timed(call: Callable[[], Any]) -> float:
-                dist.barrier()
-                start = time.perf_counter()
-                for _ in range(calls):
-                    call()
-                return (time.perf_counter() - start) / calls * 1e6
-
             results[f"{name} {size_name}" if name != "barrier" else name] = _alternate(
-                rounds, lambda o=ours: timed(o), lambda r=raw: timed(r)  # type: ignore[misc]
+                rounds, partial(_time_calls, ours, calls), partial(_time_calls, raw, calls)
             )
     return results
 
@@ -361,32 +381,61 @@ def _line(name: str, ours: float, peer: float, peer_name: str, higher_is_better:
     print(f"{name:<44} ours {ours:10.1f} {unit:<7} {peer_name} {peer:10.1f}   ratio {ratio:5.2f}", flush=True)
 
 
-def compare(name: str, sides: dict[str, Callable[[], float]], repeats: int, higher_is_better: bool, unit: str) -> None:
-    """Run every side ``repeats`` times, round-robin, and print each ours-vs-peer ratio."""
+def compare(
+    name: str, sides: dict[str, Callable[[], float]], repeats: int, higher_is_better: bool, unit: str
+) -> dict[str, list[float]]:
+    """Run every side ``repeats`` times, round-robin, and print each ours-vs-peer ratio of the
+    medians, then each side's spread (the load of a shared machine moves single runs a lot)."""
     samples: dict[str, list[float]] = {side: [] for side in sides}
     for _ in range(repeats):
         for side, measure in sides.items():
             samples[side].append(measure())
+    report(name, samples, higher_is_better, unit)
+    return samples
+
+
+def report(name: str, samples: dict[str, list[float]], higher_is_better: bool, unit: str) -> None:
     medians = {side: statistics.median(values) for side, values in samples.items()}
-    ours = [side for side in sides if side.startswith("ours")]
-    peers = [side for side in sides if not side.startswith("ours")]
+    ours = [side for side in samples if side.startswith("ours")]
+    peers = [side for side in samples if not side.startswith("ours")]
     for mine in ours:
         for peer in peers:
             _line(f"{name} [{mine} vs {peer}]", medians[mine], medians[peer], peer, higher_is_better, unit)
+    spread = "   ".join(f"{side} {min(values):.1f}-{max(values):.1f}" for side, values in samples.items())
+    print(f"{'':<4}spread ({unit}): {spread}; load average {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def _timed(measure: Callable[[], float], walls: list[float]) -> Callable[[], float]:
+    """``measure``, recording its wall time (a whole launch: start-up, steps, exit) in ``walls``."""
+
+    def timed() -> float:
+        start = time.perf_counter()
+        value = measure()
+        walls.append(time.perf_counter() - start)
+        return value
+
+    return timed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", nargs="*", default=["train", "spawn", "fork", "ddp", "return", "collectives", "steps"])
+    parser.add_argument(
+        "--only", nargs="*", default=["train", "spawn", "fork", "ddp", "return", "collectives", "steps"]
+    )
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {_cores()} core(s); Fabric {'yes' if HAVE_FABRIC else 'not installed'}, "
-          f"DeepSpeed {'yes' if HAVE_DEEPSPEED else 'not installed'}; medians of {args.repeats}, alternating", flush=True)
+          f"DeepSpeed {'yes' if HAVE_DEEPSPEED else 'not installed'}; medians of {args.repeats}, alternating; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
     if "train" in args.only:
         sides = {"ours launch": runtime_train_rate, "ours run": resolver_run_rate, "raw": raw_train_rate}
         if HAVE_FABRIC:
             sides["fabric"] = fabric_train_rate
-        compare("train 2 ranks", sides, args.repeats, True, "steps/s")
+        walls: dict[str, list[float]] = {side: [] for side in sides}
+        compare("train 2 ranks", {side: _timed(measure, walls[side]) for side, measure in sides.items()},
+                args.repeats, True, "steps/s")
+        # The same launches end to end (start-up included; `ours run` also starts the CLI).
+        report(f"train 2 ranks, {STEPS + 10} steps, whole launch", walls, False, "s")
     for method in ("spawn", "fork"):
         if method in args.only:
             compare(f"ddp_{method} call to ready", {"ours": lambda m=method: runtime_ready_ms(m),  # type: ignore[misc]
@@ -402,7 +451,7 @@ def main() -> None:
         print(f"{'ddp ranks finished to launch() returns':<44} " + "   ".join(
             f"{side} {value:8.1f} ms" for side, value in samples.items()) + "   (goal: ours <= 50 ms)", flush=True)
     if "collectives" in args.only:
-        results = _in_ranks("ddp", _collectives, args.repeats)
+        results = _in_ranks("ddp", _collectives, 2 * args.repeats + 1)  # cheap rounds in running ranks
         for name, (ours, raw) in results.items():
             _line(f"collective {name}", ours, raw, "raw", False, "us")
     if "steps" in args.only:
@@ -410,7 +459,7 @@ def main() -> None:
             if kind == "deepspeed" and not HAVE_DEEPSPEED:
                 print(f"{'step deepspeed':<44} skipped: deepspeed is not installed", flush=True)
                 continue
-            ours, raw = _in_ranks(kind, _steps, args.repeats)
+            ours, raw = _in_ranks(kind, _steps, 2 * args.repeats + 1)
             _line(f"step {kind}", ours, raw, "raw", True, "steps/s")
 
 
