@@ -1,15 +1,16 @@
 """A compiled table's warm evaluation as one generated Python function.
 
 The evaluator's closures (:mod:`resolver.steps`) call one function per slot and one per test; this
-module writes the same decisions out as straight-line code: each slot's decision tree becomes
-nested ``if`` statements, each leaf an ``if``/``elif`` chain over its candidate rules, the
-commonest tests (equality with text or booleans, ``set``) are written inline and the others call
-the operator's test. The function is compiled once per table, on the run that builds the trees.
+module writes the same decisions out as straight-line code: each slot's candidate rules as one
+``if``/``elif`` chain over local variables (a row of rules comparing one slot with constants as one
+lookup of its value), the conflict checks grouped the same way, the common operators written inline
+(:mod:`resolver.codewriter`) and the others calling the operator's test. The function is made on a
+table's second run; its compiled code is kept in the table cache's folder.
 
 No rule text reaches the compiler. The source is made of this module's own tokens only: every slot
 name, constant, test, function and template is a numbered name (``k3``, ``c12``, ``t7``) bound in
-the function's namespace, so the source holds no string literal at all (:func:`generate` checks
-that it holds no quote character). What a rule file says is data the generated code looks up.
+the function's namespace, so the source holds no string literal at all (:func:`generate` refuses
+source holding a quote or a backslash). What a rule file says is data the generated code looks up.
 
 The generated code covers the successful path only. Anything out of the ordinary (a conflict, a
 value that fails its stage's verification, a test meeting a non-number, a function refusing its

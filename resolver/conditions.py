@@ -77,7 +77,7 @@ class Condition:
 
     @property
     def shape(self) -> Shape:
-        """What the condition admits (for the ambiguity check and the decision trees); made on first
+        """What the condition admits (for the ambiguity check and the generated code); made on first
         use, as a resolution that loads its table from the disk cache asks for few of them."""
         shape = self._shape
         if shape is None:

@@ -44,7 +44,7 @@ def main(rounds: int = 15, number: int = 300) -> None:
         arguments = {**LIGHTNING_DEFAULTS, **pl_flags}
         ours = lambda flags=flags: resolver.resolve(**flags, environment=env)  # noqa: E731
         theirs = lambda arguments=arguments: _AcceleratorConnector(**arguments)  # noqa: E731
-        ours(), ours(), theirs()  # warm: resolve() builds its decision trees on the second run
+        ours(), ours(), theirs()  # warm: resolve() generates its code on the second run
         a, b = [], []
         # CPU time of this process: time spent waiting for a core on a busy machine is not counted.
         timer_ours = timeit.Timer(ours, timer=time.process_time)

@@ -28,7 +28,7 @@ LAPTOP = Environment()
 def test_warm_resolve(benchmark, case):
     benchmark.group = f"warm: {case}"
     flags, _ = CASES[case]
-    for _ in range(2):  # warm: table loaded, and the decision trees built (from the second run)
+    for _ in range(2):  # warm: table loaded, and its code generated (on the second run)
         resolve(**flags, environment=LAPTOP)
     config = benchmark(lambda: resolve(**flags, environment=LAPTOP))
     assert config.world_size >= 1
@@ -60,7 +60,7 @@ def test_resolve_with_inert_rules(benchmark, tmp_path, factor):
     table = load_rules(paths)
     benchmark.group = "rules: warm resolve"
     benchmark.extra_info["rules"] = len(table.rules)
-    for _ in range(2):  # the decision trees are built on the second run: not part of the figure
+    for _ in range(2):  # the code is generated on the second run: not part of the figure
         resolve(devices=2, strategy="ddp", environment=LAPTOP, rules=table)
     config = benchmark(lambda: resolve(devices=2, strategy="ddp", environment=LAPTOP, rules=table))
     assert config.notes == ()
