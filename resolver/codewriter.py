@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from resolver.conditions import Condition, Ref
+from resolver.operators import TYPE_TESTS
 
 __all__ = ["Atom", "Tests", "Writer", "atoms", "write_verify"]
 
@@ -70,15 +71,6 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-#: ``is``/``is_not`` type names: the classes a value is an instance of, and those it must not be
-#: (the same meaning as :mod:`resolver.operators`).
-_TYPE_TESTS: dict[str, tuple[Any, tuple[type, ...]]] = {
-    "bool": (bool, ()),
-    "int": (int, (bool,)),
-    "str": (str, (int,)),
-    "tuple": (tuple, (int, str)),
-    "mapping": (Mapping, (int, str, tuple)),
-}
 _COMPARE = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
 #: Types whose exact-type test is a safe shortcut (an instance of exactly this type passes).
 _EXACT_FIRST = (int, str, tuple)
@@ -160,7 +152,7 @@ class Tests:
         if op in ("is", "is_not"):
             if operand == "none":
                 return f"({a} is None)" if op == "is" else f"({a} is not None)"
-            kind, excluded = _TYPE_TESTS[operand]
+            kind, excluded = TYPE_TESTS[operand]
             test = f"isinstance({a}, {w.name('y', kind)})"
             if excluded:
                 test += f" and not isinstance({a}, {w.name('y', excluded)})"

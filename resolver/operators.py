@@ -21,6 +21,7 @@ __all__ = [
     "CONDITION_OPS",
     "OPERATORS",
     "TYPE_NAMES",
+    "TYPE_TESTS",
     "InvalidOperand",
     "NotANumber",
     "OperandContext",
@@ -101,7 +102,7 @@ def _type_of(value: Any) -> str:
 
 #: For each type name, the classes a value is an instance of, and those it must not be an instance
 #: of, for ``_type_of(value) == name`` (``_type_of`` tests them in that order).
-_TYPE_TESTS: dict[str, tuple[Any, tuple[type, ...]]] = {
+TYPE_TESTS: dict[str, tuple[Any, tuple[type, ...]]] = {
     "bool": (bool, ()),
     "int": (int, (bool,)),
     "str": (str, (int,)),
@@ -114,7 +115,7 @@ def _type_predicate(slot: str, name: str, positive: bool) -> Predicate:
     """``(_type_of(value) == name) == positive``, as one closure."""
     if name == "none":
         return (lambda v: v.get(slot) is None) if positive else (lambda v: v.get(slot) is not None)
-    kind, excluded = _TYPE_TESTS[name]
+    kind, excluded = TYPE_TESTS[name]
     if not excluded:
         if positive:
             return lambda v: isinstance(v.get(slot), kind)
