@@ -2,7 +2,7 @@
 
 The evaluator's closures (:mod:`resolver.steps`) call one function per slot and one per test; this
 module writes the same decisions out as straight-line code: each slot's candidate rules as one
-``if``/``elif`` chain over local variables (a row of rules comparing one slot with constants as one
+block of ``if`` tests over local variables (a row of rules comparing one slot with constants as one
 lookup of its value), the conflict checks grouped the same way, the common operators written inline
 (:mod:`resolver.codewriter`) and the others calling the operator's test. The function is made on a
 table's second run; its compiled code is kept in the table cache's folder.
@@ -71,13 +71,13 @@ def generate(
             decided.add(slot)
         # Any conflict hands the run back, whichever fires first: they are grouped by the slot
         # most of them compare with a constant, then the notes follow in the table's order.
-        conflicts = [atoms(conditions) for rule, conditions in stage.check_rules if rule.conflict is not None]
+        conflicts = [atoms(rule.when) for rule, _ in stage.checks if rule.conflict is not None]
         _conflicts(w, tests, 1, conflicts)
-        for rule, conditions in stage.check_rules:
+        for rule, _ in stage.checks:
             if rule.conflict is None:
                 inner = 1
-                if conditions:
-                    w.emit(1, f"if {tests.all_of(conditions)}:")
+                if rule.when:
+                    w.emit(1, f"if {tests.all_of(rule.when)}:")
                     inner = 2
                 w.emit(inner, f"notes.append(RENDER({w.name('n', rule.templates.get('note'))}, v))")
         if stage.verify is not None:
@@ -167,14 +167,14 @@ _FILENAME = "<resolver generated>"
 def _decision(w: Writer, tests: Tests, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool) -> None:
     """One slot: its candidate rules in priority order (the first whose conditions hold), else the default.
 
-    Where several rules in a row compare one slot with constants, that slot's value is looked up
-    once and only the rules of its constant are tried (:func:`_chain`); the whole decision is then
-    a ``while True`` block that each decision leaves with ``break``.
+    The decision is a ``while True`` block that the first rule to fire (or the default) leaves with
+    ``break``; where several rules in a row compare one slot with constants, that slot's value is
+    looked up once and only the rules of its constant are tried (:func:`_chain`).
     """
     k, a = w.key(slot), w.local(slot)
     check = stage.checks_of.get(slot)
     slot_check = check[0] if check is not None else None
-    items = [(choice, atoms(conditions)) for choice, conditions in choices]
+    items = [(choice, atoms(choice.rule.when)) for choice in choices]
 
     def assign(depth: int, choice: Choice) -> None:
         _assign(w, depth, stage.name, slot, choice, slot_check)
@@ -184,26 +184,10 @@ def _decision(w: Writer, tests: Tests, stage: Any, slot: str, choices: Any, defa
         if default_needs and slot_check is not None:
             write_verify(w, depth, stage.name, slot, slot_check)
 
-    if _runs(items):
-        w.emit(1, "while True:")
-        if not _chain(w, tests, 2, items, assign):
-            by_default(2)
-            w.emit(2, "break")
-        return
-    opened = False
-    for choice, conditions in items:
-        if conditions:
-            w.emit(1, f"{'elif' if opened else 'if'} {tests.all_of(conditions)}:")
-            assign(2, choice)
-            opened = True
-            continue
-        if opened:  # a rule without conditions always fires: the rules after it never do
-            w.emit(1, "else:")
-        assign(2 if opened else 1, choice)
-        return
-    if opened:
-        w.emit(1, "else:")
-    by_default(2 if opened else 1)
+    w.emit(1, "while True:")
+    if not _chain(w, tests, 2, items, assign):
+        by_default(2)
+        w.emit(2, "break")
 
 
 #: Rules in a row comparing one slot with constants, from which a lookup pays.
@@ -224,10 +208,6 @@ def _run_at(items: Sequence[_Item], start: int) -> tuple[str | None, int]:
         if end > best[1]:
             best = (atom[0], end)
     return best
-
-
-def _runs(items: Sequence[_Item]) -> bool:
-    return any(_run_at(items, i)[1] - i >= MIN_RUN for i in range(len(items)))
 
 
 def _chain(w: Writer, tests: Tests, depth: int, items: Sequence[_Item], assign: Callable[[int, Choice], None]) -> bool:

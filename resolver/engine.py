@@ -52,6 +52,7 @@ _DEFAULT = Provenance("default")
 #: The origin of an input the caller gave (inputs are not in ``origins``).
 _GIVEN: Any = object()
 
+
 class _StageProgram(NamedTuple):
     name: str
     #: Slots no rule can set, with their defaults: assigned in one step.
@@ -68,10 +69,9 @@ class _StageProgram(NamedTuple):
     verify: tuple[tuple[str, SlotCheck, bool, type, frozenset[str] | None], ...] | None
     #: Otherwise, the check of each slot a step may mark as pending.
     checks_of: dict[str, tuple[SlotCheck, type, frozenset[str] | None]]
-    #: What the steps were made from, for the generated code: ``(slot, choices with their
-    #: conditions in priority order, default, default_needs)``; and the checks with theirs.
-    decisions: tuple[tuple[str, tuple[tuple[Choice, Any], ...], Any, bool], ...]
-    check_rules: tuple[tuple[CompiledRule, Any], ...]
+    #: What the steps were made from, for the generated code: ``(slot, its choices in priority
+    #: order, default, default_needs)``.
+    decisions: tuple[tuple[str, tuple[Choice, ...], Any, bool], ...]
 
 
 class Evaluation:
@@ -139,7 +139,7 @@ class Evaluator:
         defaults: dict[str, Any] = {}
         steps: list[tuple[str, Step]] = []
         all_steps: list[tuple[str, Step]] = []
-        decisions: list[tuple[str, tuple[tuple[Choice, Any], ...], Any, bool]] = []
+        decisions: list[tuple[str, tuple[Choice, ...], Any, bool]] = []
         # Slots whose value is checked whatever decides it: inputs (when their default would not
         # pass: the default shows what the slot is meant to hold) and slots no rule sets whose
         # default fails. Then the whole stage is verified in order; otherwise only the values the
@@ -155,13 +155,13 @@ class Evaluator:
                 continue
             default = table.slots[slot].default
             check = guarantees.get(slot)
-            choices = [(choice_for(rule, slot, check, guarantees), rule.when) for rule in setters]
-            entries = tuple((choice, tests_of(conditions)) for choice, conditions in choices)
+            choices = tuple(choice_for(rule, slot, check, guarantees) for rule in setters)
+            entries = tuple((choice, tests_of(choice.rule.when)) for choice in choices)
             step = step_for(slot, entries, default, default_needs, self._add_note)
             all_steps.append((slot, step))
             if setters:
                 steps.append((slot, step))
-                decisions.append((slot, tuple(choices), default, default_needs))
+                decisions.append((slot, choices, default, default_needs))
             else:
                 defaults[slot] = default
         verify = tuple(
@@ -179,7 +179,6 @@ class Evaluator:
             verify if in_order else None,
             {name: (check, exact, members) for name, (check, _, exact, members) in checked.items()},
             tuple(decisions),
-            tuple((rule, rule.when) for rule in plan.checks),
         )
 
     def render(self, template: Template | None, values: Mapping[str, Any]) -> str | None:
@@ -212,7 +211,7 @@ class Evaluator:
         if self._generated is None and self._runs < 2:
             self._runs += 1
             if self._runs == 2:  # a second run: from now on, the generated code
-                self._generated = self._generate(self._stages)
+                self._generated = self._generate()
         given: dict[str, Choice | None] = {}  # inputs the caller left out: their defaults
         if not self._other_input_set <= values.keys():
             for slot in self._other_inputs:
@@ -229,10 +228,10 @@ class Evaluator:
                 return Evaluation(self, values, ProvenanceMap(self, values, inputs, None, given), tuple(notes))
         return self._interpret(values, inputs, reporter, given)
 
-    def _generate(self, stages: tuple[_StageProgram, ...]) -> Generated | None:
+    def _generate(self) -> Generated | None:
         """The generated evaluation; None (the closures go on deciding) if it cannot be made."""
         try:
-            run, self.generated_source = generate(stages, self.table.domains, self._add_note, self.render)
+            run, self.generated_source = generate(self._stages, self.table.domains, self._add_note, self.render)
         except Exception:  # noqa: BLE001 - only speed is lost; tests/test_codegen.py makes sure it is not
             return None
         return run

@@ -14,7 +14,7 @@ from resolver.errors import ResolutionError
 from resolver.flags import FLAGS
 from resolver.integers import MAX_INT_DIGITS, too_long
 
-__all__ = ["flag_inputs", "flag_values", "given_flags", "given_from_values"]
+__all__ = ["flag_inputs", "flag_values", "given_flags"]
 
 
 def _normalize_flag(value: Any, lowercase: bool = True) -> Any:
@@ -51,12 +51,11 @@ _REPEATABLE = frozenset(flag.name for flag in FLAGS if flag.repeatable)
 #: An int of at most this many bits (at most 579 digits) is never :func:`~resolver.integers.too_long`,
 #: whatever ``sys.set_int_max_str_digits`` says (it accepts no limit under 640).
 _PLAIN_INT_BITS = 3 * 640
-_ARG_SLOTS = tuple((flag.name, f"arg.{flag.name}", flag.default, flag.lowercase) for flag in FLAGS)
 #: Per flag: its name, slot, default, whether text is lowercased, and the default normalized
 #: (a flag left at its default, the same object, takes that at once).
 _FAST = tuple(
-    (name, slot, default, lowercase, _normalized(name, default, lowercase))
-    for name, slot, default, lowercase in _ARG_SLOTS
+    (flag.name, f"arg.{flag.name}", flag.default, flag.lowercase, _normalized(flag.name, flag.default, flag.lowercase))
+    for flag in FLAGS
 )
 
 
@@ -66,8 +65,8 @@ def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def flag_inputs(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The arg.* inputs, normalized, and the flags given (what :func:`given_from_values` says of
-    them), in one pass: ``resolve()``'s path. ``flags`` may hold other names (a signature's locals)."""
+    """The arg.* inputs, normalized, and the flags given (those whose normalized value differs
+    from the default), in one pass. ``flags`` may hold other names (a signature's locals)."""
     values: dict[str, Any] = {}
     given: dict[str, Any] = {}
     for name, slot, default, lowercase, normalized in _FAST:
@@ -76,8 +75,8 @@ def flag_inputs(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
             values[slot] = normalized
             continue
         kind = type(value)
-        if kind is str and name not in _REPEATABLE:  # the commonest given values, normalized at once
-            value = values[slot] = value.strip().lower() if lowercase else value.strip()
+        if kind is str and name not in _REPEATABLE:  # text is never too long: no need to look
+            value = values[slot] = _normalize_flag(value, lowercase)
         elif kind is int and value.bit_length() <= _PLAIN_INT_BITS:
             value = values[slot] = value
         else:
@@ -90,13 +89,4 @@ def flag_inputs(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
 def given_flags(flags: Mapping[str, Any]) -> dict[str, Any]:
     """The flags that differ from their defaults, normalized as ``resolve()`` reads them (text
     lowercased, lists as tuples): what ``ResolvedConfig.flags`` records."""
-    return given_from_values(flag_values(flags))
-
-
-def given_from_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The flags that differ from their defaults, from normalized ``arg.*`` values."""
-    return {
-        name: values[slot]
-        for name, slot, default, _ in _ARG_SLOTS
-        if type(values[slot]) is not type(default) or values[slot] != default
-    }
+    return flag_inputs(flags)[1]
