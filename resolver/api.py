@@ -150,6 +150,7 @@ def removed_flag_error(table: CompiledTable, flag: str, value: Any, *, cli: bool
 
 
 _ARG_NAMES = {f"arg.{flag.name}": flag.name for flag in FLAGS}
+_FLAG_SLOTS = tuple(_ARG_NAMES)
 _NOT_GIVEN = Provenance("default")
 
 
@@ -173,7 +174,11 @@ def _environment_values(evaluator: Evaluator, environment: Environment) -> tuple
     cache = evaluator.__dict__.setdefault("_environment_inputs", {})
     found = cache.get(environment)
     if found is None:
-        found = environment.inputs(evaluator.table)
+        values, provenance = environment.inputs(evaluator.table)
+        # Room for every flag and decided slot, which each run writes: a run's copy never grows.
+        values.update(dict.fromkeys(_FLAG_SLOTS))
+        values.update(dict.fromkeys(evaluator.decided_slots))
+        found = values, provenance
         if len(cache) > 64:
             cache.clear()
         cache[environment] = found
