@@ -14,7 +14,7 @@ from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, Provenanc
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
-from resolver.flag_values import flag_inputs, given_flags
+from resolver.flag_values import DEFAULT_INPUTS, flag_inputs, given_flags
 from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source, flags_fingerprint
 from resolver.table import RuleSource, read_folder, read_sources
 
@@ -150,7 +150,6 @@ def removed_flag_error(table: CompiledTable, flag: str, value: Any, *, cli: bool
 
 
 _ARG_NAMES = {f"arg.{flag.name}": flag.name for flag in FLAGS}
-_FLAG_SLOTS = tuple(_ARG_NAMES)
 _NOT_GIVEN = Provenance("default")
 
 
@@ -175,8 +174,9 @@ def _environment_values(evaluator: Evaluator, environment: Environment) -> tuple
     found = cache.get(environment)
     if found is None:
         values, provenance = environment.inputs(evaluator.table)
-        # Room for every flag and decided slot, which each run writes: a run's copy never grows.
-        values.update(dict.fromkeys(_FLAG_SLOTS))
+        # Every flag at its default (a run writes the given ones) and room for every decided slot
+        # (a run writes each): a run's copy never grows.
+        values.update(DEFAULT_INPUTS)
         values.update(dict.fromkeys(evaluator.decided_slots))
         found = values, provenance
         if len(cache) > 64:
@@ -209,9 +209,8 @@ def _run(
     """:func:`run_rules`, and the flags given (normalized), for ``ResolvedConfig.flags``."""
     evaluator = _evaluator(rules)
     env_values, env_provenance = _environment_values(evaluator, environment)
-    arguments, given = flag_inputs(flags)
-    values = dict(env_values)  # a copy of a same-shaped dict: no rehashing, however many variables
-    values.update(arguments)
+    # A copy of a same-shaped dict (no rehashing, however many variables) that the given flags update.
+    values, given = flag_inputs(flags, dict(env_values))
 
     def inputs(slot: str) -> Provenance | None:
         found = env_provenance.get(slot)
