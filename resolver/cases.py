@@ -105,6 +105,7 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
         if join is not None:
             domain = table.domains[join]
             domain.values.add(case.value)
+            domain.value_files.setdefault(case.value, f"{case.file}:{case.line}" if case.line else case.file)
             if case.file not in domain.files:
                 domain.files.append(case.file)
     return expanded

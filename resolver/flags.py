@@ -207,6 +207,7 @@ def _slots(flag: Flag) -> dict[str, Any]:
     request: dict[str, Any] = {"stage": "normalized", "type": flag.slot_type}
     if flag.domain is not None:
         request["domain"] = flag.domain
+        request["lowercase"] = flag.lowercase
     if flag.default is None:
         request["nullable"] = True
     else:

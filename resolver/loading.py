@@ -36,6 +36,8 @@ class Domain:
     where: dict[str, tuple[str, int | None]] = attrs.field(factory=dict)
     #: The files that declare or extend this domain, for errors.
     files: list[str] = attrs.field(factory=list)
+    #: The file that first gave each value, for errors.
+    value_files: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -98,6 +100,16 @@ class TableData:
         for inner in sorted(domain.include):
             files += [f for f in self.domain_files(inner, (*_seen, name)) if f not in files]
         return files
+
+    def value_file(self, name: str, value: str, _seen: tuple[str, ...] = ()) -> str | None:
+        """The file that gave ``value`` to domain ``name`` or to a domain it includes."""
+        domain = self.domains.get(name)
+        if domain is None or name in _seen:
+            return None
+        found = domain.value_files.get(value)
+        for inner in sorted(domain.include):
+            found = found or self.value_file(inner, value, (*_seen, name))
+        return found
 
     def expand_domain(self, name: str, _seen: tuple[str, ...] = ()) -> frozenset[str]:
         domain = self.domains[name]
@@ -264,6 +276,8 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
             if source.name not in domain.files:
                 domain.files.append(source.name)
             domain.values.update(domain_spec.values)
+            for value in domain_spec.values:
+                domain.value_files.setdefault(value, source.name)
             for inner in domain_spec.include:
                 domain.include.add(inner)
                 domain.where.setdefault(inner, (source.name, locate.line("domain", name)))
@@ -313,13 +327,15 @@ def _slot(name: str, spec: SlotSpec, file: str, line: int | None) -> Slot:
         required=spec.required,
         default=default,
         doc=spec.doc,
+        lowercase=spec.lowercase,
         file=file,
         line=line,
     )
 
 
 def _check_declarations(table: TableData) -> None:
-    """What needs every file: each slot's stage and domain exist; domains include known domains."""
+    """What needs every file: each slot's stage and domain exist; domains include known domains;
+    a slot that text reaches lowercased has no capitals in its domain (no value could match them)."""
     for name in sorted(table.domains):
         table.expand_domain(name)
     for slot in table.slots.values():
@@ -336,3 +352,18 @@ def _check_declarations(table: TableData) -> None:
                 file=slot.file,
                 line=slot.line,
             )
+        if slot.lowercase and slot.domain is not None:
+            _check_lowercase(table, slot)
+
+
+def _check_lowercase(table: TableData, slot: Slot) -> None:
+    capital = sorted(v for v in table.expand_domain(slot.domain or "") if v != v.lower())
+    if not capital:
+        return
+    value = capital[0]
+    more = f" ({len(capital) - 1} more value(s) of it have capitals too)" if len(capital) > 1 else ""
+    raise RuleTableError(
+        f"domain {slot.domain!r} has the value {value!r}, which {slot.name} can never hold: text reaches "
+        f"{slot.name} lowercased, as {value.lower()!r}; write the value as {value.lower()!r}{more}",
+        file=table.value_file(slot.domain or "", value),
+    )

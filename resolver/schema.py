@@ -196,6 +196,8 @@ class SlotSpec:
     required: bool = False
     default: Any = attrs.field(default=None)
     doc: str = ""
+    #: Text reaches this slot lowercased, so each value of its domain must be lowercase.
+    lowercase: bool = False
 
     @default.validator
     def _check_default(self, attribute: attrs.Attribute[Any], value: Any) -> None:

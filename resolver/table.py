@@ -67,6 +67,7 @@ class Slot:
     required: bool = False
     default: Any = None
     doc: str = ""
+    lowercase: bool = False
     file: str | None = attrs.field(default=None, eq=False)
     line: int | None = attrs.field(default=None, eq=False)
 

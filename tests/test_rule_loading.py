@@ -333,3 +333,37 @@ def test_operators_are_one_registry_used_by_loader_and_docs():
     used = {op for rule in table.rules.values() for c in rule.when for op, _ in c.ops}
     assert used <= set(OPERATORS)
     assert OPERATORS["ge"].render("num_devices", 2) == "`num_devices` ≥ 2"
+
+
+def test_a_flag_value_with_capitals_is_refused_where_it_is_written():
+    """Flags are lowercased before rules see them: a capitalised value could never be chosen."""
+    error = load_error('[domain.strategy_flag]\nvalues = ["My_DDP"]\n', name="site.toml")
+    assert error.file == "site.toml"
+    assert "'My_DDP'" in str(error) and "write the value as 'my_ddp'" in str(error)
+
+    error = load_error('[cases."strategy"]\nMy_Fsdp = { set = { strategy = "fsdp" }, why = "site alias" }\n')
+    assert error.file == "extra.toml:2"
+    assert "write the value as 'my_fsdp'" in str(error)
+
+
+def test_a_lowercase_site_alias_is_chosen_whatever_the_case_of_the_flag():
+    table = compile_with('[cases."strategy"]\nmy_fsdp = { set = { strategy = "fsdp" }, why = "site alias" }\n')
+    config = resolve(strategy="MY_FSDP", devices=2, environment=Environment(), rules=table)
+    assert config.strategy == "fsdp"
+    assert config.provenance["strategy"].rule == "strategy.my_fsdp"
+
+
+def test_a_slot_of_my_own_can_ask_for_lowercase_values():
+    error = load_error(
+        """
+        [domain.site_queue]
+        values = ["gpu", "Debug"]
+
+        [slot."site.queue"]
+        stage = "normalized"
+        type = "str"
+        domain = "site_queue"
+        lowercase = true
+        """
+    )
+    assert "domain 'site_queue' has the value 'Debug'" in str(error)
