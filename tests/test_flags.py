@@ -9,7 +9,7 @@ import pytest
 
 import resolver
 from resolver.api import builtin_table
-from resolver.cli import _parser
+from resolver.cli_parser import _parser
 from resolver.flags import FLAG_DEFAULTS, FLAGS
 
 FLAG_NAMES = [flag.name for flag in FLAGS]
