@@ -14,7 +14,7 @@ from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, Provenanc
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
-from resolver.flag_values import flag_inputs, given_flags
+from resolver.flag_values import DEFAULT_INPUTS, flag_inputs, given_flags
 from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source, flags_fingerprint
 from resolver.table import RuleSource, read_folder, read_sources
 
@@ -173,7 +173,12 @@ def _environment_values(evaluator: Evaluator, environment: Environment) -> tuple
     cache = evaluator.__dict__.setdefault("_environment_inputs", {})
     found = cache.get(environment)
     if found is None:
-        found = environment.inputs(evaluator.table)
+        values, provenance = environment.inputs(evaluator.table)
+        # Every flag at its default (a run writes the given ones) and room for every decided slot
+        # (a run writes each): a run's copy never grows.
+        values.update(DEFAULT_INPUTS)
+        values.update(dict.fromkeys(evaluator.decided_slots))
+        found = values, provenance
         if len(cache) > 64:
             cache.clear()
         cache[environment] = found
@@ -204,9 +209,8 @@ def _run(
     """:func:`run_rules`, and the flags given (normalized), for ``ResolvedConfig.flags``."""
     evaluator = _evaluator(rules)
     env_values, env_provenance = _environment_values(evaluator, environment)
-    arguments, given = flag_inputs(flags)
-    values = dict(env_values)  # a copy of a same-shaped dict: no rehashing, however many variables
-    values.update(arguments)
+    # A copy of a same-shaped dict (no rehashing, however many variables) that the given flags update.
+    values, given = flag_inputs(flags, dict(env_values))
 
     def inputs(slot: str) -> Provenance | None:
         found = env_provenance.get(slot)

@@ -103,14 +103,20 @@ def _to_frozen_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
 
 def _to_flags(value: Mapping[str, Any] | None) -> FrozenMapping:
     """Flags as ``resolve()`` normalized them: lists (from JSON) as tuples."""
-    if type(value) is FrozenMapping and not any(isinstance(v, list) for v in value._data.values()):
-        return value  # already as resolve() makes it
+    if type(value) is FrozenMapping:
+        for item in value._data.values():
+            if isinstance(item, list):
+                break
+        else:
+            return value  # already as resolve() makes it
     items = (value or {}).items()
     return FrozenMapping({k: tuple(v) if isinstance(v, list) else v for k, v in items})
 
 
 def _to_provenance_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return value if isinstance(value, FrozenMapping | ProvenanceView) else FrozenMapping(value)
+    if type(value) is ProvenanceView or isinstance(value, FrozenMapping | ProvenanceView):
+        return value
+    return FrozenMapping(value)
 
 
 def _to_tuple(items: Iterable[Any]) -> tuple[Any, ...]:
@@ -149,7 +155,9 @@ class Provenance:
         return self.kind if not self.source else f"{self.kind} {self.source}"
 
 
-@attrs.frozen
+#: Not slotted: every ``resolve()`` builds one, and attrs fills an instance dict faster than it
+#: sets twenty slots one call at a time (``tests/benchmarks/compare_lightning.py``).
+@attrs.frozen(slots=False)
 class ResolvedConfig:
     """Everything the runtime needs to build a strategy, decided and frozen.
 

@@ -64,15 +64,23 @@ def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
     return flag_inputs(flags)[0]
 
 
-def flag_inputs(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+#: Every arg.* input at its flag's default, normalized.
+DEFAULT_INPUTS: dict[str, Any] = {slot: normalized for _, slot, _, _, normalized in _FAST}
+
+
+def flag_inputs(flags: Mapping[str, Any], values: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The arg.* inputs, normalized, and the flags given (those whose normalized value differs
-    from the default), in one pass. ``flags`` may hold other names (a signature's locals)."""
-    values: dict[str, Any] = {}
+    from the default), in one pass. ``flags`` may hold other names (a signature's locals).
+
+    ``values``: a dict that already holds :data:`DEFAULT_INPUTS`, to write the inputs into (only
+    a flag not left at its default, the same object, is written).
+    """
+    if values is None:
+        values = dict(DEFAULT_INPUTS)
     given: dict[str, Any] = {}
-    for name, slot, default, lowercase, normalized in _FAST:
+    for name, slot, default, lowercase, _ in _FAST:
         value = flags.get(name, default)
         if value is default:
-            values[slot] = normalized
             continue
         kind = type(value)
         if kind is str and name not in _REPEATABLE:  # text is never too long: no need to look
