@@ -10,45 +10,104 @@ Build and launch::
 
 or in one call: ``runtime.launch(train, epochs, devices=2, strategy="ddp")``. See
 ``docs/runtime.md``.
+
+Every public name is imported on first access, and the built-in components are registered on
+each registry's first use (:mod:`runtime.registry`): a process that only starts scripts
+(``resolver run``) does not import torch.
 """
 
-from runtime import accelerators as _accelerators  # noqa: F401  (registers the built-ins)
-from runtime import cluster as _cluster  # noqa: F401
-from runtime import collectives as _collectives  # noqa: F401
-from runtime import launchers as _launchers  # noqa: F401
-from runtime import optional_engines as _optional_engines  # noqa: F401
-from runtime import precision as _precision  # noqa: F401
-from runtime import strategies as _strategies  # noqa: F401
-from runtime.accelerators.base import Accelerator
-from runtime.build import build
-from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
-from runtime.cluster.base import ClusterEnvironment
-from runtime.collectives.base import Collective, CollectiveGroup
-from runtime.collectives.errors import CollectiveMisuseError, CollectiveNotSupportedError
-from runtime.errors import (
-    DataLoaderWarning,
-    LaunchTimeoutError,
-    MissingDependencyError,
-    PortInUseError,
-    RankFailedError,
-    RuntimeConfigError,
-)
-from runtime.launch import launch
-from runtime.launchers.base import Launcher
-from runtime.launchers.rank_output import RankOutput
-from runtime.precision.base import Precision
-from runtime.rank_environment import launched_config
-from runtime.registry import (
-    register_accelerator,
-    register_cluster_environment,
-    register_collective,
-    register_launcher,
-    register_precision,
-    register_strategy,
-)
-from runtime.script import run_script
-from runtime.strategies.base import Strategy
-from runtime.strategies.options import StrategyOptions
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+if importlib.util.find_spec("torch") is None:
+    raise ImportError("the runtime needs torch, which is not installed")
+
+if TYPE_CHECKING:
+    # explicit re-exports (name as name), for type checkers
+    from runtime.accelerators.base import Accelerator as Accelerator
+    from runtime.checkpoint import CheckpointIO as CheckpointIO
+    from runtime.checkpoint import TorchCheckpointIO as TorchCheckpointIO
+    from runtime.cluster.base import ClusterEnvironment as ClusterEnvironment
+    from runtime.collectives.base import Collective as Collective
+    from runtime.collectives.base import CollectiveGroup as CollectiveGroup
+    from runtime.collectives.errors import CollectiveMisuseError as CollectiveMisuseError
+    from runtime.collectives.errors import CollectiveNotSupportedError as CollectiveNotSupportedError
+    from runtime.errors import DataLoaderWarning as DataLoaderWarning
+    from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
+    from runtime.errors import MissingDependencyError as MissingDependencyError
+    from runtime.errors import PortInUseError as PortInUseError
+    from runtime.errors import RankFailedError as RankFailedError
+    from runtime.errors import RuntimeConfigError as RuntimeConfigError
+    from runtime.launchers.base import Launcher as Launcher
+    from runtime.launchers.rank_output import RankOutput as RankOutput
+    from runtime.precision.base import Precision as Precision
+    from runtime.rank_environment import launched_config as launched_config
+    from runtime.registry import register_accelerator as register_accelerator
+    from runtime.registry import register_cluster_environment as register_cluster_environment
+    from runtime.registry import register_collective as register_collective
+    from runtime.registry import register_launcher as register_launcher
+    from runtime.registry import register_precision as register_precision
+    from runtime.registry import register_strategy as register_strategy
+    from runtime.script import run_script as run_script
+    from runtime.strategies.base import Strategy as Strategy
+    from runtime.strategies.options import StrategyOptions as StrategyOptions
+
+# Imported here, not on first access: they share their name with their module, which would
+# otherwise take their place as an attribute once something imports it. Neither imports torch.
+from runtime.build import build as build  # noqa: E402
+from runtime.launch import launch as launch  # noqa: E402
+
+#: Each public name (but build and launch) and the module that defines it.
+_MODULES = {
+    "Accelerator": "runtime.accelerators.base",
+    "CheckpointIO": "runtime.checkpoint",
+    "ClusterEnvironment": "runtime.cluster.base",
+    "Collective": "runtime.collectives.base",
+    "CollectiveGroup": "runtime.collectives.base",
+    "CollectiveMisuseError": "runtime.collectives.errors",
+    "CollectiveNotSupportedError": "runtime.collectives.errors",
+    "DataLoaderWarning": "runtime.errors",
+    "LaunchTimeoutError": "runtime.errors",
+    "Launcher": "runtime.launchers.base",
+    "MissingDependencyError": "runtime.errors",
+    "PortInUseError": "runtime.errors",
+    "Precision": "runtime.precision.base",
+    "RankFailedError": "runtime.errors",
+    "RankOutput": "runtime.launchers.rank_output",
+    "RuntimeConfigError": "runtime.errors",
+    "Strategy": "runtime.strategies.base",
+    "StrategyOptions": "runtime.strategies.options",
+    "TorchCheckpointIO": "runtime.checkpoint",
+    "launched_config": "runtime.rank_environment",
+    "register_accelerator": "runtime.registry",
+    "register_cluster_environment": "runtime.registry",
+    "register_collective": "runtime.registry",
+    "register_launcher": "runtime.registry",
+    "register_precision": "runtime.registry",
+    "register_strategy": "runtime.registry",
+    "run_script": "runtime.script",
+}
+
+__all__ = sorted([*_MODULES, "build", "launch"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    elif importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")  # a subpackage: runtime.strategies
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def _answer_stack_requests_from_the_start() -> None:
@@ -63,35 +122,3 @@ def _answer_stack_requests_from_the_start() -> None:
 
 
 _answer_stack_requests_from_the_start()
-
-__all__ = [
-    "Accelerator",
-    "CheckpointIO",
-    "ClusterEnvironment",
-    "Collective",
-    "CollectiveGroup",
-    "CollectiveMisuseError",
-    "CollectiveNotSupportedError",
-    "DataLoaderWarning",
-    "LaunchTimeoutError",
-    "Launcher",
-    "MissingDependencyError",
-    "PortInUseError",
-    "Precision",
-    "RankFailedError",
-    "RankOutput",
-    "RuntimeConfigError",
-    "Strategy",
-    "StrategyOptions",
-    "TorchCheckpointIO",
-    "build",
-    "launch",
-    "launched_config",
-    "register_accelerator",
-    "register_cluster_environment",
-    "register_collective",
-    "register_launcher",
-    "register_precision",
-    "register_strategy",
-    "run_script",
-]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -16,7 +16,9 @@ from runtime.registry import (
     PRECISIONS,
     STRATEGIES,
 )
-from runtime.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from runtime.strategies.base import Strategy
 
 __all__ = ["build"]
 

@@ -15,11 +15,17 @@ needs horovod, ...) are *declared* as optional: looking them up raises a
 :class:`~runtime.errors.MissingDependencyError` that says what to install. An optional name may
 also name the module that implements it; that module (which imports the engine) is imported on
 the first look-up, and only when the engine's package is installed.
+
+Each registry loads its built-in classes on first use (a look-up, a listing or a registration),
+not when ``runtime`` is imported: a process that only starts scripts (``resolver run``) looks up
+a cluster environment and never imports the strategies, or torch.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -66,13 +72,39 @@ class OptionalEngine:
     implementation: str | None = None
 
 
-class Registry(Generic[T]):
-    """Names -> classes for one component kind (``kind`` is used in error messages)."""
+#: Declares the names whose engine is a separate package, in every registry.
+_OPTIONAL_ENGINES = "runtime.optional_engines"
+_LOADING = threading.RLock()
 
-    def __init__(self, kind: str) -> None:
+
+class Registry(Generic[T]):
+    """Names -> classes for one component kind (``kind`` is used in error messages).
+
+    ``builtins`` are the modules that register the library's own classes of this kind; they are
+    imported on the registry's first use, before anything else is registered or looked up.
+    """
+
+    def __init__(self, kind: str, builtins: tuple[str, ...] = ()) -> None:
         self.kind = kind
         self._classes: dict[str, type[T]] = {}
         self._optional: dict[str, OptionalEngine] = {}
+        self._builtins = builtins
+        self._loaded = not builtins
+        self._loading = False
+
+    def _load_builtins(self) -> None:
+        if self._loaded:
+            return
+        with _LOADING:  # another thread waits until the built-ins are all registered
+            if self._loaded or self._loading:
+                return  # loaded meanwhile, or a built-in module registering itself while it loads
+            self._loading = True
+            try:
+                for module in (*self._builtins, _OPTIONAL_ENGINES):
+                    importlib.import_module(module)
+                self._loaded = True
+            finally:
+                self._loading = False
 
     @overload
     def register(self, name: str, cls: None = None, *, replace: bool = False) -> Callable[[C], C]: ...
@@ -86,6 +118,7 @@ class Registry(Generic[T]):
         Registering a name twice is an error unless ``replace=True`` (so two plugins cannot
         silently shadow each other).
         """
+        self._load_builtins()
 
         def decorate(klass: C) -> C:
             if not isinstance(klass, type):
@@ -112,10 +145,12 @@ class Registry(Generic[T]):
 
     def unregister(self, name: str) -> None:
         """Forget ``name`` (mainly for tests that register temporary classes)."""
+        self._load_builtins()
         self._classes.pop(name, None)
 
     def get(self, name: str) -> type[T]:
         """The class registered under ``name``, or a clear error saying what is missing."""
+        self._load_builtins()
         if name in self._classes:
             return self._classes[name]
         engine = self._optional.get(name)
@@ -140,21 +175,27 @@ class Registry(Generic[T]):
 
     def names(self) -> tuple[str, ...]:
         """Every known name, implemented or optional, sorted."""
+        self._load_builtins()
         return tuple(sorted({*self._classes, *self._optional}))
 
     def __contains__(self, name: object) -> bool:
+        self._load_builtins()
         return name in self._classes
 
     def __iter__(self) -> Iterator[str]:
+        self._load_builtins()
         return iter(sorted(self._classes))
 
 
-STRATEGIES: Registry[Strategy] = Registry("strategy")
-ACCELERATORS: Registry[Accelerator] = Registry("accelerator")
-PRECISIONS: Registry[Precision] = Registry("precision")
-COLLECTIVES: Registry[Collective] = Registry("collective")
-LAUNCHERS: Registry[Launcher] = Registry("launcher")
-CLUSTER_ENVIRONMENTS: Registry[ClusterEnvironment] = Registry("cluster environment")
+STRATEGIES: Registry[Strategy] = Registry("strategy", ("runtime.strategies",))
+ACCELERATORS: Registry[Accelerator] = Registry("accelerator", ("runtime.accelerators",))
+PRECISIONS: Registry[Precision] = Registry("precision", ("runtime.precision",))
+COLLECTIVES: Registry[Collective] = Registry("collective", ("runtime.collectives",))
+LAUNCHERS: Registry[Launcher] = Registry(
+    "launcher",
+    ("runtime.launchers.multiprocessing", "runtime.launchers.subprocess_script", "runtime.launchers.horovod"),
+)
+CLUSTER_ENVIRONMENTS: Registry[ClusterEnvironment] = Registry("cluster environment", ("runtime.cluster",))
 
 
 def register_strategy(name: str, cls: Any = None, *, replace: bool = False) -> Any:

@@ -57,10 +57,12 @@ def describe_exception(exc: BaseException) -> tuple[str, str]:
 
 
 def _distributed_directory() -> str | None:
-    spec = importlib.util.find_spec("torch.distributed")
+    # torch's own spec: find_spec("torch.distributed") would import torch (its parent package),
+    # which a process that only starts ranks (resolver run) never needs.
+    spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
-    return os.path.join(os.path.realpath(next(iter(spec.submodule_search_locations))), "")
+    return os.path.join(os.path.realpath(next(iter(spec.submodule_search_locations))), "distributed", "")
 
 
 _DISTRIBUTED_DIRECTORY = _distributed_directory()

@@ -4,8 +4,8 @@
 from runtime.strategies.base import DATALOADER_USES, DataLoaderUse, Strategy
 from runtime.strategies.ddp import DDPOptions, DDPStrategy
 from runtime.strategies.deepspeed import DeepSpeedOptions, DeepSpeedStrategy
-from runtime.strategies.horovod import HorovodStrategy
 from runtime.strategies.fsdp import FSDPOptions, FSDPStrategy
+from runtime.strategies.horovod import HorovodStrategy
 from runtime.strategies.options import StrategyOptions
 from runtime.strategies.single_device import SingleDeviceStrategy
 

@@ -25,8 +25,11 @@ timings depend on the machine and its load; compare ratios taken in one run.
   ranks (DeepSpeed only when installed).
 
 ``collectives`` and ``steps`` alternate inside running ranks, ``2 * repeats + 1`` rounds after an
-untimed one, each side first every other round. Every comparison prints the load average, and
-the separate launches also each side's spread (lowest-highest).
+untimed one: a collective sample is a timed run of calls, each side first every other round; a
+``steps`` round is ``STEPS_PER_ROUND`` steps of each side, interleaved in blocks of
+``STEPS_PER_BLOCK`` (each side first every other block), so that a burst of load from elsewhere on
+a shared machine falls on both sides alike. Every comparison prints the load average, and the
+separate launches also each side's spread (lowest-highest).
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ from runtime.ports import find_free_port  # noqa: E402
 
 #: Timed training steps per launch (after 10 untimed ones), the same on every side.
 STEPS = 500
+#: ``steps``: timed steps of each side per round, run in alternating blocks of ``STEPS_PER_BLOCK``.
+STEPS_PER_ROUND = 100
+STEPS_PER_BLOCK = 5
 HAVE_FABRIC = importlib.util.find_spec("lightning") is not None
 HAVE_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 
@@ -286,6 +292,31 @@ def _alternate(rounds: int, ours: Callable[[], float], raw: Callable[[], float])
     return statistics.median(mine), statistics.median(theirs)
 
 
+def _interleaved_rates(rounds: int, ours: Callable[[], None], raw: Callable[[], None]) -> tuple[float, float]:
+    """Steps/s of the training steps ``ours`` and ``raw``: medians of ``rounds`` rounds after 10
+    untimed steps of each. A round times ``STEPS_PER_ROUND`` steps of each side in alternating
+    blocks of ``STEPS_PER_BLOCK``, each side first every other block: both sides see the same
+    machine, where timing one side's whole round after the other's lets a burst of load from
+    elsewhere fall on one side only (the ratio then moves by +-10% on two shared cores)."""
+    sides = (ours, raw)
+    for _ in range(10):
+        ours()
+        raw()
+    rates: tuple[list[float], list[float]] = ([], [])
+    for round_ in range(rounds):
+        elapsed = [0.0, 0.0]
+        for block in range(STEPS_PER_ROUND // STEPS_PER_BLOCK):
+            for side in (0, 1) if (round_ + block) % 2 == 0 else (1, 0):
+                step = sides[side]
+                start = time.perf_counter()
+                for _ in range(STEPS_PER_BLOCK):
+                    step()
+                elapsed[side] += time.perf_counter() - start
+        for side in (0, 1):
+            rates[side].append(STEPS_PER_ROUND / elapsed[side])
+    return statistics.median(rates[0]), statistics.median(rates[1])
+
+
 def _time_calls(call: Callable[[], Any], calls: int) -> float:
     """Microseconds per call of ``call``, over ``calls`` calls started together on every rank."""
     dist.barrier()
@@ -359,7 +390,7 @@ def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[float, float]:
             raw_optimizer.step()
             raw_optimizer.zero_grad()
 
-    return _alternate(rounds, lambda: _rate(ours, 50), lambda: _rate(raw, 50))
+    return _interleaved_rates(rounds, ours, raw)
 
 
 def _in_ranks(strategy: str, fn: Callable[..., Any], *args: Any) -> Any:
