@@ -15,7 +15,7 @@ from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
 from resolver.flag_values import DEFAULT_INPUTS, flag_inputs, given_flags
-from resolver.flags import FLAG_DEFAULTS, FLAGS, collect_flags, flag_rules_source, flags_fingerprint
+from resolver.flags import FLAG_DEFAULTS, FLAGS, flag_rules_source, flags_fingerprint
 from resolver.table import RuleSource, read_folder, read_sources
 
 if TYPE_CHECKING:
@@ -150,6 +150,7 @@ def removed_flag_error(table: CompiledTable, flag: str, value: Any, *, cli: bool
 
 
 _ARG_NAMES = {f"arg.{flag.name}": flag.name for flag in FLAGS}
+_FLAG_NAMES = tuple(flag.name for flag in FLAGS)
 _NOT_GIVEN = Provenance("default")
 
 
@@ -200,7 +201,7 @@ def run_rules(
 
 
 def _run(
-    flags: Mapping[str, Any],
+    flags: Mapping[str, Any] | tuple[Any, ...],
     environment: Environment,
     rules: RulesArg,
     reporter: Reporter | None,
@@ -214,7 +215,10 @@ def _run(
 
     def inputs(slot: str) -> Provenance | None:
         found = env_provenance.get(slot)
-        return found if found is not None else _flag_provenance(flags, values, slot, sources)
+        if found is not None:
+            return found
+        named = dict(zip(_FLAG_NAMES, flags, strict=True)) if type(flags) is tuple else flags
+        return _flag_provenance(named, values, slot, sources)
 
     return evaluator.run(values, inputs, reporter), FrozenMapping(given)
 
@@ -262,12 +266,17 @@ def resolve(
             f"environment={environment!r:.60} is not an Environment",
             hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
         )
-    flags: Mapping[str, Any] = locals()  # the flags among them are read by name
+    # The flags in declaration order (tests/test_flags.py holds the signature to it): a tuple costs
+    # a fraction of locals().
+    flags: Mapping[str, Any] | tuple[Any, ...] = (
+        accelerator, devices, strategy, precision, num_nodes,
+        cluster_environment, plugins, node_rank, master_addr, master_port,
+    )  # fmt: skip
     sources = None
     if config_file is not None:
         from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
 
-        flags, sources = flags_with_file(collect_flags(flags), FLAG_DEFAULTS, config_file)
+        flags, sources = flags_with_file(dict(zip(_FLAG_NAMES, flags, strict=True)), FLAG_DEFAULTS, config_file)
     evaluation, given = _run(flags, environment, rules, reporter, sources)
     return config_from(evaluation, given)
 

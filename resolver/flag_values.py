@@ -68,9 +68,12 @@ def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
 DEFAULT_INPUTS: dict[str, Any] = {slot: normalized for _, slot, _, _, normalized in _FAST}
 
 
-def flag_inputs(flags: Mapping[str, Any], values: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def flag_inputs(
+    flags: Mapping[str, Any] | tuple[Any, ...], values: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The arg.* inputs, normalized, and the flags given (those whose normalized value differs
-    from the default), in one pass. ``flags`` may hold other names (a signature's locals).
+    from the default), in one pass. ``flags`` may hold other names (a signature's locals), or be
+    every flag's value in declaration order (:data:`~resolver.flags.FLAGS`).
 
     ``values``: a dict that already holds :data:`DEFAULT_INPUTS`, to write the inputs into (only
     a flag not left at its default, the same object, is written).
@@ -78,8 +81,11 @@ def flag_inputs(flags: Mapping[str, Any], values: dict[str, Any] | None = None) 
     if values is None:
         values = dict(DEFAULT_INPUTS)
     given: dict[str, Any] = {}
-    for name, slot, default, lowercase, _ in _FAST:
-        value = flags.get(name, default)
+    if type(flags) is tuple:
+        pairs = zip(_FAST, flags, strict=True)
+    else:
+        pairs = ((fast, flags.get(fast[0], fast[2])) for fast in _FAST)  # type: ignore[union-attr]
+    for (name, slot, default, lowercase, _), value in pairs:
         if value is default:
             continue
         kind = type(value)

@@ -146,6 +146,8 @@ def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
 @register_function("parse_devices")
 def parse_devices(value: Any) -> str | int | tuple[int, ...]:
     """Normalize a ``devices`` flag to ``"auto"``, ``-1`` (all), a count ``N`` or a tuple of ids."""
+    if type(value) is int and 0 < value <= MAX_DEVICES:  # the common case, at once
+        return value
     if value is None or value == "auto":
         return "auto"
     if isinstance(value, bool):

@@ -78,3 +78,23 @@ def test_underscore_spellings_and_new_flags_reach_resolve(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "flag master_addr='Host0'" in out and "flag master_port=29501" in out and "node_rank=1" in out
+
+
+def test_resolve_reads_each_flag_as_the_flag_it_is():
+    """Every flag given at once, each with a value of its own: each is recorded and used under its own name."""
+    flags = {
+        "accelerator": "cpu",
+        "devices": 2,
+        "strategy": "ddp",
+        "num_nodes": 2,
+        "cluster_environment": "local",
+        "node_rank": 1,
+        "master_addr": "10.0.0.1",
+        "master_port": 29501,
+    }
+    config = resolver.resolve(**flags, plugins=["bf16-mixed"], environment=resolver.Environment())
+    assert dict(config.flags) == {**flags, "plugins": ("bf16-mixed",)}
+    assert (config.accelerator, config.num_devices, config.strategy, config.precision) == ("cpu", 2, "ddp", "bf16-mixed")
+    assert (config.num_nodes, config.cluster_environment, config.node_rank) == (2, "local", 1)
+    assert (config.main_address, config.main_port, config.global_rank, config.world_size) == ("10.0.0.1", 29501, 2, 4)
+    assert config.provenance["main_port"].describe().startswith("flag master_port=29501")
