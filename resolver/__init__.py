@@ -16,14 +16,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from resolver.api import builtin_rules_dir, load_rules, resolve
-    from resolver.compiler import CompiledTable
-    from resolver.config import FrozenMapping, Provenance, ResolvedConfig
-    from resolver.environment import Environment
-    from resolver.errors import ConflictError, ResolutionError, RuleTableError, Side
-    from resolver.functions import register_function
-    from resolver.probing import register_probe
-    from resolver.reporter import RecordingReporter, Reporter
+    # explicit re-exports (name as name), for type checkers
+    from resolver.api import builtin_rules_dir as builtin_rules_dir
+    from resolver.api import load_rules as load_rules
+    from resolver.api import resolve as resolve
+    from resolver.compiler import CompiledTable as CompiledTable
+    from resolver.config import FrozenMapping as FrozenMapping
+    from resolver.config import Provenance as Provenance
+    from resolver.config import ResolvedConfig as ResolvedConfig
+    from resolver.environment import Environment as Environment
+    from resolver.errors import ConflictError as ConflictError
+    from resolver.errors import ResolutionError as ResolutionError
+    from resolver.errors import RuleTableError as RuleTableError
+    from resolver.errors import Side as Side
+    from resolver.functions import register_function as register_function
+    from resolver.probing import register_probe as register_probe
+    from resolver.reporter import RecordingReporter as RecordingReporter
+    from resolver.reporter import Reporter as Reporter
 
 #: Where each public name lives.
 _HOMES = {

@@ -14,7 +14,7 @@ from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, Provenanc
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
-from resolver.flag_values import DEFAULT_INPUTS, flag_inputs, given_flags
+from resolver.flag_values import DEFAULT_INPUTS, NAME_ORDER, flag_inputs, given_flags
 from resolver.flags import FLAG_DEFAULTS, FLAGS, flag_rules_source, flags_fingerprint
 from resolver.table import RuleSource, read_folder, read_sources
 
@@ -150,7 +150,6 @@ def removed_flag_error(table: CompiledTable, flag: str, value: Any, *, cli: bool
 
 
 _ARG_NAMES = {f"arg.{flag.name}": flag.name for flag in FLAGS}
-_FLAG_NAMES = tuple(flag.name for flag in FLAGS)
 _NOT_GIVEN = Provenance("default")
 
 
@@ -217,10 +216,10 @@ def _run(
         found = env_provenance.get(slot)
         if found is not None:
             return found
-        named = dict(zip(_FLAG_NAMES, flags, strict=True)) if type(flags) is tuple else flags
+        named = dict(zip(NAME_ORDER, flags, strict=True)) if type(flags) is tuple else flags
         return _flag_provenance(named, values, slot, sources)
 
-    return evaluator.run(values, inputs, reporter), FrozenMapping(given)
+    return evaluator.run(values, inputs, reporter), FrozenMapping.of_sorted(given)
 
 
 def resolve(
@@ -266,17 +265,17 @@ def resolve(
             f"environment={environment!r:.60} is not an Environment",
             hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
         )
-    # The flags in declaration order (tests/test_flags.py holds the signature to it): a tuple costs
+    # The flags by name (flag_values.NAME_ORDER; tests/test_flags.py checks each one): a tuple costs
     # a fraction of locals().
     flags: Mapping[str, Any] | tuple[Any, ...] = (
-        accelerator, devices, strategy, precision, num_nodes,
-        cluster_environment, plugins, node_rank, master_addr, master_port,
+        accelerator, cluster_environment, devices, master_addr, master_port,
+        node_rank, num_nodes, plugins, precision, strategy,
     )  # fmt: skip
     sources = None
     if config_file is not None:
         from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
 
-        flags, sources = flags_with_file(dict(zip(_FLAG_NAMES, flags, strict=True)), FLAG_DEFAULTS, config_file)
+        flags, sources = flags_with_file(dict(zip(NAME_ORDER, flags, strict=True)), FLAG_DEFAULTS, config_file)
     evaluation, given = _run(flags, environment, rules, reporter, sources)
     return config_from(evaluation, given)
 

@@ -47,8 +47,16 @@ class FrozenMapping(Mapping[str, Any]):
     __slots__ = ("_data", "_hash")
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        self._data: dict[str, Any] = dict(sorted((data or {}).items()))
+        self._data: dict[str, Any] = dict(sorted(data.items())) if data else {}
         self._hash: int | None = None
+
+    @classmethod
+    def of_sorted(cls, data: dict[str, Any]) -> FrozenMapping:
+        """A mapping of ``data``, a dict already sorted by key that no one else keeps (not copied)."""
+        made = object.__new__(cls)
+        made._data = data
+        made._hash = None
+        return made
 
     def __getitem__(self, key: str) -> Any:
         return self._data[key]

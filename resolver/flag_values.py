@@ -55,8 +55,10 @@ _PLAIN_INT_BITS = 3 * 640
 #: (a flag left at its default, the same object, takes that at once).
 _FAST = tuple(
     (flag.name, f"arg.{flag.name}", flag.default, flag.lowercase, _normalized(flag.name, flag.default, flag.lowercase))
-    for flag in FLAGS
+    for flag in sorted(FLAGS, key=lambda flag: flag.name)
 )
+#: The order :func:`flag_inputs` takes a tuple of flag values in (and writes the given ones in).
+NAME_ORDER = tuple(name for name, *_ in _FAST)
 
 
 def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,8 +74,8 @@ def flag_inputs(
     flags: Mapping[str, Any] | tuple[Any, ...], values: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The arg.* inputs, normalized, and the flags given (those whose normalized value differs
-    from the default), in one pass. ``flags`` may hold other names (a signature's locals), or be
-    every flag's value in declaration order (:data:`~resolver.flags.FLAGS`).
+    from the default, sorted by name), in one pass. ``flags`` may hold other names (a signature's
+    locals), or be every flag's value in :data:`NAME_ORDER`.
 
     ``values``: a dict that already holds :data:`DEFAULT_INPUTS`, to write the inputs into (only
     a flag not left at its default, the same object, is written).

@@ -180,6 +180,8 @@ def parse_devices(value: Any) -> str | int | tuple[int, ...]:
 @register_function("to_text")
 def to_text(value: Any) -> str | None:
     """A flag as lowercase text (``16`` -> ``"16"``); None stays None."""
+    if type(value) is str:
+        return value.strip().lower()
     if value is None:
         return None
     return str(value).strip().lower()

@@ -37,7 +37,7 @@ def test_runtime_launch_takes_exactly_the_declared_flags():
 
 def test_every_flag_has_its_input_slot_and_nothing_else_is_an_argument():
     table = builtin_table()
-    arguments = {name[len("arg."):] for name in table.slots if name.startswith("arg.")}
+    arguments = {name[len("arg.") :] for name in table.slots if name.startswith("arg.")}
     assert arguments == set(FLAG_NAMES)
 
 
@@ -73,8 +73,23 @@ def test_the_cli_help_lists_the_loaded_domains_values():
 def test_underscore_spellings_and_new_flags_reach_resolve(capsys):
     from resolver.cli import main
 
-    code = main(["explain", "--simulate", "", "--num_nodes", "2", "--node_rank", "1",
-                 "--master_addr", "Host0", "--master-port", "29501", "--cluster_environment", "local"])
+    code = main(
+        [
+            "explain",
+            "--simulate",
+            "",
+            "--num_nodes",
+            "2",
+            "--node_rank",
+            "1",
+            "--master_addr",
+            "Host0",
+            "--master-port",
+            "29501",
+            "--cluster_environment",
+            "local",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "flag master_addr='Host0'" in out and "flag master_port=29501" in out and "node_rank=1" in out
@@ -94,7 +109,12 @@ def test_resolve_reads_each_flag_as_the_flag_it_is():
     }
     config = resolver.resolve(**flags, plugins=["bf16-mixed"], environment=resolver.Environment())
     assert dict(config.flags) == {**flags, "plugins": ("bf16-mixed",)}
-    assert (config.accelerator, config.num_devices, config.strategy, config.precision) == ("cpu", 2, "ddp", "bf16-mixed")
+    assert (config.accelerator, config.num_devices, config.strategy, config.precision) == (
+        "cpu",
+        2,
+        "ddp",
+        "bf16-mixed",
+    )
     assert (config.num_nodes, config.cluster_environment, config.node_rank) == (2, "local", 1)
     assert (config.main_address, config.main_port, config.global_rank, config.world_size) == ("10.0.0.1", 29501, 2, 4)
     assert config.provenance["main_port"].describe().startswith("flag master_port=29501")
