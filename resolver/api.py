@@ -14,7 +14,7 @@ from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, Provenanc
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
-from resolver.flag_values import DEFAULT_INPUTS, NAME_ORDER, flag_inputs, given_flags
+from resolver.flag_values import DEFAULT_INPUTS, by_name, flag_inputs, given_flags
 from resolver.flags import FLAG_DEFAULTS, FLAGS, flag_rules_source, flags_fingerprint
 from resolver.table import RuleSource, read_folder, read_sources
 
@@ -216,7 +216,7 @@ def _run(
         found = env_provenance.get(slot)
         if found is not None:
             return found
-        named = dict(zip(NAME_ORDER, flags, strict=True)) if type(flags) is tuple else flags
+        named = by_name(flags) if type(flags) is tuple else flags
         return _flag_provenance(named, values, slot, sources)
 
     return evaluator.run(values, inputs, reporter), FrozenMapping.of_sorted(given)
@@ -265,7 +265,7 @@ def resolve(
             f"environment={environment!r:.60} is not an Environment",
             hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
         )
-    # The flags by name (flag_values.NAME_ORDER; tests/test_flags.py checks each one): a tuple costs
+    # The flags in name order (flag_values.NAME_ORDER; tests/test_flags.py checks each one): a tuple costs
     # a fraction of locals().
     flags: Mapping[str, Any] | tuple[Any, ...] = (
         accelerator, cluster_environment, devices, master_addr, master_port,
@@ -275,7 +275,7 @@ def resolve(
     if config_file is not None:
         from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
 
-        flags, sources = flags_with_file(dict(zip(NAME_ORDER, flags, strict=True)), FLAG_DEFAULTS, config_file)
+        flags, sources = flags_with_file(by_name(flags), FLAG_DEFAULTS, config_file)
     evaluation, given = _run(flags, environment, rules, reporter, sources)
     return config_from(evaluation, given)
 

@@ -110,8 +110,6 @@ class Evaluator:
         self._other_input_set = frozenset(self._other_inputs)
         #: Every decided slot in the order the stages decide them (the provenance's order).
         self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)
-        #: The slots a run decides (each run writes every one of them).
-        self.decided_slots = self._decided
         #: What verifying each decided slot guarantees (inputs are not verified: they guarantee nothing).
         self._guarantees = {name: check for name in self._decided if (check := check_of(table, name)) is not None}
         # The first run uses the closures; the code is generated on the second (see ``run``), so a
@@ -182,6 +180,11 @@ class Evaluator:
             {name: (check, exact, members) for name, (check, _, exact, members) in checked.items()},
             tuple(decisions),
         )
+
+    @property
+    def decided_slots(self) -> tuple[str, ...]:
+        """The slots a run decides, in order (each run writes every one of them)."""
+        return self._decided
 
     def render(self, template: Template | None, values: Mapping[str, Any]) -> str | None:
         if template is None:

@@ -14,7 +14,7 @@ from resolver.errors import ResolutionError
 from resolver.flags import FLAGS
 from resolver.integers import MAX_INT_DIGITS, too_long
 
-__all__ = ["flag_inputs", "flag_values", "given_flags"]
+__all__ = ["DEFAULT_INPUTS", "NAME_ORDER", "by_name", "flag_inputs", "flag_values", "given_flags"]
 
 
 def _normalize_flag(value: Any, lowercase: bool = True) -> Any:
@@ -59,6 +59,11 @@ _FAST = tuple(
 )
 #: The order :func:`flag_inputs` takes a tuple of flag values in (and writes the given ones in).
 NAME_ORDER = tuple(name for name, *_ in _FAST)
+
+
+def by_name(flags: tuple[Any, ...]) -> dict[str, Any]:
+    """Every flag's value in :data:`NAME_ORDER`, as a mapping from its name."""
+    return dict(zip(NAME_ORDER, flags, strict=True))
 
 
 def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:

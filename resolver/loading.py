@@ -106,10 +106,10 @@ class TableData:
         domain = self.domains.get(name)
         if domain is None or name in _seen:
             return None
-        found = domain.value_files.get(value)
-        for inner in sorted(domain.include):
-            found = found or self.value_file(inner, value, (*_seen, name))
-        return found
+        if value in domain.value_files:
+            return domain.value_files[value]
+        found = (self.value_file(inner, value, (*_seen, name)) for inner in sorted(domain.include))
+        return next((file for file in found if file is not None), None)
 
     def expand_domain(self, name: str, _seen: tuple[str, ...] = ()) -> frozenset[str]:
         domain = self.domains[name]
@@ -353,17 +353,17 @@ def _check_declarations(table: TableData) -> None:
                 line=slot.line,
             )
         if slot.lowercase and slot.domain is not None:
-            _check_lowercase(table, slot)
+            _check_lowercase(table, slot, slot.domain)
 
 
-def _check_lowercase(table: TableData, slot: Slot) -> None:
-    capital = sorted(v for v in table.expand_domain(slot.domain or "") if v != v.lower())
+def _check_lowercase(table: TableData, slot: Slot, domain: str) -> None:
+    capital = sorted(v for v in table.expand_domain(domain) if v != v.lower())
     if not capital:
         return
     value = capital[0]
     more = f" ({len(capital) - 1} more value(s) of it have capitals too)" if len(capital) > 1 else ""
     raise RuleTableError(
-        f"domain {slot.domain!r} has the value {value!r}, which {slot.name} can never hold: text reaches "
+        f"domain {domain!r} has the value {value!r}, which {slot.name} can never hold: text reaches "
         f"{slot.name} lowercased, as {value.lower()!r}; write the value as {value.lower()!r}{more}",
-        file=table.value_file(slot.domain or "", value),
+        file=table.value_file(domain, value),
     )
