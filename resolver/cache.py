@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["cache_dir", "cache_key", "cached_table"]
 
 #: Bump when the pickled shape of a compiled table changes.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 #: Entries kept per folder; older ones (edited rule files, upgrades) are removed when one is written.
 MAX_ENTRIES = 32
 _OFF = ("off", "0", "none", "false")

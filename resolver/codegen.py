@@ -37,7 +37,7 @@ from resolver.cache import cache_dir
 from resolver.codewriter import Atom, Tests, Writer, atoms, write_verify
 from resolver.conditions import Call, Ref
 from resolver.functions import FUNCTIONS
-from resolver.operators import as_number, same
+from resolver.shapes import as_number, same
 from resolver.steps import CALL, CONST, REF, Choice, verify_value
 
 __all__ = ["Generated", "generate"]

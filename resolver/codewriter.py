@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from resolver.conditions import Condition, Ref
-from resolver.operators import TYPE_TESTS
+from resolver.shapes import TYPE_TESTS
 
 __all__ = ["Atom", "Tests", "Writer", "atoms", "write_verify"]
 

@@ -20,9 +20,7 @@ evaluated as code.
 
 from __future__ import annotations
 
-import functools
-import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from resolver.codegen import Generated, generate
@@ -30,7 +28,10 @@ from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
 from resolver.conditions import Call, NotANumber, Ref
 from resolver.config import Provenance, display
 from resolver.errors import ConflictError, ResolutionError, Side
+from resolver.provenance_map import DEFAULT as _DEFAULT
+from resolver.provenance_map import ProvenanceMap
 from resolver.reporter import Reporter
+from resolver.stage_values import field_name, stage_class
 from resolver.steps import (
     NO_TYPE,
     CallFailed,
@@ -48,7 +49,6 @@ from resolver.steps import (
 
 __all__ = ["Evaluation", "Evaluator", "display"]
 
-_DEFAULT = Provenance("default")
 #: The origin of an input the caller gave (inputs are not in ``origins``).
 _GIVEN: Any = object()
 
@@ -186,6 +186,11 @@ class Evaluator:
         """The slots a run decides, in order (each run writes every one of them)."""
         return self._decided
 
+    @property
+    def other_inputs(self) -> tuple[str, ...]:
+        """The inputs the snapshot does not fill (the flags), by name."""
+        return self._other_inputs
+
     def render(self, template: Template | None, values: Mapping[str, Any]) -> str | None:
         if template is None:
             return None
@@ -312,16 +317,13 @@ class Evaluator:
         return Evaluation(self, values, provenance, tuple(notes))
 
     def stage_value(self, stage: str, values: Mapping[str, Any]) -> Any:
-        """One stage's slots as a frozen attrs instance (``PlacedStage(num_devices=2, ...)``).
-
-        Each stage's class is a plain subclass of one attrs class, made once per evaluator: cheap
-        enough for a process that resolves once, fields read as attributes (``placed.num_devices``).
-        """
+        """One stage's slots as a frozen attrs instance (``PlacedStage(num_devices=2, ...)``), its
+        class made once per evaluator (:mod:`resolver.stage_values`)."""
         plan = next(p for p in self.table.stages if p.name == stage)
         cls = self._stage_classes.get(stage)
         if cls is None:
-            cls = self._stage_classes[stage] = type(_class_name(stage), (_stage_base(),), {"__slots__": ()})
-        return cls(tuple((_field_name(s), values[s]) for s in plan.slots))
+            cls = self._stage_classes[stage] = stage_class(stage)
+        return cls(tuple((field_name(s), values[s]) for s in plan.slots))
 
     # -- pieces ---------------------------------------------------------------------------------
 
@@ -390,96 +392,9 @@ class Evaluator:
         )
 
 
-class ProvenanceMap(Mapping[str, Provenance]):
-    """Provenance of every slot, built only when someone looks (most resolutions never do).
-
-    ``origins`` says which rule decided each slot (None: its default). A run of the generated
-    code records none: the first look replays the closures over the decided values' inputs
-    (``given``: the inputs that took their defaults), which choose the same rules.
-    """
-
-    def __init__(
-        self,
-        evaluator: Evaluator,
-        values: Mapping[str, Any],
-        inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
-        origins: Mapping[str, Choice | None] | None,
-        given: Mapping[str, None] | None = None,
-    ) -> None:
-        self._evaluator = evaluator
-        self._values = values
-        self._inputs = inputs
-        self._known = origins
-        self._given = given
-        self._done: dict[str, Provenance] = {}
-
-    @property
-    def _origins(self) -> Mapping[str, Choice | None]:
-        if self._known is None:
-            self._known = self._evaluator.replay(self._values, self._given or {})
-        return self._known
-
-    def record(self, slot: str, provenance: Provenance) -> None:
-        self._done[slot] = provenance
-
-    def __getitem__(self, slot: str) -> Provenance:
-        found = self._done.get(slot)
-        if found is not None:
-            return found
-        if slot in self._origins:
-            choice = self._origins[slot]
-            found = _DEFAULT if choice is None else self._evaluator.provenance_of(choice, self._values, self)
-        else:
-            inputs = self._inputs
-            found = inputs(slot) if callable(inputs) else inputs.get(slot)
-            if found is None:
-                raise KeyError(slot)
-        self._done[slot] = found
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        origins = self._origins
-        yield from (s for s in self._values if s not in origins)
-        yield from (s for s in self._evaluator._other_inputs if s in origins)
-        yield from (s for s in self._evaluator._decided if s in origins)
-
-    def __len__(self) -> int:
-        return len(self._values.keys() | self._origins.keys())
-
-
 def _input_label(table: CompiledTable, slot: str) -> str:
     """How a user knows an input: a variable by its name, a flag by its name, else the slot."""
     variable = table.variables.get(slot)
     if variable is not None:
         return variable
     return slot.removeprefix("arg.")
-
-
-@functools.cache
-def _stage_base() -> type:
-    import attrs
-
-    @attrs.frozen(repr=False)
-    class StageValue:
-        """A stage's slots, in order, as ``(field, value)`` pairs; read as attributes."""
-
-        _pairs: tuple[tuple[str, Any], ...]
-
-        def __getattr__(self, name: str) -> Any:
-            for field, value in object.__getattribute__(self, "_pairs"):
-                if field == name:
-                    return value
-            raise AttributeError(f"{type(self).__name__!r} has no field {name!r}")
-
-        def __repr__(self) -> str:
-            return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self._pairs) + ")"
-
-    return StageValue
-
-
-def _class_name(stage: str) -> str:
-    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", stage)) + "Stage"
-
-
-def _field_name(slot: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", slot)

@@ -14,8 +14,7 @@ from typing import Any
 import attrs
 
 from resolver.config import display
-from resolver.errors import ResolutionError
-from resolver.integers import parse_int
+from resolver.shapes import ANY, TYPE_NAMES, TYPE_TESTS, NotANumber, Shape, as_number, is_int, same
 
 __all__ = [
     "CONDITION_OPS",
@@ -32,13 +31,8 @@ __all__ = [
     "same",
 ]
 
-TYPE_NAMES = ("int", "str", "bool", "tuple", "none", "mapping")
 Values = Mapping[str, Any]
 Predicate = Callable[[Values], bool]
-
-
-class NotANumber(ResolutionError):
-    """A slot compared as a number holds something else (e.g. ``SLURM_NTASKS=abc``)."""
 
 
 class InvalidOperand(Exception):
@@ -50,69 +44,8 @@ class Ref:
     slot: str
 
 
-def as_number(value: Any, slot: str) -> int | float:
-    """A value compared as a number: ints and floats as they are, integer text parsed."""
-    if isinstance(value, bool):
-        raise NotANumber(f"{slot} is a boolean ({value}), not a number")
-    if isinstance(value, (int, float)):
-        return value
-    parsed = parse_int(value)
-    if parsed is not None:
-        return parsed
-    label = slot.removeprefix("var.")
-    shown = value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "..."
-    raise NotANumber(f"{label}={shown!r} is not an integer", hint=f"set {label} to a whole number or unset it")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b  # True is not the number 1 here
-    if a == b:
-        return True
-    if isinstance(a, str) and _is_int(b):
-        return parse_int(a) == b
-    if isinstance(b, str) and _is_int(a):
-        return parse_int(b) == a
-    return False
-
-
-#: Equality as conditions mean it (what :mod:`resolver.codegen` calls where it cannot inline it).
-same = _same
-
-
-def _type_of(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, tuple):
-        return "tuple"
-    if isinstance(value, Mapping):
-        return "mapping"
-    return type(value).__name__
-
-
-#: For each type name, the classes a value is an instance of, and those it must not be an instance
-#: of, for ``_type_of(value) == name`` (``_type_of`` tests them in that order).
-TYPE_TESTS: dict[str, tuple[Any, tuple[type, ...]]] = {
-    "bool": (bool, ()),
-    "int": (int, (bool,)),
-    "str": (str, (int,)),
-    "tuple": (tuple, (int, str)),
-    "mapping": (Mapping, (int, str, tuple)),
-}
-
-
 def _type_predicate(slot: str, name: str, positive: bool) -> Predicate:
-    """``(_type_of(value) == name) == positive``, as one closure."""
+    """``(type_of(value) == name) == positive``, as one closure."""
     if name == "none":
         return (lambda v: v.get(slot) is None) if positive else (lambda v: v.get(slot) is not None)
     kind, excluded = TYPE_TESTS[name]
@@ -165,65 +98,6 @@ def _hashable(value: Any) -> bool:
 
 
 @attrs.frozen
-class Shape:
-    """What a condition admits, for proving two rules exclusive (see ``disjoint``)."""
-
-    allowed: frozenset[Any] | None = None
-    denied: frozenset[Any] = frozenset()
-    low: float = float("-inf")
-    high: float = float("inf")
-    is_set: bool | None = None
-    types: frozenset[str] | None = None
-
-    def meet(self, other: Shape) -> Shape:
-        """What both shapes admit (the conditions of one slot all hold)."""
-        allowed = (
-            self.allowed
-            if other.allowed is None
-            else (other.allowed if self.allowed is None else self.allowed & other.allowed)
-        )
-        types = self.types if other.types is None else (other.types if self.types is None else self.types & other.types)
-        return Shape(
-            allowed,
-            self.denied | other.denied,
-            max(self.low, other.low),
-            min(self.high, other.high),
-            self.is_set if other.is_set is None else other.is_set,
-            types,
-        )
-
-    def admits(self, value: Any) -> bool:
-        """Whether a (non-None) constant could satisfy this shape."""
-        if self.is_set is False:
-            return False
-        if self.allowed is not None and value not in self.allowed:
-            return False
-        if value in self.denied:
-            return False
-        if self.types is not None and _type_of(value) not in self.types:
-            return False
-        if self.low > float("-inf") or self.high < float("inf"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return False
-            return self.low <= value <= self.high
-        return True
-
-    def disjoint(self, other: Shape) -> bool:
-        """True when no value satisfies both shapes (so two rules cannot both fire)."""
-        if self.is_set is not None and other.is_set is not None and self.is_set != other.is_set:
-            return True
-        if self.types is not None and other.types is not None and not self.types & other.types:
-            return True
-        for a, b in ((self, other), (other, self)):
-            if a.allowed is not None and not any(b.admits(v) for v in a.allowed):
-                return True
-        return self.high < other.low or other.high < self.low
-
-
-_ANY = Shape()
-
-
-@attrs.frozen
 class OperandContext:
     """What an operator may consult while checking its operand: the domains, and the slot's own
     check of a constant (domain membership, ``"none"`` on a nullable slot)."""
@@ -257,7 +131,7 @@ class Operator:
         raise NotImplementedError
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
-        return _ANY
+        return ANY
 
     def render(self, slot: str, operand: Any) -> str:
         return f"`{slot}` {self.symbol} {_operand_text(operand)}"
@@ -287,14 +161,14 @@ class _Equal(Operator):
             return lambda v: v.get(slot) is None
         if isinstance(operand, Ref):
             other = operand.slot
-            return lambda v: (x := v.get(slot)) is not None and (y := v.get(other)) is not None and _same(x, y)
-        if not _is_int(operand):
+            return lambda v: (x := v.get(slot)) is not None and (y := v.get(other)) is not None and same(x, y)
+        if not is_int(operand):
             return lambda v: v.get(slot) == operand  # a non-integer constant equals only itself
-        return lambda v: (x := v.get(slot)) is not None and _same(x, operand)
+        return lambda v: (x := v.get(slot)) is not None and same(x, operand)
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         if isinstance(operand, Ref):
-            return _ANY
+            return ANY
         if operand is None:
             return Shape(is_set=False)
         return Shape(allowed=frozenset([operand]), is_set=True)
@@ -309,16 +183,16 @@ class _NotEqual(Operator):
     def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
         if isinstance(operand, Ref):
             other = operand.slot
-            return lambda v: (x := v.get(slot)) is not None and (y := v.get(other)) is not None and not _same(x, y)
+            return lambda v: (x := v.get(slot)) is not None and (y := v.get(other)) is not None and not same(x, y)
         if operand is None:
             return lambda v: v.get(slot) is not None
-        if not _is_int(operand):
+        if not is_int(operand):
             return lambda v: (x := v.get(slot)) is not None and x != operand
-        return lambda v: (x := v.get(slot)) is not None and not _same(x, operand)
+        return lambda v: (x := v.get(slot)) is not None and not same(x, operand)
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         if isinstance(operand, Ref):
-            return _ANY
+            return ANY
         return Shape(denied=frozenset([operand]), is_set=True)
 
 
@@ -344,17 +218,17 @@ class _Member(Operator):
                     return False
                 if isinstance(items, (str, Mapping)) or not hasattr(items, "__iter__"):
                     items = (items,)
-                return any(_same(x, o) for o in items) == inside
+                return any(same(x, o) for o in items) == inside
 
             return by_ref
-        if not any(_is_int(o) for o in operand):
+        if not any(is_int(o) for o in operand):
             members = frozenset(operand)  # may hold None: `in = ["none", ...]` on a nullable slot
             return _membership(slot, members, inside, none_tested=True)
-        return lambda v: (x := v.get(slot)) is not None and any(_same(x, o) for o in operand) == inside
+        return lambda v: (x := v.get(slot)) is not None and any(same(x, o) for o in operand) == inside
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         if isinstance(operand, Ref):
-            return _ANY
+            return ANY
         members = frozenset(operand)
         return Shape(allowed=members, is_set=True) if self.inside else Shape(denied=members, is_set=True)
 
@@ -395,7 +269,7 @@ class _Compare(Operator):
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         if isinstance(operand, Ref):
-            return _ANY
+            return ANY
         step = 1 if isinstance(operand, int) and self.name in ("gt", "lt") else 0
         if self.name in ("gt", "ge"):
             return Shape(low=operand + step, is_set=True)
