@@ -1,8 +1,11 @@
 """Runtime speed side by side in one run: ``python tests/benchmarks/runtime_speed.py [--repeats N] [--only ...]``.
 
 Each comparison of issue 9 runs this project and its peer alternately, ``--repeats`` times each,
-and prints both medians and their ratio (>= 1.0: at least as fast as the peer). Not a test:
-timings depend on the machine and its load; compare ratios taken in one run.
+and prints both medians and their ratio (>= 1.0: at least as fast as the peer), and for the
+training comparisons also the median and range of the ratios taken round by round (each side
+measured next to the other) and a control: raw torch against itself, which says how far two
+identical sides differ in the same run. Not a test: timings depend on the machine and its load;
+compare ratios taken in one run, and read each against its control.
 
 - ``train``: CPU DDP training of a small MLP on 2 ranks, each a separate launch at default settings:
   ``runtime.launch(strategy="ddp_spawn")``, ``resolver run`` (a script per rank), raw
@@ -26,10 +29,11 @@ timings depend on the machine and its load; compare ratios taken in one run.
 
 ``collectives`` and ``steps`` alternate inside running ranks, ``2 * repeats + 1`` rounds after an
 untimed one: a collective sample is a timed run of calls, each side first every other round; a
-``steps`` round is ``STEPS_PER_ROUND`` steps of each side, interleaved in blocks of
-``STEPS_PER_BLOCK`` (each side first every other block), so that a burst of load from elsewhere on
-a shared machine falls on both sides alike. Every comparison prints the load average, and the
-separate launches also each side's spread (lowest-highest).
+``steps`` round is ``STEPS_PER_ROUND`` steps of each side (ours, raw, raw again), taking turns in
+blocks of ``STEPS_PER_BLOCK`` (each block of turns starting one side further on), so that a burst
+of load from elsewhere on a shared machine falls on every side alike. Separate launches run in
+rounds of one launch per side, each round starting one side further on. Every comparison prints
+the load average, and the separate launches also each side's spread (lowest-highest).
 """
 
 from __future__ import annotations
@@ -292,29 +296,30 @@ def _alternate(rounds: int, ours: Callable[[], float], raw: Callable[[], float])
     return statistics.median(mine), statistics.median(theirs)
 
 
-def _interleaved_rates(rounds: int, ours: Callable[[], None], raw: Callable[[], None]) -> tuple[float, float]:
-    """Steps/s of the training steps ``ours`` and ``raw``: medians of ``rounds`` rounds after 10
-    untimed steps of each. A round times ``STEPS_PER_ROUND`` steps of each side in alternating
-    blocks of ``STEPS_PER_BLOCK``, each side first every other block: both sides see the same
-    machine, where timing one side's whole round after the other's lets a burst of load from
-    elsewhere fall on one side only (the ratio then moves by +-10% on two shared cores)."""
-    sides = (ours, raw)
+def _interleaved_rates(rounds: int, *sides: Callable[[], None]) -> list[list[float]]:
+    """Steps/s of each training step in ``sides``, in each of ``rounds`` rounds, after 10 untimed
+    steps of each. A round times ``STEPS_PER_ROUND`` steps of every side in blocks of
+    ``STEPS_PER_BLOCK``, taking turns, each block of turns starting one side further on: every side
+    sees the same machine, where timing one side's whole round after another's lets a burst of
+    load from elsewhere fall on one side only (the ratio then moves by +-10% on two shared cores)."""
     for _ in range(10):
-        ours()
-        raw()
-    rates: tuple[list[float], list[float]] = ([], [])
+        for step in sides:
+            step()
+    rates: list[list[float]] = [[] for _ in sides]
+    turns = list(range(len(sides)))
     for round_ in range(rounds):
-        elapsed = [0.0, 0.0]
+        elapsed = [0.0] * len(sides)
         for block in range(STEPS_PER_ROUND // STEPS_PER_BLOCK):
-            for side in (0, 1) if (round_ + block) % 2 == 0 else (1, 0):
+            shift = (round_ + block) % len(sides)
+            for side in turns[shift:] + turns[:shift]:
                 step = sides[side]
                 start = time.perf_counter()
                 for _ in range(STEPS_PER_BLOCK):
                     step()
                 elapsed[side] += time.perf_counter() - start
-        for side in (0, 1):
-            rates[side].append(STEPS_PER_ROUND / elapsed[side])
-    return statistics.median(rates[0]), statistics.median(rates[1])
+        for side, spent in enumerate(elapsed):
+            rates[side].append(STEPS_PER_ROUND / spent)
+    return rates
 
 
 def _time_calls(call: Callable[[], Any], calls: int) -> float:
@@ -369,10 +374,11 @@ def _raw_wrapped(kind: str, model: torch.nn.Module) -> tuple[torch.nn.Module, An
     return model, torch.optim.SGD(model.parameters(), lr=0.01)
 
 
-def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[float, float]:
+def _steps(strategy: runtime.Strategy, rounds: int) -> list[list[float]]:
+    """Steps/s round by round of the runtime's step, the raw step and a second raw step (the
+    control: how far two identical steps differ on this machine)."""
     kind = strategy.config.strategy
     model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
-    raw_model, raw_optimizer = _raw_wrapped(kind, _model())
     x, y = strategy.to_device(torch.randn(32, 64)), strategy.to_device(torch.randn(32, 1))
 
     def ours() -> None:
@@ -380,17 +386,22 @@ def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[float, float]:
         strategy.optimizer_step(optimizer)
         optimizer.zero_grad()
 
-    def raw() -> None:
-        loss = torch.nn.functional.mse_loss(raw_model(x), y)
-        if kind == "deepspeed":
-            raw_model.backward(loss)
-            raw_model.step()
-        else:
-            loss.backward()
-            raw_optimizer.step()
-            raw_optimizer.zero_grad()
+    def raw_step() -> Callable[[], None]:
+        raw_model, raw_optimizer = _raw_wrapped(kind, _model())
 
-    return _interleaved_rates(rounds, ours, raw)
+        def raw() -> None:
+            loss = torch.nn.functional.mse_loss(raw_model(x), y)
+            if kind == "deepspeed":
+                raw_model.backward(loss)
+                raw_model.step()
+            else:
+                loss.backward()
+                raw_optimizer.step()
+                raw_optimizer.zero_grad()
+
+        return raw
+
+    return _interleaved_rates(rounds, ours, raw_step(), raw_step())
 
 
 def _in_ranks(strategy: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -407,31 +418,49 @@ def _in_ranks(strategy: str, fn: Callable[..., Any], *args: Any) -> Any:
 # -- reporting ----------------------------------------------------------------------------------
 
 
-def _line(name: str, ours: float, peer: float, peer_name: str, higher_is_better: bool, unit: str) -> None:
+def _line(
+    name: str, ours: float, peer: float, peer_name: str, higher_is_better: bool, unit: str, side: str = "ours"
+) -> None:
     ratio = ours / peer if higher_is_better else peer / ours
-    print(f"{name:<44} ours {ours:10.1f} {unit:<7} {peer_name} {peer:10.1f}   ratio {ratio:5.2f}", flush=True)
+    print(f"{name:<44} {side} {ours:10.1f} {unit:<7} {peer_name} {peer:10.1f}   ratio {ratio:5.2f}", flush=True)
+
+
+def _paired(ours: list[float], peer: list[float], higher_is_better: bool) -> str:
+    """The median and range of the ratios taken round by round (ours and the peer measured next to
+    each other): slow changes in the machine's load cancel out of each ratio, where the ratio of
+    two medians keeps them."""
+    ratios = sorted(o / p if higher_is_better else p / o for o, p in zip(ours, peer, strict=True))
+    return f"round by round: median {statistics.median(ratios):.2f}, range {ratios[0]:.2f}-{ratios[-1]:.2f}"
 
 
 def compare(
     name: str, sides: dict[str, Callable[[], float]], repeats: int, higher_is_better: bool, unit: str
 ) -> dict[str, list[float]]:
-    """Run every side ``repeats`` times, round-robin, and print each ours-vs-peer ratio of the
-    medians, then each side's spread (the load of a shared machine moves single runs a lot)."""
+    """Run every side ``repeats`` times, in rounds that each run every side once, starting each round
+    one side further on (no side always follows the same one), and print each ours-vs-peer ratio."""
     samples: dict[str, list[float]] = {side: [] for side in sides}
-    for _ in range(repeats):
-        for side, measure in sides.items():
-            samples[side].append(measure())
+    order = list(sides)
+    for round_ in range(repeats):
+        shift = round_ % len(order)
+        for side in order[shift:] + order[:shift]:
+            samples[side].append(sides[side]())
     report(name, samples, higher_is_better, unit)
     return samples
 
 
 def report(name: str, samples: dict[str, list[float]], higher_is_better: bool, unit: str) -> None:
+    """Each ours-vs-peer ratio of the medians and round by round, then each side's spread (the load
+    of a shared machine moves single runs a lot). A ``control`` side is the raw peer run a second
+    time: its ratio to ``raw`` is how far two identical sides differ in this run."""
     medians = {side: statistics.median(values) for side, values in samples.items()}
     ours = [side for side in samples if side.startswith("ours")]
-    peers = [side for side in samples if not side.startswith("ours")]
-    for mine in ours:
-        for peer in peers:
-            _line(f"{name} [{mine} vs {peer}]", medians[mine], medians[peer], peer, higher_is_better, unit)
+    peers = [side for side in samples if not side.startswith("ours") and side != "control"]
+    pairs = [(mine, peer) for mine in ours for peer in peers]
+    if "control" in samples:
+        pairs.append(("control", "raw"))
+    for mine, peer in pairs:
+        _line(f"{name} [{mine} vs {peer}]", medians[mine], medians[peer], peer, higher_is_better, unit, mine)
+        print(f"{'':<4}{_paired(samples[mine], samples[peer], higher_is_better)}", flush=True)
     spread = "   ".join(f"{side} {min(values):.1f}-{max(values):.1f}" for side, values in samples.items())
     print(f"{'':<4}spread ({unit}): {spread}; load average {os.getloadavg()[0]:.1f}", flush=True)
 
@@ -462,6 +491,7 @@ def main() -> None:
         sides = {"ours launch": runtime_train_rate, "ours run": resolver_run_rate, "raw": raw_train_rate}
         if HAVE_FABRIC:
             sides["fabric"] = fabric_train_rate
+        sides["control"] = raw_train_rate  # raw again: how far two identical sides differ in this run
         walls: dict[str, list[float]] = {side: [] for side in sides}
         compare("train 2 ranks", {side: _timed(measure, walls[side]) for side, measure in sides.items()},
                 args.repeats, True, "steps/s")
@@ -490,8 +520,8 @@ def main() -> None:
             if kind == "deepspeed" and not HAVE_DEEPSPEED:
                 print(f"{'step deepspeed':<44} skipped: deepspeed is not installed", flush=True)
                 continue
-            ours, raw = _in_ranks(kind, _steps, 2 * args.repeats + 1)
-            _line(f"step {kind}", ours, raw, "raw", True, "steps/s")
+            ours, raw, control = _in_ranks(kind, _steps, 2 * args.repeats + 1)
+            report(f"step {kind}", {"ours": ours, "raw": raw, "control": control}, True, "steps/s")
 
 
 if __name__ == "__main__":
