@@ -11,6 +11,7 @@ from resolver.errors import ResolutionError
 from resolver.flag_values import given_flags
 from resolver.flags import collect_flags
 from runtime.build import build
+from runtime.collector import collector_paused
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
 from runtime.rank_environment import launched_config
 from runtime.worker import check_worker_entry, run_worker
@@ -58,11 +59,12 @@ def launch(
         return run_launched_rank(_run_checked_worker, launched, flags, fn, *args, **kwargs)
     import resolver
 
-    config = resolver.resolve(**flags, environment=environment)
     options = dict(strategy_options or {})
     if timeout is not None:
         options["timeout"] = timeout
-    return build(config, **options).launch(fn, *args, **kwargs)
+    with collector_paused():
+        strategy = build(resolver.resolve(**flags, environment=environment), **options)
+    return strategy.launch(fn, *args, **kwargs)
 
 
 def _run_checked_worker(

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.build import build
+from runtime.collector import collector_paused
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF
 from runtime.launchers.reports import RankReports
@@ -67,13 +68,14 @@ def run_worker(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     config = launched_config()
     if config is None:
         raise RuntimeError(f"run_worker runs inside a launched rank, but {CONFIG_VARIABLE} is not set")
-    strategy = build(config)
-    reports = RankReports.from_environment()
-    if reports is not None:
-        # Selecting the device can fail (or hang) too: do it before telling the launcher this rank
-        # is about to join (strategy.run selects it again, which is harmless).
-        strategy.accelerator.set_device(strategy.root_device)
-        reports.mark_joined(config.global_rank)
+    with collector_paused():
+        strategy = build(config)
+        reports = RankReports.from_environment()
+        if reports is not None:
+            # Selecting the device can fail (or hang) too: do it before telling the launcher this
+            # rank is about to join (strategy.run selects it again, which is harmless).
+            strategy.accelerator.set_device(strategy.root_device)
+            reports.mark_joined(config.global_rank)
     with threads_applied(strategy.config):
         return strategy.run(fn, *args, **kwargs)
 

@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
+from runtime.collector import collector_paused
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import DataLoaderWarning, stamp_failure_time
 from runtime.launchers.launched_rank import run_launched_rank
@@ -168,7 +169,8 @@ class Strategy:
 
     def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(self, *args, **kwargs)`` in this process as this strategy's rank."""
-        self.setup_environment()
+        with collector_paused():
+            self.setup_environment()
         try:
             return fn(self, *args, **kwargs)
         except BaseException as exc:
