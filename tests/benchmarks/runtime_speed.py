@@ -443,9 +443,22 @@ def compare(
     for round_ in range(repeats):
         shift = round_ % len(order)
         for side in order[shift:] + order[:shift]:
-            samples[side].append(sides[side]())
+            samples[side].append(_retried(side, sides[side]))
     report(name, samples, higher_is_better, unit)
     return samples
+
+
+def _retried(side: str, measure: Callable[[], float], attempts: int = 3) -> float:
+    """``measure()``, run again when a launch fails (gloo's threads have aborted a raw torch rank
+    at exit, once in some hundred launches): the failure is printed, never hidden."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return measure()
+        except Exception as exc:  # noqa: BLE001 - any failure of one launch
+            print(f"    {side}: launch {attempt} of {attempts} failed ({type(exc).__name__}: {exc})", flush=True)
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
 
 
 def report(name: str, samples: dict[str, list[float]], higher_is_better: bool, unit: str) -> None:
