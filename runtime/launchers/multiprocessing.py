@@ -7,6 +7,7 @@ copies the calling process, so closures work, but it is unsafe once CUDA is init
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import sys
@@ -141,3 +142,16 @@ class ForkLauncher(MultiprocessingLauncher):
             from runtime.collectives.torch_distributed import import_group_default_modules
 
             import_group_default_modules()
+
+    def _start(self, process: Any, fn: Callable[..., Any]) -> None:
+        # The rank inherits this process's objects, garbage not yet collected among them. Frozen
+        # at the fork, the rank's collections never look at them: it does not run this process's
+        # finalizers (closing its sockets and files, or joining its threads, which a forked process
+        # does not have: a stale process group finalized in a rank can wait forever), and it does
+        # not copy every page of the heap by touching each object. This process takes its objects
+        # back at once.
+        gc.freeze()
+        try:
+            super()._start(process, fn)
+        finally:
+            gc.unfreeze()

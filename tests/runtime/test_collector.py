@@ -4,8 +4,10 @@ with the collector as the user left it."""
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from runtime_configs import ddp_config
@@ -84,3 +86,30 @@ def test_forked_ranks_run_the_function_with_the_collector_on(launch: str, collec
 
     assert result == (0, True)
     assert gc.isenabled()
+
+
+class _Finalized:
+    """Garbage with a finalizer: a cycle, so only a collection frees it. Records who finalized it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.cycle = self
+
+    def __del__(self) -> None:
+        with self.path.open("a") as file:
+            file.write(f"{os.getpid()}\n")
+
+
+def test_forked_ranks_do_not_finalize_the_launching_process_s_garbage(tmp_path: Path, collector: list[str]) -> None:
+    finalized = tmp_path / "finalized"
+    gc.disable()
+    _Finalized(finalized)  # garbage now, collected by nobody yet
+
+    pids = runtime.build(ddp_config(2, launcher="fork"), timeout=60).launch(
+        lambda strategy: (gc.collect(), strategy.collective.all_gather_object(os.getpid()))[1]
+    )
+
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    assert not finalized.exists()  # both ranks collected; neither ran the finalizer
+    gc.collect()
+    assert finalized.read_text() == f"{os.getpid()}\n"  # it is finalized here, once
