@@ -149,7 +149,11 @@ class ForkLauncher(MultiprocessingLauncher):
         # finalizers (closing its sockets and files, or joining its threads, which a forked process
         # does not have: a stale process group finalized in a rank can wait forever), and it does
         # not copy every page of the heap by touching each object. This process takes its objects
-        # back at once.
+        # back at once. A process that froze objects itself keeps them as they are (unfreezing is
+        # all or nothing): its ranks collect what it did not freeze.
+        if gc.get_freeze_count():
+            super()._start(process, fn)
+            return
         gc.freeze()
         try:
             super()._start(process, fn)

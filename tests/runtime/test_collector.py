@@ -113,3 +113,12 @@ def test_forked_ranks_do_not_finalize_the_launching_process_s_garbage(tmp_path: 
     assert not finalized.exists()  # both ranks collected; neither ran the finalizer
     gc.collect()
     assert finalized.read_text() == f"{os.getpid()}\n"  # it is finalized here, once
+
+
+def test_objects_the_launching_process_froze_stay_frozen(collector: list[str]) -> None:
+    gc.freeze()
+    try:
+        result = runtime.build(ddp_config(2, launcher="fork"), timeout=60).launch(lambda strategy: strategy.world_size)
+        assert result == 2 and gc.get_freeze_count() > 0  # not unfrozen by the launch
+    finally:
+        gc.unfreeze()
