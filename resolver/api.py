@@ -212,11 +212,15 @@ def _run(
     # A copy of a same-shaped dict (no rehashing, however many variables) that the given flags update.
     values, given = flag_inputs(flags, dict(env_values))
 
+    named: Mapping[str, Any] | None = None  # the flags by name, made at the first look
+
     def inputs(slot: str) -> Provenance | None:
+        nonlocal named
         found = env_provenance.get(slot)
         if found is not None:
             return found
-        named = by_name(flags) if type(flags) is tuple else flags
+        if named is None:
+            named = by_name(flags) if type(flags) is tuple else flags
         return _flag_provenance(named, values, slot, sources)
 
     return evaluator.run(values, inputs, reporter), FrozenMapping.of_sorted(given)

@@ -136,8 +136,5 @@ class Shape:
         return self.high < other.low or other.high < self.low
 
 
-_ANY = Shape()
-
-
 #: The shape of a condition that admits anything.
 ANY = Shape()

@@ -32,8 +32,8 @@ def _cli_in_process(prelude: str, *args: str) -> subprocess.CompletedProcess[str
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, env=env)
 
 
-def _run_two_ranks(tmp_path: Path) -> tuple[str, ...]:
-    """``resolver run`` of a script that prints each rank's environment, on 2 CPU ranks."""
+def _two_rank_run_args(tmp_path: Path) -> tuple[str, ...]:
+    """The arguments of a ``resolver run`` of a script that prints each rank's environment, on 2 CPU ranks."""
     flags = ("--accelerator", "cpu", "--devices", "2", "--strategy", "ddp")
     return ("run", *flags, str(SCRIPTS / "print_rank.py"), str(tmp_path))
 
@@ -44,7 +44,7 @@ def _parent_modules(stdout: str) -> list[str]:
 
 
 def test_resolver_run_starts_two_ranks_without_importing_torch(tmp_path: Path) -> None:
-    done = _cli_in_process("", *_run_two_ranks(tmp_path))
+    done = _cli_in_process("", *_two_rank_run_args(tmp_path))
 
     assert done.returncode == 0, done.stderr
     ranks = sorted(line for line in done.stdout.splitlines() if "RANK-ENV " in line)
@@ -54,7 +54,7 @@ def test_resolver_run_starts_two_ranks_without_importing_torch(tmp_path: Path) -
 
 def test_resolver_run_without_torch_says_what_to_install(tmp_path: Path) -> None:
     # sys.modules["torch"] = None: torch cannot be imported or found, as where it is not installed.
-    done = _cli_in_process("sys.modules['torch'] = None", *_run_two_ranks(tmp_path))
+    done = _cli_in_process("sys.modules['torch'] = None", *_two_rank_run_args(tmp_path))
 
     assert done.returncode != 0
     assert "error: `resolver run` needs the runtime (torch)" in done.stderr
