@@ -79,13 +79,21 @@ def _model() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
 
 
-def _rate(step: Callable[[], None], steps: int = STEPS) -> float:
+#: A launch's training window in rank 0: steps/s (wall) and the main thread's CPU µs per step.
+Window = tuple[float, float]
+
+
+def _rate(step: Callable[[], None], steps: int = STEPS) -> Window:
+    """Steps/s over ``steps`` steps after 10 untimed ones, and the CPU time the calling thread spent
+    per step meanwhile: what the training loop itself costs (Python, dispatch, kernels run on this
+    thread), without the waits for the other rank and the gloo threads that make wall time swing
+    from launch to launch on shared cores."""
     for _ in range(10):  # warm-up
         step()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.thread_time()
     for _ in range(steps):
         step()
-    return steps / (time.perf_counter() - start)
+    return steps / (time.perf_counter() - start), (time.thread_time() - cpu) / steps * 1e6
 
 
 def _plain_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[], None]:
@@ -102,7 +110,7 @@ def _plain_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Cal
 # -- train: separate launches -------------------------------------------------------------------
 
 
-def _runtime_train(strategy: runtime.Strategy) -> float:
+def _runtime_train(strategy: runtime.Strategy) -> Window:
     model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
     x, y = strategy.to_device(torch.randn(32, 64)), strategy.to_device(torch.randn(32, 1))
 
@@ -114,51 +122,54 @@ def _runtime_train(strategy: runtime.Strategy) -> float:
     return _rate(step)
 
 
-def runtime_train_rate() -> float:
-    return float(runtime.launch(_runtime_train, accelerator="cpu", devices=2, strategy="ddp_spawn"))
+def runtime_train_rate() -> Window:
+    rate, cpu = runtime.launch(_runtime_train, accelerator="cpu", devices=2, strategy="ddp_spawn")
+    return float(rate), float(cpu)
 
 
 RUN_SCRIPT = """
 import sys
 sys.path[:0] = [{repo!r}, {here!r}]
 import runtime, runtime_speed
-rate = runtime.launch(runtime_speed._runtime_train)
+rate, cpu = runtime.launch(runtime_speed._runtime_train)
 if runtime.launched_config().global_rank == 0:
-    print("RATE", rate, flush=True)
+    print("RATE", rate, cpu, flush=True)
 """
 
 
-def resolver_run_rate() -> float:
+def resolver_run_rate() -> Window:
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "train.py"
         script.write_text(RUN_SCRIPT.format(repo=str(REPOSITORY), here=str(Path(__file__).parent)))
         done = subprocess.run([sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--devices", "2",
                                "--strategy", "ddp", str(script)], capture_output=True, text=True, timeout=600,
                               env=_clean_env(), cwd=folder)
-    # resolver run prefixes each line with its rank: "[rank 0]: RATE 362.2"
+    # resolver run prefixes each line with its rank: "[rank 0]: RATE 362.2 911.5"
     line = next((line for line in done.stdout.splitlines() if "RATE " in line), None)
     if line is None:
         raise RuntimeError(f"resolver run failed:\n{done.stdout}\n{done.stderr}")
-    return float(line.split("RATE ", 1)[1])
+    rate, cpu = line.split("RATE ", 1)[1].split()
+    return float(rate), float(cpu)
 
 
 def _raw_train(rank: int, port: int, out: str) -> None:
     torch.set_num_threads(max(1, _cores() // 2))  # by hand, as torchrun / Fabric would
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     model = torch.nn.parallel.DistributedDataParallel(_model())
-    rate = _rate(_plain_step(model, torch.optim.SGD(model.parameters(), lr=0.01)))
+    rate, cpu = _rate(_plain_step(model, torch.optim.SGD(model.parameters(), lr=0.01)))
     if rank == 0:
-        Path(out).write_text(str(rate))
+        Path(out).write_text(f"{rate} {cpu}")
     dist.destroy_process_group()
 
 
-def raw_train_rate() -> float:
+def raw_train_rate() -> Window:
     with tempfile.NamedTemporaryFile() as out:
         mp.start_processes(_raw_train, args=(find_free_port(), out.name), nprocs=2, start_method="spawn")
-        return float(Path(out.name).read_text())
+        rate, cpu = Path(out.name).read_text().split()
+        return float(rate), float(cpu)
 
 
-def _fabric_train(fabric: Any) -> float:
+def _fabric_train(fabric: Any) -> Window:
     model = _model()
     model, optimizer = fabric.setup(model, torch.optim.SGD(model.parameters(), lr=0.01))
     x, y = fabric.to_device(torch.randn(32, 64)), fabric.to_device(torch.randn(32, 1))
@@ -171,11 +182,12 @@ def _fabric_train(fabric: Any) -> float:
     return _rate(step)
 
 
-def fabric_train_rate() -> float:
+def fabric_train_rate() -> Window:
     from lightning.fabric import Fabric
 
     fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp_spawn")
-    return float(fabric.launch(_fabric_train))
+    rate, cpu = fabric.launch(_fabric_train)
+    return float(rate), float(cpu)
 
 
 # -- readiness and return latency ------------------------------------------------------------------
@@ -296,30 +308,38 @@ def _alternate(rounds: int, ours: Callable[[], float], raw: Callable[[], float])
     return statistics.median(mine), statistics.median(theirs)
 
 
-def _interleaved_rates(rounds: int, *sides: Callable[[], None]) -> list[list[float]]:
+Rounds = list[list[float]]  # a value per round, for each side
+
+
+def _interleaved_rates(rounds: int, *sides: Callable[[], None]) -> tuple[Rounds, Rounds]:
     """Steps/s of each training step in ``sides``, in each of ``rounds`` rounds, after 10 untimed
-    steps of each. A round times ``STEPS_PER_ROUND`` steps of every side in blocks of
-    ``STEPS_PER_BLOCK``, taking turns, each block of turns starting one side further on: every side
-    sees the same machine, where timing one side's whole round after another's lets a burst of
-    load from elsewhere fall on one side only (the ratio then moves by +-10% on two shared cores)."""
+    steps of each, and the CPU µs per step the calling thread spent on each side. A round times
+    ``STEPS_PER_ROUND`` steps of every side in blocks of ``STEPS_PER_BLOCK``, taking turns, each
+    block of turns starting one side further on: every side sees the same machine, where timing one
+    side's whole round after another's lets a burst of load from elsewhere fall on one side only
+    (the ratio then moves by +-10% on two shared cores)."""
     for _ in range(10):
         for step in sides:
             step()
-    rates: list[list[float]] = [[] for _ in sides]
+    rates: Rounds = [[] for _ in sides]
+    cpus: Rounds = [[] for _ in sides]
     turns = list(range(len(sides)))
     for round_ in range(rounds):
         elapsed = [0.0] * len(sides)
+        cpu = [0.0] * len(sides)
         for block in range(STEPS_PER_ROUND // STEPS_PER_BLOCK):
             shift = (round_ + block) % len(sides)
             for side in turns[shift:] + turns[:shift]:
                 step = sides[side]
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.thread_time()
                 for _ in range(STEPS_PER_BLOCK):
                     step()
                 elapsed[side] += time.perf_counter() - start
+                cpu[side] += time.thread_time() - cpu_start
         for side, spent in enumerate(elapsed):
             rates[side].append(STEPS_PER_ROUND / spent)
-    return rates
+            cpus[side].append(cpu[side] / STEPS_PER_ROUND * 1e6)
+    return rates, cpus
 
 
 def _time_calls(call: Callable[[], Any], calls: int) -> float:
@@ -374,9 +394,28 @@ def _raw_wrapped(kind: str, model: torch.nn.Module) -> tuple[torch.nn.Module, An
     return model, torch.optim.SGD(model.parameters(), lr=0.01)
 
 
-def _steps(strategy: runtime.Strategy, rounds: int) -> list[list[float]]:
+def _fabric_step(x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    """Fabric's DDP step in these ranks: ``LOCAL_RANK`` is set, so Fabric sees processes started
+    outside it and joins the process group already there (its ``launch()`` starts nothing)."""
+    from lightning.fabric import Fabric
+
+    fabric = Fabric(accelerator="cpu", devices=dist.get_world_size(), strategy="ddp")
+    fabric.launch()
+    model = _model()
+    model, optimizer = fabric.setup(model, torch.optim.SGD(model.parameters(), lr=0.01))
+
+    def step() -> None:
+        fabric.backward(torch.nn.functional.mse_loss(model(x), y))
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return step
+
+
+def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds]:
     """Steps/s round by round of the runtime's step, the raw step and a second raw step (the
-    control: how far two identical steps differ on this machine)."""
+    control: how far two identical steps differ on this machine), and under ``ddp`` Fabric's step
+    when it is installed."""
     kind = strategy.config.strategy
     model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
     x, y = strategy.to_device(torch.randn(32, 64)), strategy.to_device(torch.randn(32, 1))
@@ -401,7 +440,10 @@ def _steps(strategy: runtime.Strategy, rounds: int) -> list[list[float]]:
 
         return raw
 
-    return _interleaved_rates(rounds, ours, raw_step(), raw_step())
+    sides = [ours, raw_step(), raw_step()]
+    if kind == "ddp" and HAVE_FABRIC:
+        sides.append(_fabric_step(x, y))
+    return _interleaved_rates(rounds, *sides)
 
 
 def _in_ranks(strategy: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -478,14 +520,16 @@ def report(name: str, samples: dict[str, list[float]], higher_is_better: bool, u
     print(f"{'':<4}spread ({unit}): {spread}; load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
-def _timed(measure: Callable[[], float], walls: list[float]) -> Callable[[], float]:
-    """``measure``, recording its wall time (a whole launch: start-up, steps, exit) in ``walls``."""
+def _timed(measure: Callable[[], Window], walls: list[float], cpus: list[float]) -> Callable[[], float]:
+    """``measure``'s steps/s, recording the wall time of the whole launch (start-up, steps, exit) in
+    ``walls`` and the training window's CPU µs per step in ``cpus``."""
 
     def timed() -> float:
         start = time.perf_counter()
-        value = measure()
+        rate, cpu = measure()
         walls.append(time.perf_counter() - start)
-        return value
+        cpus.append(cpu)
+        return rate
 
     return timed
 
@@ -506,8 +550,11 @@ def main() -> None:
             sides["fabric"] = fabric_train_rate
         sides["control"] = raw_train_rate  # raw again: how far two identical sides differ in this run
         walls: dict[str, list[float]] = {side: [] for side in sides}
-        compare("train 2 ranks", {side: _timed(measure, walls[side]) for side, measure in sides.items()},
+        cpus: dict[str, list[float]] = {side: [] for side in sides}
+        compare("train 2 ranks", {side: _timed(measure, walls[side], cpus[side]) for side, measure in sides.items()},
                 args.repeats, True, "steps/s")
+        # What the loop costs rank 0's main thread per step: the framework's own work, read finely.
+        report("train 2 ranks, rank 0 main-thread CPU per step", cpus, False, "us")
         # The same launches end to end (start-up included; `ours run` also starts the CLI).
         report(f"train 2 ranks, {STEPS + 10} steps, whole launch", walls, False, "s")
     for method in ("spawn", "fork"):
@@ -533,8 +580,10 @@ def main() -> None:
             if kind == "deepspeed" and not HAVE_DEEPSPEED:
                 print(f"{'step deepspeed':<44} skipped: deepspeed is not installed", flush=True)
                 continue
-            ours, raw, control = _in_ranks(kind, _steps, 2 * args.repeats + 1)
-            report(f"step {kind}", {"ours": ours, "raw": raw, "control": control}, True, "steps/s")
+            rates, cpus = _in_ranks(kind, _steps, 2 * args.repeats + 1)
+            names = ("ours", "raw", "control", "fabric")[: len(rates)]
+            report(f"step {kind}", dict(zip(names, rates, strict=True)), True, "steps/s")
+            report(f"step {kind}, main-thread CPU per step", dict(zip(names, cpus, strict=True)), False, "us")
 
 
 if __name__ == "__main__":
