@@ -12,8 +12,9 @@ compare ratios taken in one run, and read each against its control.
   ``torch.multiprocessing`` spawn + ``DistributedDataParallel`` (threads per rank set by hand, as
   torchrun/Fabric would) and Lightning Fabric ``ddp_spawn`` (column skipped without ``lightning``).
   Steps/s are timed in rank 0 over the same window on every side (``STEPS`` steps after 10
-  untimed ones; start-up outside it); the wall time of each whole launch (start-up included) is
-  printed too.
+  untimed ones; start-up outside it), with the CPU time rank 0's main thread spent per step in
+  that window (the loop's own cost, without the waits on the other rank that make wall time
+  swing); the wall time of each whole launch (start-up included) is printed too.
 - ``spawn``/``fork``: ``launch()`` call until both ranks are ready (process group joined and a first
   ``barrier`` done, taken in rank 0) vs raw ``torch.multiprocessing`` with the same start method +
   ``init_process_group`` + ``barrier``; both sides pick a free port inside the timed window.
@@ -25,11 +26,16 @@ compare ratios taken in one run, and read each against its control.
   collective (default settings) vs raw ``torch.distributed`` in the same ranks.
 - ``steps``: a training step through the runtime's ``ddp``, ``fsdp`` and ``deepspeed`` strategies
   vs the same step with raw torch (DDP, ``fully_shard``, ``deepspeed.initialize``) in the same
-  ranks (DeepSpeed only when installed).
+  ranks (DeepSpeed only when installed), and under ``ddp`` Fabric's step too (when installed);
+  as steps/s and as the main thread's CPU time per step.
+- ``gpu``: a ``bf16-mixed`` training step through the runtime (its precision's autocast) vs raw
+  ``torch.autocast`` in the same process(es), on CUDA: one GPU in this process, or 2 ranks under
+  ``ddp_spawn`` where there are 2. Skipped with a line without CUDA; ``--gpu-on-cpu`` runs the same
+  comparison on 2 CPU ranks (a check of the comparison, not a GPU figure).
 
 ``collectives`` and ``steps`` alternate inside running ranks, ``2 * repeats + 1`` rounds after an
 untimed one: a collective sample is a timed run of calls, each side first every other round; a
-``steps`` round is ``STEPS_PER_ROUND`` steps of each side (ours, raw, raw again), taking turns in
+``steps`` round is ``STEPS_PER_ROUND`` steps of each side (ours, raw, raw again, Fabric), taking turns in
 blocks of ``STEPS_PER_BLOCK`` (each block of turns starting one side further on), so that a burst
 of load from elsewhere on a shared machine falls on every side alike. Separate launches run in
 rounds of one launch per side, each round starting one side further on. Every comparison prints
@@ -311,13 +317,16 @@ def _alternate(rounds: int, ours: Callable[[], float], raw: Callable[[], float])
 Rounds = list[list[float]]  # a value per round, for each side
 
 
-def _interleaved_rates(rounds: int, *sides: Callable[[], None]) -> tuple[Rounds, Rounds]:
+def _interleaved_rates(
+    rounds: int, *sides: Callable[[], None], sync: Callable[[], None] = lambda: None
+) -> tuple[Rounds, Rounds]:
     """Steps/s of each training step in ``sides``, in each of ``rounds`` rounds, after 10 untimed
     steps of each, and the CPU µs per step the calling thread spent on each side. A round times
     ``STEPS_PER_ROUND`` steps of every side in blocks of ``STEPS_PER_BLOCK``, taking turns, each
     block of turns starting one side further on: every side sees the same machine, where timing one
     side's whole round after another's lets a burst of load from elsewhere fall on one side only
-    (the ratio then moves by +-10% on two shared cores)."""
+    (the ratio then moves by +-10% on two shared cores). ``sync`` ends each timed block (a CUDA
+    synchronize: kernels still queued are that block's work)."""
     for _ in range(10):
         for step in sides:
             step()
@@ -334,6 +343,7 @@ def _interleaved_rates(rounds: int, *sides: Callable[[], None]) -> tuple[Rounds,
                 start, cpu_start = time.perf_counter(), time.thread_time()
                 for _ in range(STEPS_PER_BLOCK):
                     step()
+                sync()
                 elapsed[side] += time.perf_counter() - start
                 cpu[side] += time.thread_time() - cpu_start
         for side, spent in enumerate(elapsed):
@@ -446,6 +456,55 @@ def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds]:
     return _interleaved_rates(rounds, *sides)
 
 
+def _bf16_steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds]:
+    """A ``bf16-mixed`` training step through the runtime (its precision's autocast) against raw
+    torch's (``torch.autocast`` by hand, DDP over the same devices when there are 2 ranks), and raw
+    again as the control, on the strategy's device."""
+    device = strategy.root_device
+    model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
+    x, y = strategy.to_device(torch.randn(32, 64)), strategy.to_device(torch.randn(32, 1))
+
+    def ours() -> None:
+        with strategy.precision.forward_context():
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        strategy.backward(loss)
+        strategy.optimizer_step(optimizer)
+        optimizer.zero_grad()
+
+    def raw_step() -> Callable[[], None]:
+        raw_model = _model().to(device)
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            ids = [device.index] if device.type == "cuda" else None
+            raw_model = torch.nn.parallel.DistributedDataParallel(raw_model, device_ids=ids)
+        raw_optimizer = torch.optim.SGD(raw_model.parameters(), lr=0.01)
+        raw_x, raw_y = x.detach().clone(), y.detach().clone()
+
+        def raw() -> None:
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                loss = torch.nn.functional.mse_loss(raw_model(raw_x), raw_y)
+            loss.backward()
+            raw_optimizer.step()
+            raw_optimizer.zero_grad()
+
+        return raw
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    return _interleaved_rates(rounds, ours, raw_step(), raw_step(), sync=sync)
+
+
+def bf16_comparison(accelerator: str, rounds: int) -> None:
+    """``_bf16_steps`` on ``accelerator``'s devices (2 ranks under ``ddp_spawn`` where there are 2,
+    else one device in this process), reported like ``steps``."""
+    devices = 2 if accelerator == "cpu" or torch.cuda.device_count() >= 2 else 1
+    strategy = "ddp_spawn" if devices == 2 else "auto"
+    rates, cpus = runtime.launch(_bf16_steps, rounds, accelerator=accelerator, devices=devices,
+                                 strategy=strategy, precision="bf16-mixed")
+    name = f"step bf16-mixed {accelerator} x{devices}"
+    names = ("ours", "raw", "control")
+    report(name, dict(zip(names, rates, strict=True)), True, "steps/s")
+    report(f"{name}, main-thread CPU per step", dict(zip(names, cpus, strict=True)), False, "us")
+
+
 def _in_ranks(strategy: str, fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(strategy, *args)`` in 2 forked CPU ranks of ``strategy`` at default settings (fork: this
     script must not be re-run, as the ddp launcher would)."""
@@ -538,8 +597,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
-        "--only", nargs="*", default=["train", "spawn", "fork", "ddp", "return", "collectives", "steps"]
+        "--only", nargs="*", default=["train", "spawn", "fork", "ddp", "return", "collectives", "steps", "gpu"]
     )
+    parser.add_argument("--gpu-on-cpu", action="store_true",
+                        help="run the bf16 GPU step comparison on the CPU instead (checks the comparison itself)")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {_cores()} core(s); Fabric {'yes' if HAVE_FABRIC else 'not installed'}, "
           f"DeepSpeed {'yes' if HAVE_DEEPSPEED else 'not installed'}; medians of {args.repeats}, alternating; "
@@ -584,6 +645,13 @@ def main() -> None:
             names = ("ours", "raw", "control", "fabric")[: len(rates)]
             report(f"step {kind}", dict(zip(names, rates, strict=True)), True, "steps/s")
             report(f"step {kind}, main-thread CPU per step", dict(zip(names, cpus, strict=True)), False, "us")
+    if "gpu" in args.only:
+        if args.gpu_on_cpu:
+            bf16_comparison("cpu", 2 * args.repeats + 1)
+        elif torch.cuda.is_available():
+            bf16_comparison("cuda", 2 * args.repeats + 1)
+        else:
+            print(f"{'step bf16-mixed gpu':<44} skipped: no CUDA device (--gpu-on-cpu runs it on the CPU)", flush=True)
 
 
 if __name__ == "__main__":
