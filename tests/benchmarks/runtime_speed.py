@@ -113,19 +113,42 @@ def _plain_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Cal
     return step
 
 
+def _batch(to_device: Callable[[torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    return to_device(torch.randn(32, 64)), to_device(torch.randn(32, 1))
+
+
+def _runtime_step(strategy: runtime.Strategy, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    """The runtime's training step as ``docs/runtime.md`` writes it (the forward pass inside the
+    precision's context: autocast under ``bf16-mixed``, nothing under ``32-true``)."""
+    model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
+
+    def step() -> None:
+        with strategy.precision.forward_context():
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        strategy.backward(loss)
+        strategy.optimizer_step(optimizer)
+        optimizer.zero_grad()
+
+    return step
+
+
+def _fabric_step(fabric: Any, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    model = _model()
+    model, optimizer = fabric.setup(model, torch.optim.SGD(model.parameters(), lr=0.01))
+
+    def step() -> None:
+        fabric.backward(torch.nn.functional.mse_loss(model(x), y))
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return step
+
+
 # -- train: separate launches -------------------------------------------------------------------
 
 
 def _runtime_train(strategy: runtime.Strategy) -> Window:
-    model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
-    x, y = strategy.to_device(torch.randn(32, 64)), strategy.to_device(torch.randn(32, 1))
-
-    def step() -> None:
-        strategy.backward(torch.nn.functional.mse_loss(model(x), y))
-        strategy.optimizer_step(optimizer)
-        optimizer.zero_grad()
-
-    return _rate(step)
+    return _rate(_runtime_step(strategy, *_batch(strategy.to_device)))
 
 
 def runtime_train_rate() -> Window:
@@ -176,16 +199,7 @@ def raw_train_rate() -> Window:
 
 
 def _fabric_train(fabric: Any) -> Window:
-    model = _model()
-    model, optimizer = fabric.setup(model, torch.optim.SGD(model.parameters(), lr=0.01))
-    x, y = fabric.to_device(torch.randn(32, 64)), fabric.to_device(torch.randn(32, 1))
-
-    def step() -> None:
-        fabric.backward(torch.nn.functional.mse_loss(model(x), y))
-        optimizer.step()
-        optimizer.zero_grad()
-
-    return _rate(step)
+    return _rate(_fabric_step(fabric, *_batch(fabric.to_device)))
 
 
 def fabric_train_rate() -> Window:
@@ -404,22 +418,14 @@ def _raw_wrapped(kind: str, model: torch.nn.Module) -> tuple[torch.nn.Module, An
     return model, torch.optim.SGD(model.parameters(), lr=0.01)
 
 
-def _fabric_step(x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
-    """Fabric's DDP step in these ranks: ``LOCAL_RANK`` is set, so Fabric sees processes started
+def _fabric_in_these_ranks() -> Any:
+    """Fabric's ``ddp`` in these ranks: ``LOCAL_RANK`` is set, so Fabric sees processes started
     outside it and joins the process group already there (its ``launch()`` starts nothing)."""
     from lightning.fabric import Fabric
 
     fabric = Fabric(accelerator="cpu", devices=dist.get_world_size(), strategy="ddp")
     fabric.launch()
-    model = _model()
-    model, optimizer = fabric.setup(model, torch.optim.SGD(model.parameters(), lr=0.01))
-
-    def step() -> None:
-        fabric.backward(torch.nn.functional.mse_loss(model(x), y))
-        optimizer.step()
-        optimizer.zero_grad()
-
-    return step
+    return fabric
 
 
 def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds]:
@@ -427,13 +433,7 @@ def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds]:
     control: how far two identical steps differ on this machine), and under ``ddp`` Fabric's step
     when it is installed."""
     kind = strategy.config.strategy
-    model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
-    x, y = strategy.to_device(torch.randn(32, 64)), strategy.to_device(torch.randn(32, 1))
-
-    def ours() -> None:
-        strategy.backward(torch.nn.functional.mse_loss(model(x), y))
-        strategy.optimizer_step(optimizer)
-        optimizer.zero_grad()
+    x, y = _batch(strategy.to_device)
 
     def raw_step() -> Callable[[], None]:
         raw_model, raw_optimizer = _raw_wrapped(kind, _model())
@@ -450,9 +450,9 @@ def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds]:
 
         return raw
 
-    sides = [ours, raw_step(), raw_step()]
+    sides = [_runtime_step(strategy, x, y), raw_step(), raw_step()]
     if kind == "ddp" and HAVE_FABRIC:
-        sides.append(_fabric_step(x, y))
+        sides.append(_fabric_step(_fabric_in_these_ranks(), x, y))
     return _interleaved_rates(rounds, *sides)
 
 
@@ -461,15 +461,7 @@ def _bf16_steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds
     torch's (``torch.autocast`` by hand, DDP over the same devices when there are 2 ranks), and raw
     again as the control, on the strategy's device."""
     device = strategy.root_device
-    model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
-    x, y = strategy.to_device(torch.randn(32, 64)), strategy.to_device(torch.randn(32, 1))
-
-    def ours() -> None:
-        with strategy.precision.forward_context():
-            loss = torch.nn.functional.mse_loss(model(x), y)
-        strategy.backward(loss)
-        strategy.optimizer_step(optimizer)
-        optimizer.zero_grad()
+    x, y = _batch(strategy.to_device)
 
     def raw_step() -> Callable[[], None]:
         raw_model = _model().to(device)
@@ -489,7 +481,7 @@ def _bf16_steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds
         return raw
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    return _interleaved_rates(rounds, ours, raw_step(), raw_step(), sync=sync)
+    return _interleaved_rates(rounds, _runtime_step(strategy, x, y), raw_step(), raw_step(), sync=sync)
 
 
 def bf16_comparison(accelerator: str, rounds: int) -> None:
@@ -499,10 +491,7 @@ def bf16_comparison(accelerator: str, rounds: int) -> None:
     strategy = "ddp_spawn" if devices == 2 else "auto"
     rates, cpus = runtime.launch(_bf16_steps, rounds, accelerator=accelerator, devices=devices,
                                  strategy=strategy, precision="bf16-mixed")
-    name = f"step bf16-mixed {accelerator} x{devices}"
-    names = ("ours", "raw", "control")
-    report(name, dict(zip(names, rates, strict=True)), True, "steps/s")
-    report(f"{name}, main-thread CPU per step", dict(zip(names, cpus, strict=True)), False, "us")
+    report_steps(f"step bf16-mixed {accelerator} x{devices}", rates, cpus)
 
 
 def _in_ranks(strategy: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -552,14 +541,12 @@ def compare(
 def _retried(side: str, measure: Callable[[], float], attempts: int = 3) -> float:
     """``measure()``, run again when a launch fails (gloo's threads have aborted a raw torch rank
     at exit, once in some hundred launches): the failure is printed, never hidden."""
-    for attempt in range(1, attempts + 1):
+    for attempt in range(1, attempts):
         try:
             return measure()
         except Exception as exc:  # noqa: BLE001 - any failure of one launch
             print(f"    {side}: launch {attempt} of {attempts} failed ({type(exc).__name__}: {exc})", flush=True)
-            if attempt == attempts:
-                raise
-    raise AssertionError("unreachable")
+    return measure()  # the last attempt: its failure is raised
 
 
 def report(name: str, samples: dict[str, list[float]], higher_is_better: bool, unit: str) -> None:
@@ -577,6 +564,14 @@ def report(name: str, samples: dict[str, list[float]], higher_is_better: bool, u
         print(f"{'':<4}{_paired(samples[mine], samples[peer], higher_is_better)}", flush=True)
     spread = "   ".join(f"{side} {min(values):.1f}-{max(values):.1f}" for side, values in samples.items())
     print(f"{'':<4}spread ({unit}): {spread}; load average {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def report_steps(name: str, rates: Rounds, cpus: Rounds) -> None:
+    """``_interleaved_rates``' figures of the sides ours, raw, control and (where there is one) Fabric:
+    steps/s, then the main thread's CPU time per step."""
+    names = ("ours", "raw", "control", "fabric")[: len(rates)]
+    report(name, dict(zip(names, rates, strict=True)), True, "steps/s")
+    report(f"{name}, main-thread CPU per step", dict(zip(names, cpus, strict=True)), False, "us")
 
 
 def _timed(measure: Callable[[], Window], walls: list[float], cpus: list[float]) -> Callable[[], float]:
@@ -641,10 +636,7 @@ def main() -> None:
             if kind == "deepspeed" and not HAVE_DEEPSPEED:
                 print(f"{'step deepspeed':<44} skipped: deepspeed is not installed", flush=True)
                 continue
-            rates, cpus = _in_ranks(kind, _steps, 2 * args.repeats + 1)
-            names = ("ours", "raw", "control", "fabric")[: len(rates)]
-            report(f"step {kind}", dict(zip(names, rates, strict=True)), True, "steps/s")
-            report(f"step {kind}, main-thread CPU per step", dict(zip(names, cpus, strict=True)), False, "us")
+            report_steps(f"step {kind}", *_in_ranks(kind, _steps, 2 * args.repeats + 1))
     if "gpu" in args.only:
         if args.gpu_on_cpu:
             bf16_comparison("cpu", 2 * args.repeats + 1)
