@@ -102,8 +102,34 @@ def load_fsdp_checkpoint(strategy: Strategy, path: str | os.PathLike[str], state
     for key, module in modules.items():
         set_model_state_dict(module, checkpoint[key], options=options)
     for key, optimizer in optimizers.items():
-        set_optimizer_state_dict(_owner(optimizer, modules), optimizer, checkpoint[key], options=options)
+        if options.full_state_dict and not _holds_tensors(checkpoint[key]):
+            _load_hyperparameters(optimizer, checkpoint[key])
+        else:
+            set_optimizer_state_dict(_owner(optimizer, modules), optimizer, checkpoint[key], options=options)
     return checkpoint
+
+
+def _holds_tensors(optimizer_state: Mapping[str, Any]) -> bool:
+    """Whether a saved optimizer has per-parameter tensors (Adam's moments; plain SGD has none)."""
+    return any(
+        isinstance(value, torch.Tensor) and value.dim() > 0
+        for entry in optimizer_state.get("state", {}).values()
+        for value in (entry.values() if isinstance(entry, Mapping) else ())
+    )
+
+
+def _load_hyperparameters(optimizer: torch.optim.Optimizer, optimizer_state: Mapping[str, Any]) -> None:
+    """Load an optimizer saved with no per-parameter tensors: its groups' settings (``lr``, ...) are
+    all there is. torch's full-state loader cannot place such a state (it takes the device from the
+    tensors and stops with "Expected device to be set"), so the groups are set here."""
+    saved = optimizer_state.get("param_groups", [])
+    if len(saved) != len(optimizer.param_groups):
+        raise ValueError(
+            f"the checkpoint's optimizer has {len(saved)} parameter group(s), this optimizer "
+            f"{len(optimizer.param_groups)}\n  hint: build the optimizer as it was built when the checkpoint was saved"
+        )
+    for group, saved_group in zip(optimizer.param_groups, saved, strict=True):
+        group.update({name: value for name, value in saved_group.items() if name != "params"})
 
 
 def _require(path: str | os.PathLike[str], wanted: list[str], present: list[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,8 @@ def batch(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, x @ torch.linspace(-1.0, 1.0, 8).unsqueeze(1)
 
 
-def sgd(parameters: Any) -> torch.optim.Optimizer:
-    return torch.optim.SGD(parameters, lr=0.02, momentum=0.9)
+def sgd(parameters: Any, momentum: float = 0.9) -> torch.optim.Optimizer:
+    return torch.optim.SGD(parameters, lr=0.02, momentum=momentum)
 
 
 def train(strategy: Strategy, model: nn.Module, optimizer: torch.optim.Optimizer, steps: int) -> list[float]:
@@ -67,15 +68,19 @@ def train_and_gather(strategy: Strategy) -> dict[str, Any]:
     }
 
 
-def checkpoint_round_trip(strategy: Strategy, path: str) -> dict[str, Any]:
+def checkpoint_round_trip(strategy: Strategy, path: str, momentum: float = 0.9) -> dict[str, Any]:
     """Train, save; load into a differently initialised model and optimizer; then both train on
-    identically: equal parameters afterwards mean weights *and* optimizer state came back."""
-    model, optimizer = strategy.setup_module_and_optimizer(small_model(seed=0), sgd)
+    identically: equal parameters afterwards mean weights *and* optimizer state came back.
+    ``momentum=0``: plain SGD, whose state has no per-parameter tensors (only its settings)."""
+    model, optimizer = strategy.setup_module_and_optimizer(small_model(seed=0), partial(sgd, momentum=momentum))
     train(strategy, model, optimizer, 5)
     strategy.save_checkpoint(path, {"model": model, "optimizer": optimizer, "step": 5, "note": "saved"})
     saved = strategy.full_state_dict(model)
 
-    fresh, fresh_optimizer = strategy.setup_module_and_optimizer(small_model(seed=1), sgd)
+    # A different learning rate: loading must bring the saved one back.
+    fresh, fresh_optimizer = strategy.setup_module_and_optimizer(
+        small_model(seed=1), lambda p: torch.optim.SGD(p, lr=0.5, momentum=momentum)
+    )
     extras = strategy.load_checkpoint(path, {"model": fresh, "optimizer": fresh_optimizer})
     loaded = strategy.full_state_dict(fresh)
     train(strategy, model, optimizer, 3)
