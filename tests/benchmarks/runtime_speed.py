@@ -28,10 +28,13 @@ compare ratios taken in one run, and read each against its control.
   vs the same step with raw torch (DDP, ``fully_shard``, ``deepspeed.initialize``) in the same
   ranks (DeepSpeed only when installed), and under ``ddp`` Fabric's step too (when installed);
   as steps/s and as the main thread's CPU time per step.
-- ``gpu``: a ``bf16-mixed`` training step through the runtime (its precision's autocast) vs raw
-  ``torch.autocast`` in the same process(es), on CUDA: one GPU in this process, or 2 ranks under
-  ``ddp_spawn`` where there are 2. Skipped with a line without CUDA; ``--gpu-on-cpu`` runs the same
-  comparison on 2 CPU ranks (a check of the comparison, not a GPU figure).
+- ``gpu``: a ``bf16-mixed`` training step through the runtime vs raw torch doing the same in the
+  same process(es), on CUDA, under ``single_device``, ``ddp`` and ``fsdp`` (``--gpu-kinds``), for a
+  small and a wide model (``--gpu-shapes``): raw is ``torch.autocast`` by hand (inside
+  ``DistributedDataParallel`` under ``ddp``) or ``fully_shard`` with the runtime's mixed-precision
+  policy under ``fsdp``. One GPU runs in this process (``ddp``/``fsdp`` as a process group of one),
+  2 ranks where there are 2. Skipped with a line without CUDA; ``--gpu-on-cpu`` runs the same
+  comparisons on 2 CPU ranks (a check of the comparison, not a GPU figure).
 
 ``collectives`` and ``steps`` alternate inside running ranks, ``2 * repeats + 1`` rounds after an
 untimed one: a collective sample is a timed run of calls, each side first every other round; a
@@ -80,9 +83,9 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _model() -> torch.nn.Module:
+def _model(features: int = 64, hidden: int = 256) -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+    return torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
 
 
 #: A launch's training window in rank 0: steps/s (wall) and the main thread's CPU µs per step.
@@ -113,14 +116,20 @@ def _plain_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Cal
     return step
 
 
-def _batch(to_device: Callable[[torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    return to_device(torch.randn(32, 64)), to_device(torch.randn(32, 1))
+def _batch(
+    to_device: Callable[[torch.Tensor], torch.Tensor], rows: int = 32, features: int = 64
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return to_device(torch.randn(rows, features)), to_device(torch.randn(rows, 1))
 
 
-def _runtime_step(strategy: runtime.Strategy, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+def _runtime_step(
+    strategy: runtime.Strategy, x: torch.Tensor, y: torch.Tensor, model: torch.nn.Module | None = None
+) -> Callable[[], None]:
     """The runtime's training step as ``docs/runtime.md`` writes it (the forward pass inside the
     precision's context: autocast under ``bf16-mixed``, nothing under ``32-true``)."""
-    model, optimizer = strategy.setup_module_and_optimizer(_model(), lambda p: torch.optim.SGD(p, lr=0.01))
+    model, optimizer = strategy.setup_module_and_optimizer(
+        _model() if model is None else model, lambda p: torch.optim.SGD(p, lr=0.01)
+    )
 
     def step() -> None:
         with strategy.precision.forward_context():
@@ -394,18 +403,23 @@ def _collectives(strategy: runtime.Strategy, rounds: int) -> dict[str, tuple[flo
     return results
 
 
-def _raw_wrapped(kind: str, model: torch.nn.Module) -> tuple[torch.nn.Module, Any]:
+def _raw_wrapped(kind: str, model: torch.nn.Module, mp_policy: Any = None) -> tuple[torch.nn.Module, Any]:
+    """``model`` wrapped by raw torch for ``kind`` (on the device it is on) and its optimizer;
+    ``mp_policy``: FSDP's mixed-precision policy, as the runtime passes it under ``*-mixed``."""
+    device = next(model.parameters()).device
     if kind == "ddp":
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        ids = [device.index] if device.type == "cuda" else None
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     elif kind == "fsdp":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
-        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+        extra = {} if mp_policy is None else {"mp_policy": mp_policy}
         for layer in model:
             if isinstance(layer, torch.nn.Linear):
-                fully_shard(layer, mesh=mesh)
-        fully_shard(model, mesh=mesh)
+                fully_shard(layer, mesh=mesh, **extra)
+        fully_shard(model, mesh=mesh, **extra)
     elif kind == "deepspeed":
         import deepspeed
 
@@ -456,23 +470,33 @@ def _steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds]:
     return _interleaved_rates(rounds, *sides)
 
 
-def _bf16_steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds]:
-    """A ``bf16-mixed`` training step through the runtime (its precision's autocast) against raw
-    torch's (``torch.autocast`` by hand, DDP over the same devices when there are 2 ranks), and raw
+#: ``gpu``: the model and batch of the bf16 step, as (features, hidden width, batch rows). ``small``
+#: is the MLP of the CPU comparisons (a GPU step of it is launch overhead: what the framework adds
+#: shows most), ``wide`` keeps the GPU busy with matrix work.
+BF16_SHAPES = {"small": (64, 256, 32), "wide": (1024, 4096, 1024)}
+
+
+def _bf16_steps(strategy: runtime.Strategy, rounds: int, shape: str) -> tuple[Rounds, Rounds]:
+    """A ``bf16-mixed`` training step through the runtime (its precision: autocast, or FSDP's
+    mixed-precision policy under ``fsdp``) against raw torch doing the same (``torch.autocast`` by
+    hand, wrapped in DDP under ``ddp``; ``fully_shard`` with the same policy under ``fsdp``), and raw
     again as the control, on the strategy's device."""
+    kind = strategy.config.strategy
     device = strategy.root_device
-    x, y = _batch(strategy.to_device)
+    features, hidden, rows = BF16_SHAPES[shape]
+    x, y = _batch(strategy.to_device, rows, features)
+    ours = _runtime_step(strategy, x, y, _model(features, hidden))
+    # What the runtime's FSDP gave fully_shard (its mixed-precision policy), for the raw side to match.
+    policy = getattr(strategy, "fsdp_kwargs", {}).get("mp_policy")
 
     def raw_step() -> Callable[[], None]:
-        raw_model = _model().to(device)
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            ids = [device.index] if device.type == "cuda" else None
-            raw_model = torch.nn.parallel.DistributedDataParallel(raw_model, device_ids=ids)
-        raw_optimizer = torch.optim.SGD(raw_model.parameters(), lr=0.01)
+        raw_model, raw_optimizer = _raw_wrapped(kind, _model(features, hidden).to(device), policy)
         raw_x, raw_y = x.detach().clone(), y.detach().clone()
+        # FSDP casts by its policy; the other raw steps autocast as a user of plain torch would.
+        autocast = policy is None
 
         def raw() -> None:
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
                 loss = torch.nn.functional.mse_loss(raw_model(raw_x), raw_y)
             loss.backward()
             raw_optimizer.step()
@@ -481,17 +505,28 @@ def _bf16_steps(strategy: runtime.Strategy, rounds: int) -> tuple[Rounds, Rounds
         return raw
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    return _interleaved_rates(rounds, _runtime_step(strategy, x, y), raw_step(), raw_step(), sync=sync)
+    return _interleaved_rates(rounds, ours, raw_step(), raw_step(), sync=sync)
 
 
-def bf16_comparison(accelerator: str, rounds: int) -> None:
-    """``_bf16_steps`` on ``accelerator``'s devices (2 ranks under ``ddp_spawn`` where there are 2,
-    else one device in this process), reported like ``steps``."""
+def bf16_comparison(accelerator: str, rounds: int, kinds: tuple[str, ...], shapes: tuple[str, ...]) -> None:
+    """``_bf16_steps`` for each strategy kind (``single_device``, ``ddp``, ``fsdp``) and shape on
+    ``accelerator``'s devices: 2 ranks where there are 2 (always on the CPU; started by fork), else
+    one device in this process (``ddp``/``fsdp`` then run a process group of one), reported like
+    ``steps``."""
+    import attrs
+
+    import resolver
+
     devices = 2 if accelerator == "cpu" or torch.cuda.device_count() >= 2 else 1
-    strategy = "ddp_spawn" if devices == 2 else "auto"
-    rates, cpus = runtime.launch(_bf16_steps, rounds, accelerator=accelerator, devices=devices,
-                                 strategy=strategy, precision="bf16-mixed")
-    report_steps(f"step bf16-mixed {accelerator} x{devices}", rates, cpus)
+    for kind in kinds:
+        if kind == "single_device" and devices > 1:
+            continue
+        config = resolver.resolve(accelerator=accelerator, devices=devices, strategy=kind, precision="bf16-mixed")
+        if devices > 1:
+            config = attrs.evolve(config, launcher="fork")  # this script must not be re-run per rank
+        for shape in shapes:
+            rates, cpus = runtime.build(config).launch(_bf16_steps, rounds, shape)
+            report_steps(f"step bf16-mixed {accelerator} {kind} x{devices} {shape}", rates, cpus)
 
 
 def _in_ranks(strategy: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -596,6 +631,10 @@ def main() -> None:
     )
     parser.add_argument("--gpu-on-cpu", action="store_true",
                         help="run the bf16 GPU step comparison on the CPU instead (checks the comparison itself)")
+    parser.add_argument("--gpu-kinds", nargs="*", default=["single_device", "ddp", "fsdp"],
+                        help="the strategies of the bf16 step comparison (default: %(default)s)")
+    parser.add_argument("--gpu-shapes", nargs="*", default=None, choices=sorted(BF16_SHAPES),
+                        help="model shapes of the bf16 step comparison (default: both on CUDA, small on the CPU)")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {_cores()} core(s); Fabric {'yes' if HAVE_FABRIC else 'not installed'}, "
           f"DeepSpeed {'yes' if HAVE_DEEPSPEED else 'not installed'}; medians of {args.repeats}, alternating; "
@@ -638,10 +677,11 @@ def main() -> None:
                 continue
             report_steps(f"step {kind}", *_in_ranks(kind, _steps, 2 * args.repeats + 1))
     if "gpu" in args.only:
+        kinds = tuple(args.gpu_kinds)
         if args.gpu_on_cpu:
-            bf16_comparison("cpu", 2 * args.repeats + 1)
+            bf16_comparison("cpu", 2 * args.repeats + 1, kinds, tuple(args.gpu_shapes or ["small"]))
         elif torch.cuda.is_available():
-            bf16_comparison("cuda", 2 * args.repeats + 1)
+            bf16_comparison("cuda", 2 * args.repeats + 1, kinds, tuple(args.gpu_shapes or sorted(BF16_SHAPES)))
         else:
             print(f"{'step bf16-mixed gpu':<44} skipped: no CUDA device (--gpu-on-cpu runs it on the CPU)", flush=True)
 

@@ -33,7 +33,7 @@ def test_in_rank_comparisons_print_a_ratio_for_each_side():
     done = _run_script("--only", "steps", "gpu", "--gpu-on-cpu", "--repeats", "0", timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    for name in ("step ddp", "step fsdp", "step bf16-mixed cpu x2"):
+    for name in ("step ddp", "step fsdp", "step bf16-mixed cpu ddp x2 small", "step bf16-mixed cpu fsdp x2 small"):
         for pair in ("[ours vs raw]", "[control vs raw]"):
             assert any(line.startswith(f"{name} {pair}") and "ratio" in line for line in lines), done.stdout
         cpu = f"{name}, main-thread CPU per step [ours vs raw]"
