@@ -54,7 +54,8 @@ _OFF = ("off", "0", "none", "false")
 
 
 def cache_dir() -> Path | None:
-    """Where compiled tables are kept, or None when caching is off."""
+    """Where compiled tables are kept, or None when caching is off. The folder is used only when
+    the current user alone can write it (:func:`private_folder`)."""
     folder = _cache_folder()
     if folder is None:
         return None
