@@ -13,6 +13,15 @@ The folder is ``$RESOLVER_CACHE_DIR`` if set, else the user cache folder (``$XDG
 or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows) +
 ``/resolver``. ``RESOLVER_CACHE_DIR=off`` (or an unwritable folder) disables it.
 
+Loading an entry runs code (``pickle``; :mod:`resolver.codegen` ``exec``-s its ``code-*.marshal``
+entries), so only what the current user alone could have written is loaded, as ssh treats its key
+files: the folder is created ``0700`` and each entry written ``0600``; before a load the folder and
+the opened entry (``fstat`` of the open file, so what is checked is what is read) must belong to the
+current user and not be writable by group or others. Otherwise the cache is ignored with a one-line
+warning (once per process) and the table compiled: a folder of the user's that is too open is not
+``chmod``-ed behind their back, the warning says what to do. One ``stat`` per folder and process,
+one ``fstat`` per entry. On Windows (no POSIX owner and mode) the folder is not checked.
+
 Paths are handled with ``os.path`` here: this runs in every process, and ``pathlib`` costs a few
 milliseconds to import.
 """
@@ -23,7 +32,8 @@ import copyreg
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from stat import S_ISREG
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from resolver.compiler import CompiledRule, CompiledTable, Template
 from resolver.conditions import Condition
@@ -34,7 +44,7 @@ if TYPE_CHECKING:
 
     from resolver.table import RuleSource
 
-__all__ = ["cache_dir", "cache_key", "cached_table"]
+__all__ = ["cache_dir", "cache_key", "cached_table", "open_entry", "private_folder", "write_entry"]
 
 #: Bump when the pickled shape of a compiled table changes.
 CACHE_FORMAT = 4
@@ -44,7 +54,8 @@ _OFF = ("off", "0", "none", "false")
 
 
 def cache_dir() -> Path | None:
-    """Where compiled tables are kept, or None when caching is off."""
+    """Where compiled tables are kept, or None when caching is off. The folder is used only when
+    the current user alone can write it (:func:`private_folder`)."""
     folder = _cache_folder()
     if folder is None:
         return None
@@ -54,6 +65,7 @@ def cache_dir() -> Path | None:
 
 
 def _cache_folder() -> str | None:
+    """The configured folder (trusted or not), or None when caching is off."""
     configured = os.environ.get("RESOLVER_CACHE_DIR")
     if configured is not None:
         return None if configured.strip().lower() in _OFF or not configured.strip() else configured
@@ -65,6 +77,120 @@ def _cache_folder() -> str | None:
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
     return os.path.join(base, "resolver")
+
+
+#: Folders already checked in this process, and whether each is trusted.
+_CHECKED: dict[str, bool] = {}
+#: Opened without following a symbolic link where the platform can: an entry is a plain file.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+_warned = False
+
+
+def _untrusted(st: os.stat_result) -> str | None:
+    """Why a file or folder with status ``st`` may hold what another user wrote, or None."""
+    if os.name == "nt":  # no POSIX owner and mode: the user's profile folder is private by default
+        return None
+    uid = os.getuid()
+    if st.st_uid != uid:
+        return f"it belongs to uid {st.st_uid}, not to you (uid {uid})"
+    if st.st_mode & 0o022:
+        who = " and ".join(name for bit, name in ((0o020, "its group"), (0o002, "others")) if st.st_mode & bit)
+        return f"it is writable by {who} (mode {st.st_mode & 0o777:04o})"
+    return None
+
+
+def _warn(what: str, path: str, reason: str, fix: str) -> None:
+    """One line on stderr, once per process: an ignored cache only costs time, but the user should know."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    origin = "RESOLVER_CACHE_DIR" if "RESOLVER_CACHE_DIR" in os.environ else "the user cache folder"
+    sys.stderr.write(
+        f"resolver: warning: not using the cache {what} {path} ({origin}): {reason}, so another user could "
+        f"have written code into it; compiling instead. Fix: {fix}\n"
+    )
+
+
+def private_folder(*, create: bool = False) -> str | None:
+    """The cache folder when caching is on and only the current user can write it, else None.
+
+    A missing folder is None, or created ``0700`` with ``create`` (None if it cannot be). A folder
+    that someone else owns or that group or others can write is never used, with a warning (once
+    per process); the verdict is kept, so a process stats its folder once."""
+    directory = _cache_folder()
+    if directory is None:
+        return None
+    trusted = _CHECKED.get(directory)
+    if trusted is not None:
+        return directory if trusted else None
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:  # the umask can only take bits away from 0700; parents get the usual mode
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            st = os.stat(directory)
+        except OSError:
+            return None
+    except OSError:
+        return None
+    reason = _untrusted(st)
+    _CHECKED[directory] = reason is None
+    if reason is not None:
+        fix = (
+            f"`chmod 700 {directory}`, or point RESOLVER_CACHE_DIR at a folder only you can write"
+            if st.st_uid == os.getuid()
+            else "point RESOLVER_CACHE_DIR at a folder of your own (RESOLVER_CACHE_DIR=off turns the cache off)"
+        )
+        _warn("folder", directory, reason, fix)
+        return None
+    return directory
+
+
+def open_entry(path: str) -> BinaryIO | None:
+    """``path`` opened for reading if it is a plain file of the current user that only they can
+    write (checked on the open file), else None: missing, a link, or possibly another user's."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    f = open(fd, "rb")  # noqa: SIM115 - returned open
+    try:
+        st = os.fstat(fd)
+        reason = "it is not a plain file" if not S_ISREG(st.st_mode) else _untrusted(st)
+    except OSError:
+        reason = "it cannot be examined"
+    if reason is None:
+        return f
+    f.close()
+    _warn("entry", path, reason, "none needed: it is replaced by the one compiled now")
+    return None
+
+
+def write_entry(directory: str, path: str, data: Callable[[BinaryIO], None], pattern: str, keep: int) -> None:
+    """Write ``path`` in ``directory`` through ``data``: created ``0600`` under a temporary name and
+    renamed into place (readers never see half an entry), then all but the newest ``keep`` entries
+    matching ``pattern`` removed. Raises OSError (and what ``data`` raises); the temporary file is removed."""
+    import glob
+    import tempfile  # mkstemp creates the file 0600 whatever the umask
+
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.splitext(path)[1])
+    try:
+        with os.fdopen(fd, "wb") as f:
+            data(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    entries = sorted(glob.glob(os.path.join(glob.escape(directory), pattern)), key=os.path.getmtime)
+    for old in entries[: max(0, len(entries) - keep)]:
+        try:
+            os.unlink(old)
+        except FileNotFoundError:
+            pass
 
 
 def _key_material(sources: Sequence[RuleSource], fingerprint: str) -> tuple[str, ...]:
@@ -156,10 +282,13 @@ def _load(path: str, material: tuple[str, ...]) -> CompiledTable | None:
     except ImportError:  # an interpreter without the C accelerator
         from pickle import load
 
+    f = open_entry(path)
+    if f is None:
+        return None
     enabled = gc.isenabled()
     gc.disable()  # unpickling makes many objects and no cycles: collecting meanwhile only costs time
     try:
-        with open(path, "rb") as f:
+        with f:
             stored, table = load(f)
     except Exception:  # a corrupt or foreign entry is not an error: compile instead
         return None
@@ -174,9 +303,7 @@ def _load(path: str, material: tuple[str, ...]) -> CompiledTable | None:
 
 
 def _store(directory: str, path: str, material: tuple[str, ...], table: CompiledTable) -> None:
-    import glob
     import pickle
-    import tempfile
 
     class Pickler(_Pickler, pickle.Pickler):
         def __init__(self, file: Any) -> None:
@@ -184,22 +311,7 @@ def _store(directory: str, path: str, material: tuple[str, ...], table: Compiled
             _Pickler.__init__(self, table.domains)
 
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pickle")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                Pickler(f).dump((material, table))
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        entries = sorted(glob.glob(os.path.join(glob.escape(directory), "table-*.pickle")), key=os.path.getmtime)
-        for old in entries[: max(0, len(entries) - MAX_ENTRIES)]:
-            try:
-                os.unlink(old)
-            except FileNotFoundError:
-                pass
+        write_entry(directory, path, lambda f: Pickler(f).dump((material, table)), "table-*.pickle", MAX_ENTRIES)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         pass  # a cache that cannot be written only costs time
 
@@ -212,12 +324,12 @@ def cached_table(
 ) -> CompiledTable:
     """The compiled table for ``sources``: from the disk cache when an entry matches, else compiled
     and stored. ``fingerprint`` stands for what else ``compile_sources`` compiles (the flags' rules)."""
-    directory = _cache_folder()
-    if directory is None:
+    directory = private_folder(create=True)
+    if directory is None:  # off, or a folder another user could write
         return compile_sources(sources)
     material = _key_material(sources, fingerprint)
     path = os.path.join(directory, f"table-{_name(material)}.pickle")
-    table = _load(path, material) if os.path.isfile(path) else None
+    table = _load(path, material)
     if table is None:
         table = compile_sources(sources)
         _store(directory, path, material, table)

@@ -33,7 +33,7 @@ from operator import itemgetter
 from types import CodeType
 from typing import Any
 
-from resolver.cache import cache_dir
+from resolver.cache import open_entry, private_folder, write_entry
 from resolver.codewriter import Atom, Tests, Writer, atoms, write_verify
 from resolver.conditions import Call, Ref
 from resolver.functions import FUNCTIONS
@@ -125,37 +125,29 @@ MAX_CODE_ENTRIES = 32
 
 def _compiled(source: str) -> CodeType:
     """``source`` compiled, through the table cache's folder (:mod:`resolver.cache`): compiling
-    costs far more than writing the source, and the same table always writes the same source."""
-    directory = cache_dir()
-    if directory is None:
+    costs far more than writing the source, and the same table always writes the same source.
+    An entry is executed, so it is read only from a folder and file that only this user can write
+    (:func:`resolver.cache.open_entry`)."""
+    directory = private_folder(create=True)
+    if directory is None:  # off, or a folder another user could write
         return compile(source, _FILENAME, "exec")
     import hashlib  # here, not at the top: a process that resolves once never generates code
-    import tempfile
-    from pathlib import Path
 
     digest = hashlib.sha256(source.encode())
     digest.update(importlib.util.MAGIC_NUMBER + sys.version.encode())
-    path = directory / f"code-{digest.hexdigest()[:40]}.marshal"
-    try:
-        code = marshal.loads(path.read_bytes())
-        if isinstance(code, CodeType) and code.co_filename == _FILENAME:
-            return code
-    except (OSError, ValueError, EOFError, TypeError):
-        pass  # missing, truncated or foreign: compile again
+    path = os.path.join(directory, f"code-{digest.hexdigest()[:40]}.marshal")
+    f = open_entry(path)
+    if f is not None:
+        try:
+            with f:
+                code = marshal.load(f)
+            if isinstance(code, CodeType) and code.co_filename == _FILENAME:
+                return code
+        except (OSError, ValueError, EOFError, TypeError):
+            pass  # truncated or foreign: compile again
     code = compile(source, _FILENAME, "exec")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".marshal")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(marshal.dumps(code))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        entries = sorted(directory.glob("code-*.marshal"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[MAX_CODE_ENTRIES:]:
-            old.unlink(missing_ok=True)
+        write_entry(directory, path, lambda out: marshal.dump(code, out), "code-*.marshal", MAX_CODE_ENTRIES)
     except OSError:
         pass  # a cache that cannot be written only costs time
     return code

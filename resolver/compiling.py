@@ -171,9 +171,7 @@ class _RuleCompiler:
         stage = d.get("stage")
         if not isinstance(stage, str) or stage not in self.stage_index:
             hint = did_you_mean(stage, self.data.stages) if isinstance(stage, str) else ""
-            raise raw.error(
-                f"unknown stage {stage!r}; {hint + ' ' if hint else ''}stages are {', '.join(self.data.stages)}"
-            )
+            raise raw.error(f"unknown stage {stage!r}; {hint + ' ' if hint else ''}{self.data.stages_said()}")
         if stage == self.data.stages[0]:
             raise raw.error(f"stage {stage!r} holds the inputs; rules belong to a later stage")
         has_set, has_conflict = "set" in d, "conflict" in d

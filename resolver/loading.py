@@ -90,6 +90,16 @@ class TableData:
     rules: list[RawRule] = attrs.field(factory=list)
     removed: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     files: list[str] = attrs.field(factory=list)
+    #: The file and line of the ``stages`` list, once a file gave it.
+    stages_from: tuple[str, int | None] | None = None
+
+    def stages_said(self) -> str:
+        """``stages are a, b, c (`stages` in FILE:LINE)``: the other side of an unknown-stage error."""
+        where = ""
+        if self.stages_from is not None:
+            file, line = self.stages_from
+            where = f" (`stages` in {file}{f':{line}' if line else ''})"
+        return f"stages are {', '.join(self.stages)}{where}"
 
     def domain_files(self, name: str, _seen: tuple[str, ...] = ()) -> list[str]:
         """The files that give a domain its values, its included domains' files too."""
@@ -250,7 +260,6 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
     table = TableData()
     extensions: list[RuleCase] = []
     seen_ids: dict[str, RawRule] = {}
-    stages_from: tuple[str, int | None] | None = None
     for source in sources:
         table.files.append(source.name)
         try:
@@ -265,12 +274,12 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
         if spec.stages is not None:
             line = _line_of(source.text, r"^[ \t]*stages\s*=")
             if table.stages and table.stages != spec.stages:
-                first = f" in {stages_from[0]}" if stages_from else ""
+                first = f" in {table.stages_from[0]}" if table.stages_from else ""
                 raise RuleTableError(
                     f"`stages` redefined as {spec.stages}, already {table.stages}{first}", file=source.name, line=line
                 )
             table.stages = list(spec.stages)
-            stages_from = stages_from or (source.name, line)
+            table.stages_from = table.stages_from or (source.name, line)
         for name, domain_spec in spec.domain.items():
             domain = table.domains.setdefault(name, Domain())
             if source.name not in domain.files:
@@ -340,11 +349,7 @@ def _check_declarations(table: TableData) -> None:
         table.expand_domain(name)
     for slot in table.slots.values():
         if slot.stage not in table.stages:
-            raise RuleTableError(
-                f"slot {slot.name!r} names unknown stage {slot.stage!r}; stages are {', '.join(table.stages)}",
-                file=slot.file,
-                line=slot.line,
-            )
+            raise _unknown_stage(table, slot)
         if slot.domain is not None and slot.domain not in table.domains:
             raise RuleTableError(
                 f"slot {slot.name!r} names unknown domain {slot.domain!r}; domains: "
@@ -354,6 +359,37 @@ def _check_declarations(table: TableData) -> None:
             )
         if slot.lowercase and slot.domain is not None:
             _check_lowercase(table, slot, slot.domain)
+
+
+def _unknown_stage(table: TableData, slot: Slot) -> RuleTableError:
+    """A slot decided at a stage that `stages` lacks. The flags' own slots (:mod:`resolver.flags`)
+    are not the user's to edit: a stage they need that is missing was renamed or removed by the
+    file that gave `stages`, which is named instead (with the stage it renamed it to, when only one
+    stage of the list is named by nothing)."""
+    from resolver.flags import FLAGS_SOURCE_NAME
+    from resolver.suggest import did_you_mean
+
+    if slot.file != FLAGS_SOURCE_NAME or table.stages_from is None:
+        hint = did_you_mean(slot.stage, table.stages)
+        return RuleTableError(
+            f"slot {slot.name!r} names unknown stage {slot.stage!r}; {hint + ' ' if hint else ''}{table.stages_said()};"
+            f" name one of them, or add {slot.stage!r} to `stages`",
+            file=slot.file,
+            line=slot.line,
+        )
+    named = {s.stage for s in table.slots.values()} | {r.data.get("stage") for r in table.rules}
+    unnamed = [stage for stage in table.stages if stage not in named]
+    renamed = f" (renamed to {unnamed[0]!r}?)" if len(unnamed) == 1 else ""
+    flag_stages = dict.fromkeys(s.stage for s in table.slots.values() if s.file == slot.file)
+    needed = " and ".join(map(repr, flag_stages))
+    file, line = table.stages_from
+    return RuleTableError(
+        f"`stages` has no stage {slot.stage!r}{renamed}, which slot {slot.name!r} of {slot.file} is decided at;"
+        f" stages are {', '.join(table.stages)}; put {slot.stage!r} back in `stages`"
+        f" (the flags of resolve() are decided at {needed})",
+        file=file,
+        line=line,
+    )
 
 
 def _check_lowercase(table: TableData, slot: Slot, domain: str) -> None:

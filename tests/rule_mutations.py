@@ -1,7 +1,8 @@
 """Seeded mutations of the real rule files, for tests/test_rule_mutations.py and larger campaigns.
 
 Each *breaking* mutation makes a file wrong in a way the loader must catch (an unknown key, a value
-of the wrong type, a missing required key, invalid UTF-8, a stage listed twice, a duplicate rule id,
+of the wrong type, a missing required key, invalid UTF-8, a stage listed twice, a stage renamed or
+removed from `stages` while slots and rules still name it, a duplicate rule id,
 a function called with the wrong number of arguments, an unknown operator, slot, domain value or
 function, malformed TOML, a rule's `match` naming an unknown slot, a case given twice, cases added
 to an unknown rule). A *random* mutation replaces any value with any other: the loader
@@ -140,6 +141,7 @@ BREAKING_KINDS: list[str] = [
     "missing_key",
     "utf8",
     "duplicate_stage",
+    "stage_renamed",
     "duplicate_id",
     "arity",
     "operator",
@@ -204,6 +206,16 @@ def _breaking(rng: random.Random, name: str, text: str, doc: Document, vocabular
         if "stages" not in doc:
             return None
         doc["stages"].insert(rng.randrange(len(doc["stages"]) + 1), rng.choice(doc["stages"]))
+    elif kind == "stage_renamed":  # renamed or removed from `stages` only: slots and rules still name it
+        if "stages" not in doc:
+            return None
+        at = rng.randrange(len(doc["stages"]))
+        old = doc["stages"][at]
+        if rng.random() < 0.5:
+            doc["stages"][at] = old + "_renamed"
+        else:
+            del doc["stages"][at]
+        kind = f"{kind}: {old}"
     elif kind == "duplicate_id":
         if not rules:
             return None

@@ -9,9 +9,13 @@ other) is either refused naming the file or gives a table that still never crash
 from __future__ import annotations
 
 import os
+import tomllib
 
 import pytest
 import rule_mutations
+
+from resolver.api import compile_sources
+from resolver.errors import RuleTableError
 
 COUNT = int(os.environ.get("RESOLVER_MUTATIONS", "240"))
 SOURCES = rule_mutations.builtin_sources()
@@ -39,3 +43,41 @@ def test_random_mutations_never_crash_the_loader_or_resolve():
 def test_the_mutations_cover_every_kind():
     kinds = {m.what.split(":")[0] for m in rule_mutations.mutants(seed=0, count=400)}
     assert kinds >= set(rule_mutations.BREAKING_KINDS)
+
+
+VOCABULARY = "00-vocabulary.toml"
+
+
+def _with_vocabulary(text: str) -> list:
+    return [rule_mutations.RuleSource(s.name, text) if s.name == VOCABULARY else s for s in SOURCES]
+
+
+@pytest.mark.parametrize("change", ["renamed", "removed"])
+def test_a_stage_renamed_in_the_vocabulary_is_blamed_on_the_vocabulary(change: str):
+    """The flags' own slots (resolver/flags.py) are decided at `input` and `normalized`: when the
+    vocabulary's `stages` loses one, the error points at that list, not at the generated flags."""
+    text = next(s.text for s in SOURCES if s.name == VOCABULARY)
+    stages_line = text[: text.index("\nstages = ")].count("\n") + 2
+    for stage in ("input", "normalized"):
+        edited = text.replace(f'"{stage}", ', '"prepared", ' if change == "renamed" else "", 1)
+        with pytest.raises(RuleTableError) as caught:
+            compile_sources(_with_vocabulary(edited))
+        error = caught.value
+        assert (error.file, error.line) == (VOCABULARY, stages_line), str(error)
+        assert f"`stages` has no stage {stage!r}" in str(error)
+        assert f"put {stage!r} back in `stages`" in str(error)
+        assert ("(renamed to 'prepared'?)" in str(error)) == (change == "renamed")
+        assert "<flags: resolver/flags.py>" in str(error)  # the other side: the slot that needs it
+
+
+def test_every_stage_renamed_or_removed_is_refused_naming_the_vocabulary():
+    text = next(s.text for s in SOURCES if s.name == VOCABULARY)
+    stages = tomllib.loads(text)["stages"]
+    for stage in stages:
+        for replacement in (f'"{stage}_renamed"', ""):
+            listed = ", ".join(replacement if s == stage else f'"{s}"' for s in stages if replacement or s != stage)
+            edited = text.replace("stages = [" + ", ".join(f'"{s}"' for s in stages) + "]", f"stages = [{listed}]")
+            assert edited != text
+            with pytest.raises(RuleTableError) as caught:
+                compile_sources(_with_vocabulary(edited))
+            assert VOCABULARY in str(caught.value) and repr(stage) in str(caught.value), (stage, replacement)

@@ -1,0 +1,178 @@
+"""Cache entries are code (a pickle, a marshalled code object that is executed): only entries that the
+current user alone could have written are loaded. Each test plants a payload under the exact names a
+resolve looks up, in a folder or entry that another user could have written, and checks that the
+payload never runs, the resolve still succeeds (compiled afresh) and one warning line says why."""
+
+from __future__ import annotations
+
+import os
+import marshal
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_support import run_resolver
+
+pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX owners and modes")
+
+#: Resolves three times: the first loads the table entry, a later one the generated code's entry.
+VICTIM = (
+    "import resolver\n"
+    "for _ in range(3):\n"
+    "    config = resolver.resolve(devices=2, strategy='ddp', environment=resolver.Environment())\n"
+    "print('resolved', config.launcher)\n"
+)
+NOBODY = 65534
+WARNING = "resolver: warning: not using the cache"
+
+
+def _run(cache: Path, code: str = VICTIM) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, RESOLVER_CACHE_DIR=str(cache))
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+class _Payload:
+    """Unpickled, it runs ``exec(source)``: what a planted table entry could do."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return exec, (self.source,)
+
+
+@pytest.fixture(scope="module")
+def entry_names(tmp_path_factory) -> list[str]:
+    """The table and generated-code entries that VICTIM writes (and so looks up)."""
+    good = tmp_path_factory.mktemp("good") / "cache"
+    result = _run(good)
+    assert result.returncode == 0, result.stderr
+    names = sorted(p.name for p in good.iterdir())
+    assert [n.split("-")[0] for n in names] == ["code", "table"], names
+    return names
+
+
+def _plant(folder: Path, names: list[str], marker: Path) -> None:
+    """Each entry name holds a payload that creates ``marker`` when loaded."""
+    folder.mkdir(exist_ok=True)
+    source = f"open({str(marker)!r}, 'w').write('the cache entry ran')"
+    for name in names:
+        if name.endswith(".pickle"):
+            data = pickle.dumps(_Payload(source))
+        else:  # the generated code's file name: loaded and executed
+            data = marshal.dumps(compile(source, "<resolver generated>", "exec"))
+        (folder / name).write_bytes(data)
+        (folder / name).chmod(0o600)
+
+
+def _needs_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+
+
+def test_a_private_folder_s_entries_are_loaded(tmp_path, entry_names):
+    """The control: the same payloads in a folder and files of the user's own do run (so the tests
+    below, where they must not, would notice)."""
+    folder, marker = tmp_path / "cache", tmp_path / "marker"
+    _plant(folder, entry_names, marker)
+    folder.chmod(0o700)
+    _run(folder)
+    assert marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("owner", "mode", "said", "fix"),
+    [
+        (NOBODY, 0o700, f"it belongs to uid {NOBODY}, not to you", "point RESOLVER_CACHE_DIR at a folder of your own"),
+        (None, 0o770, "it is writable by its group (mode 0770)", "`chmod 700 "),
+        (None, 0o707, "it is writable by others (mode 0707)", "`chmod 700 "),
+        (None, 0o1777, "it is writable by its group and others (mode 0777)", "`chmod 700 "),
+    ],
+    ids=["other-owner", "group-writable", "others-writable", "shared-scratch"],
+)
+def test_a_folder_another_user_could_write_is_not_used(tmp_path, entry_names, owner, mode, said, fix):
+    if owner is not None:
+        _needs_root()
+    folder, marker = tmp_path / "cache", tmp_path / "marker"
+    _plant(folder, entry_names, marker)
+    folder.chmod(mode)
+    if owner is not None:
+        os.chown(folder, owner, -1)
+    result = _run(folder)
+    assert not marker.exists(), "a planted cache entry ran"
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["resolved", "subprocess"]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
+    assert len(warnings) == 1, result.stderr  # once, though both entries were skipped
+    assert f"folder {folder} (RESOLVER_CACHE_DIR): {said}" in warnings[0]
+    assert fix in warnings[0]
+    assert warnings[0].endswith(("a folder only you can write", "turns the cache off)")), "one whole line"
+    assert folder.stat().st_mode & 0o7777 == mode, "the user's folder was changed behind their back"
+    assert sorted(p.name for p in folder.iterdir()) == entry_names  # nothing written there either
+
+
+@pytest.mark.parametrize(
+    ("owner", "mode", "said"),
+    [(NOBODY, 0o600, f"it belongs to uid {NOBODY}, not to you"), (None, 0o620, "writable by its group (mode 0620)")],
+    ids=["other-owner", "group-writable"],
+)
+def test_an_entry_another_user_could_write_is_not_used_and_is_replaced(tmp_path, entry_names, owner, mode, said):
+    if owner is not None:
+        _needs_root()
+    folder, marker = tmp_path / "cache", tmp_path / "marker"
+    _plant(folder, entry_names, marker)
+    folder.chmod(0o700)
+    for name in entry_names:
+        (folder / name).chmod(mode)
+        if owner is not None:
+            os.chown(folder / name, owner, -1)
+    result = _run(folder)
+    assert not marker.exists(), "a planted cache entry ran"
+    assert result.stdout.split() == ["resolved", "subprocess"], result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
+    assert len(warnings) == 1, result.stderr
+    assert f"entry {folder}/" in warnings[0] and said in warnings[0]
+    for name in entry_names:  # compiled afresh and written over the foreign entry, as the user's own
+        st = (folder / name).stat()
+        assert (st.st_uid, st.st_mode & 0o777) == (os.getuid(), 0o600)
+    assert WARNING not in _run(folder).stderr  # the next process trusts its own entries
+
+
+def test_an_entry_that_is_a_link_is_not_followed(tmp_path, entry_names):
+    elsewhere, marker = tmp_path / "elsewhere", tmp_path / "marker"
+    _plant(elsewhere, entry_names, marker)
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    for name in entry_names:
+        (folder / name).symlink_to(elsewhere / name)
+    result = _run(folder)
+    assert not marker.exists(), "a linked cache entry ran"
+    assert result.stdout.split() == ["resolved", "subprocess"], result.stderr
+
+
+def test_resolver_explain_ignores_a_group_writable_cache(tmp_path, entry_names):
+    """The command line, as the issue found it: a planted table entry in a shared folder."""
+    folder, marker = tmp_path / "cache", tmp_path / "marker"
+    _plant(folder, [n for n in entry_names if n.startswith("table-")], marker)
+    folder.chmod(0o775)
+    result = run_resolver("explain", "--devices", "2", "--strategy", "ddp", env={"RESOLVER_CACHE_DIR": str(folder)})
+    assert not marker.exists(), "a planted cache entry ran"
+    assert result.returncode == 0, result.stderr
+    assert "launcher" in result.stdout
+    assert result.stderr.count(WARNING) == 1, result.stderr
+
+
+def test_the_folder_is_made_private_and_entries_too_whatever_the_umask(tmp_path, entry_names):
+    folder = tmp_path / "parent" / "cache"
+    result = _run(folder, "import os; os.umask(0)\n" + VICTIM)
+    assert result.returncode == 0, result.stderr
+    assert folder.stat().st_mode & 0o777 == 0o700
+    entries = sorted(folder.iterdir())
+    assert [p.name for p in entries] == entry_names  # no temporary file left
+    assert {p.stat().st_mode & 0o777 for p in entries} == {0o600}
+    shutil.rmtree(tmp_path / "parent")
