@@ -80,10 +80,21 @@ def _run_checked_worker(
         given = given_flags(flags)
     except ResolutionError:
         given = None  # flags that do not even read as flags: not the launch() that started this worker
-    same = given is not None and _plain(given) == _plain(launched.flags)
+    recorded = dict(launched.flags)
+    if given is not None:
+        # Where this node sits in the rendezvous (resolver run --node-rank/--master-addr/--master-port)
+        # is the command line's to say: a script's launch() that leaves it out is still this run's.
+        for name in _PLACEMENT_FLAGS:
+            if name not in given:
+                recorded.pop(name, None)
+    same = given is not None and _plain(given) == _plain(recorded)
     wanted = f"launch({_shown(given if given is not None else flags)})"
     check_worker_entry(launched if same else None, wanted, accepts_any=given == {})
     return run_worker(fn, *args, **kwargs)
+
+
+#: Flags that place this node in a multi-node rendezvous rather than describe the run.
+_PLACEMENT_FLAGS = ("node_rank", "master_addr", "master_port")
 
 
 def _plain(flags: Mapping[str, Any]) -> str:

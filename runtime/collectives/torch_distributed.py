@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -12,12 +13,15 @@ import torch.distributed as dist
 
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.errors import PortInUseError, RendezvousWaitError
+from runtime.gloo_interface import SocketInterface, apply_gloo_interface
 from runtime.launchers.reports import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
 from runtime.ports import port_is_free
 from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 from runtime.registry import register_collective
 
 __all__ = ["TorchCollective"]
+
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -131,6 +135,8 @@ class TorchCollective(Collective):
         self._owns_group = False
         self._backend: str | None = None
         self._tensor_device = torch.device("cpu")
+        #: The interface this rank told gloo to bind to (``GLOO_SOCKET_IFNAME``), where it chose one.
+        self.socket_interface: SocketInterface | None = None
 
     @property
     def is_initialized(self) -> bool:
@@ -181,6 +187,12 @@ class TorchCollective(Collective):
             kwargs["timeout"] = pg_timeout
         if rendezvous_timeout is None:
             rendezvous_timeout = default_rendezvous_timeout()
+        if backend == "gloo":
+            # Before anything waits: a main address this host cannot reach is an error here, and gloo
+            # binds to the interface that reaches it rather than to whatever the host's name resolves to.
+            self.socket_interface = apply_gloo_interface(master_addr)
+            if self.socket_interface is not None:
+                _log.info("rank %d: %s", rank, self.socket_interface.describe())
         store = _rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
         _wait_for_every_rank(store, rank, world_size, rendezvous_timeout, _tcp_url(master_addr, master_port))
         dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, **kwargs)
