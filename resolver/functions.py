@@ -16,9 +16,11 @@ from typing import Any
 
 from resolver.integers import MAX_DEVICES, parse_int
 
-__all__ = ["FUNCTIONS", "InvalidInput", "call_problem", "register_function"]
+__all__ = ["FUNCTIONS", "READS_UNSET", "InvalidInput", "call_problem", "register_function"]
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
+#: Functions called with unset (None) arguments too; any other function of an unset value is unset.
+READS_UNSET: set[str] = set()
 
 
 class InvalidInput(Exception):
@@ -30,11 +32,19 @@ class InvalidInput(Exception):
         self.hint = hint
 
 
-def register_function(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``fn`` under ``name`` for use in rule files. Functions must be pure."""
+def register_function(name: str, *, reads_unset: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` under ``name`` for use in rule files. Functions must be pure.
+
+    A function of an unset slot is unset without being called, unless ``reads_unset``: then it is
+    called with None for each unset argument (e.g. to name the variables that are missing).
+    """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         FUNCTIONS[name] = fn
+        if reads_unset:
+            READS_UNSET.add(name)
+        else:
+            READS_UNSET.discard(name)
         return fn
 
     return decorate
@@ -262,6 +272,20 @@ def lsf_node_rank(hosts: str | None, hostname: str) -> int:
             "run under jsrun/bsub so LSF describes this host, or pass cluster_environment='local'",
         )
     return unique.index(hostname)
+
+
+@register_function("unset_names", reads_unset=True)
+def unset_names(names: Sequence[str], *values: Any) -> str | None:
+    """The names whose value is unset, as text (``"WORLD_SIZE, GROUP_RANK"``); None when all are set.
+
+    Called as ``unset_names(["RANK", "WORLD_SIZE"], var.RANK, var.WORLD_SIZE)``: one value per name.
+    """
+    if len(names) != len(values):
+        raise InvalidInput(
+            f"unset_names got {len(names)} name(s) but {len(values)} value(s)", "pass one slot per name, in order"
+        )
+    missing = [str(name) for name, value in zip(names, values, strict=True) if value is None]
+    return ", ".join(missing) or None
 
 
 @register_function("pick_plugin")

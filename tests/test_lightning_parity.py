@@ -1,0 +1,53 @@
+"""Resolutions that follow PyTorch Lightning 2.x (issue 22, "Correctness and trust"): torchrun's
+detection, SLURM host lists, the LSF port, what a device list may hold, Lightning's other strategy
+names, a multi-process strategy without a launcher, and the removed flags on the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from resolver import Environment, ResolutionError, resolve
+
+TORCHRUN = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}
+SRUN = {"SLURM_NTASKS": "2", "SLURM_JOB_NAME": "train", "SLURM_JOB_ID": "4242"}
+
+
+# -- torchrun is TORCHELASTIC_RUN_ID (torch.distributed.is_torchelastic_launched) --------------------
+
+
+def test_torchrun_inside_a_slurm_allocation_is_torchrun():
+    """SLURM variables without SLURM_PROCID used to win (and fail as "not started by srun")."""
+    env = Environment(variables={**SRUN, **TORCHRUN, "TORCHELASTIC_RUN_ID": "run-7", "MASTER_ADDR": "n1"})
+    config = resolve(devices=2, environment=env)
+    assert (config.cluster_environment, config.launcher) == ("torchelastic", None)
+    assert (config.world_size, config.global_rank, config.local_rank) == (2, 1, 1)
+
+
+def test_torchrun_variables_without_the_run_id_are_a_local_worker():
+    config = resolve(devices=2, environment=Environment(variables=TORCHRUN))
+    assert (config.cluster_environment, config.launcher) == ("local", None)
+    assert (config.global_rank, config.local_rank, config.node_rank) == (1, 1, 0)
+
+
+def test_the_run_id_alone_is_torchrun_and_names_every_missing_variable():
+    with pytest.raises(ResolutionError) as info:
+        resolve(environment=Environment(variables={"TORCHELASTIC_RUN_ID": "run-7"}))
+    assert info.value.rule == "cluster.torchelastic.missing"
+    assert "not set: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (" in info.value.message
+
+
+@pytest.mark.parametrize("missing", sorted(TORCHRUN))
+def test_the_torchelastic_error_names_exactly_the_missing_variable(missing: str):
+    variables = {k: v for k, v in TORCHRUN.items() if k != missing}
+    with pytest.raises(ResolutionError) as info:
+        resolve(devices=2, cluster_environment="torchelastic", environment=Environment(variables=variables))
+    assert info.value.rule == "cluster.torchelastic.missing"
+    assert f"are not set: {missing} (" in info.value.message
+
+
+def test_the_torchelastic_error_names_two_missing_variables_and_not_the_others():
+    variables = {k: v for k, v in TORCHRUN.items() if k not in ("WORLD_SIZE", "GROUP_RANK")}
+    env = Environment(variables={**variables, "TORCHELASTIC_RUN_ID": "run-7"})
+    with pytest.raises(ResolutionError) as info:
+        resolve(devices=2, environment=env)
+    assert "are not set: WORLD_SIZE, GROUP_RANK (" in info.value.message
