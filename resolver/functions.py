@@ -354,23 +354,51 @@ def rankfile_node_rank(text: str, hostname: str) -> int:
 
 @register_function("first_host")
 def first_host(hostlist: str) -> str:
-    """The first host of a compressed SLURM host list: ``"gpu[07-09,12],cpu1"`` -> ``"gpu07"``
-    (each bracket keeps its first entry, padding included)."""
-    depth = 0
-    end = len(hostlist)
-    for index, char in enumerate(hostlist):
+    """The first host of a SLURM host list, as SLURM writes them: entries separated by commas or
+    white space (``"alpha beta"``, ``"gpu[07-09,12],cpu1"``), each bracket a list of numbers and
+    ranges whose first number is kept with its padding (``"gpu[007-009]"`` -> ``"gpu007"``), several
+    brackets per name (``"rack[2-3]-n[01-04]"`` -> ``"rack2-n01"``)."""
+    text = str(hostlist)
+    depth, start = 0, None
+    for index, char in enumerate(text):
         if char == "[":
             depth += 1
+            if depth > 1:
+                raise _hostlist_error(hostlist, "has a bracket inside a bracket")
         elif char == "]":
             depth -= 1
-        elif char == "," and depth == 0:
-            end = index
-            break
-    first = hostlist[:end].strip()
-    host = _BRACKET.sub(lambda match: match.group(1).split(",")[0].split("-")[0].strip(), first)
-    if not host:
+            if depth < 0:
+                raise _hostlist_error(hostlist, "closes a bracket it never opened")
+        elif depth == 0 and (char == "," or char.isspace()):
+            if start is not None:
+                return _first_of(text[start:index], hostlist)
+            continue
+        if start is None:
+            start = index
+    if depth:
+        raise _hostlist_error(hostlist, "leaves a bracket open")
+    if start is None:
         raise InvalidInput(f"the host list {_shown(hostlist)} names no host", "export MASTER_ADDR, or pass master_addr")
-    return host
+    return _first_of(text[start:], hostlist)
+
+
+def _first_of(entry: str, hostlist: str) -> str:
+    """The first host of one entry of a host list (``"gpu[07-09,12]"`` -> ``"gpu07"``)."""
+
+    def first(match: re.Match[str]) -> str:
+        number = match.group(1).split(",")[0].split("-")[0].strip()
+        if not number.isascii() or not number.isdigit():
+            raise _hostlist_error(hostlist, f"has [{match.group(1)}], which is not a list of numbers and ranges")
+        return number
+
+    return _BRACKET.sub(first, entry)
+
+
+def _hostlist_error(hostlist: str, problem: str) -> InvalidInput:
+    return InvalidInput(
+        f"the host list {_shown(hostlist)} {problem}",
+        "export MASTER_ADDR (the first node's address), or pass master_addr",
+    )
 
 
 _BRACKET = re.compile(r"\[([^\]]*)\]")
@@ -389,10 +417,24 @@ def rankfile_first_host(text: str) -> str:
 
 @register_function("port_from_job_id")
 def port_from_job_id(job_id: str) -> int:
-    """A port every node of a job computes alike: 15000 + the job id's last four digits."""
+    """SLURM's rendezvous port, as PyTorch Lightning derives it so that every node computes the
+    same: 15000 + the job id's last four digits."""
     # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
     digits = "".join(ch for ch in str(job_id) if ch in "0123456789")[-4:] or "0"
     return 15000 + int(digits)
+
+
+@register_function("lsf_port_from_job_id")
+def lsf_port_from_job_id(job_id: str) -> int:
+    """LSF's rendezvous port, as PyTorch Lightning's LSFEnvironment derives it (so that processes
+    it started and ours meet): 10000 + the job id modulo 1000."""
+    number = parse_int(job_id)
+    if number is None or number < 0:
+        raise InvalidInput(
+            f"LSB_JOBID={_shown(job_id)} is not an LSF job id (a whole number)",
+            "run inside an LSF job (bsub), or export MASTER_PORT with the same port on every node",
+        )
+    return 10000 + number % 1000
 
 
 @register_function("did_you_mean")

@@ -51,3 +51,57 @@ def test_the_torchelastic_error_names_two_missing_variables_and_not_the_others()
     with pytest.raises(ResolutionError) as info:
         resolve(devices=2, environment=env)
     assert "are not set: WORLD_SIZE, GROUP_RANK (" in info.value.message
+
+
+# -- SLURM host lists, as SLURM writes them --------------------------------------------------------
+
+
+def _srun(nodelist: str) -> Environment:
+    return Environment(
+        variables={
+            "SLURM_NTASKS": "2", "SLURM_NNODES": "2", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+            "SLURM_NODEID": "0", "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "train", "SLURM_NODELIST": nodelist,
+        }
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "first"),
+    [
+        ("alpha beta gamma", "alpha"),  # spaces, as some sites write it
+        ("alpha,beta", "alpha"),
+        ("gpu[007-009,012] cpu1", "gpu007"),  # padding kept
+        ("node[3-5,9]", "node3"),  # several ranges in one bracket
+        ("rack[2-3]-n[01-04]", "rack2-n01"),  # several brackets in one name
+        ("\talpha\n", "alpha"),
+    ],
+)
+def test_rank_0_runs_on_the_first_host_of_the_slurm_node_list(nodelist: str, first: str):
+    assert resolve(devices=1, num_nodes=2, environment=_srun(nodelist)).main_address == first
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "problem"),
+    [("node[1-3", "leaves a bracket open"), ("node1-3]", "closes a bracket"), ("node[a-c]", "not a list of numbers")],
+)
+def test_a_malformed_slurm_node_list_is_an_error_naming_it(nodelist: str, problem: str):
+    with pytest.raises(ResolutionError) as info:
+        resolve(devices=1, num_nodes=2, environment=_srun(nodelist))
+    assert problem in info.value.message and nodelist in info.value.message
+    assert "MASTER_ADDR" in (info.value.hint or "")
+
+
+# -- LSF's port: Lightning's formula, so that its processes and ours meet --------------------------
+
+
+def test_the_lsf_port_is_10000_plus_the_job_id_modulo_1000():
+    env = Environment(
+        hostname="c1",
+        variables={
+            "LSB_JOBID": "123456", "LSB_DJOB_RANKFILE": "/ranks", "JSM_NAMESPACE_SIZE": "1",
+            "JSM_NAMESPACE_RANK": "0", "JSM_NAMESPACE_LOCAL_RANK": "0",
+        },
+        files={"LSB_DJOB_RANKFILE": "launch\nc1\n"},
+    )  # fmt: skip
+    config = resolve(devices=1, environment=env)
+    assert (config.cluster_environment, config.main_address, config.main_port) == ("lsf", "c1", 10456)
