@@ -132,15 +132,10 @@ def _too_many(value: Any) -> InvalidInput:
     )
 
 
-def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
+def _ids(items: Sequence[int], original: Any) -> tuple[int, ...]:
+    """Device ids, checked: each from 0 to the last id a node may have, none twice, at least one."""
     ids: list[int] = []
     for item in items:
-        if isinstance(item, bool) or not isinstance(item, (int, str)):
-            raise _devices_error(original, f"contains {_shown(item)}, which is not a device index")
-        index = parse_int(item)
-        if index is None:
-            raise _devices_error(original, f"contains {_shown(item)}, which is not a device index")
-        item = index
         if item < 0:
             raise _devices_error(original, f"contains the negative index {item}")
         if item >= MAX_DEVICES:
@@ -151,6 +146,25 @@ def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
     if not ids:
         raise _devices_error(original, "selects no device")
     return tuple(ids)
+
+
+_KINDS = {str: "text", bool: "a boolean"}
+
+
+def _list_ids(value: Sequence[Any]) -> tuple[int, ...]:
+    """The ids of a list or tuple: integers only, as PyTorch Lightning takes them (it refuses
+    ``["0"]`` with a TypeError). The one rule for what a device list may hold: ``resolve()``, flags
+    files and golden scenarios all reach it."""
+    for item in value:
+        if type(item) is not int:
+            kind = _KINDS.get(type(item), f"a {type(item).__name__}")
+            numbers = [parse_int(i) if isinstance(i, str) else i for i in value if type(i) in (int, str)]
+            written = ", ".join(str(n) for n in numbers if n is not None)
+            raise InvalidInput(
+                f"devices={_shown(value)} holds {_shown(item)}, which is {kind}: a list of device ids holds integers",
+                f"write the ids as integers (devices=[{written or 0}]), or as one string such as devices='0,1'",
+            )
+    return _ids(value, value)
 
 
 @register_function("parse_devices")
@@ -165,12 +179,18 @@ def parse_devices(value: Any) -> str | int | tuple[int, ...]:
     if isinstance(value, (list, tuple)):
         if len(value) > MAX_DEVICES:
             raise _too_many(value)
-        return _ids(value, value)
+        return _list_ids(value)
     if isinstance(value, str) and "," in value:
         if len(value) > 8 * MAX_DEVICES:
             raise _too_many(value)
         parts = [p.strip() for p in value.strip().split(",")]
-        return _ids([p for p in parts if p] if parts[-1] == "" else parts, value)
+        numbers = []
+        for part in [p for p in parts if p] if parts[-1] == "" else parts:
+            number = parse_int(part)
+            if number is None:
+                raise _devices_error(value, f"contains {_shown(part)}, which is not a device index")
+            numbers.append(number)
+        return _ids(numbers, value)
     number = parse_int(value)
     if number is None:
         if isinstance(value, str):

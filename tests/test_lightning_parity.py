@@ -105,3 +105,29 @@ def test_the_lsf_port_is_10000_plus_the_job_id_modulo_1000():
     )  # fmt: skip
     config = resolve(devices=1, environment=env)
     assert (config.cluster_environment, config.main_address, config.main_port) == ("lsf", "c1", 10456)
+
+
+# -- a device list holds integers, whichever way it arrives ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("devices", "toml"), [(["0"], '["0"]'), ([0, "1"], '[0, "1"]'), ([True], "[true]"), ([1.5], "[1.5]")]
+)
+def test_a_device_list_of_anything_but_integers_is_refused(devices: list, toml: str, tmp_path):
+    env = Environment(cuda_device_count=2)
+    with pytest.raises(ResolutionError) as keyword:
+        resolve(devices=devices, environment=env)
+    assert "a list of device ids holds integers" in keyword.value.message
+    assert "devices='0,1'" in (keyword.value.hint or "")
+    # the same rule, and the same words, for the same value read from a flags file
+    (tmp_path / "flags.toml").write_text(f"[flags]\ndevices = {toml}\n")
+    with pytest.raises(ResolutionError) as from_file:
+        resolve(config_file=tmp_path / "flags.toml", environment=env)
+    assert (from_file.value.rule, from_file.value.message) == (keyword.value.rule, keyword.value.message)
+
+
+def test_device_ids_as_integers_or_one_string_still_work():
+    env = Environment(cuda_device_count=4)
+    assert resolve(devices=[0, 2], environment=env).device_ids == (0, 2)
+    assert resolve(devices=(3,), environment=env).device_ids == (3,)
+    assert resolve(devices="1, 3", environment=env).device_ids == (1, 3)
