@@ -131,3 +131,55 @@ def test_device_ids_as_integers_or_one_string_still_work():
     assert resolve(devices=[0, 2], environment=env).device_ids == (0, 2)
     assert resolve(devices=(3,), environment=env).device_ids == (3,)
     assert resolve(devices="1, 3", environment=env).device_ids == (1, 3)
+
+
+# -- Lightning's other strategy names: each works, or names what to use --------------------------
+
+TPU_HOST = Environment(xla_device_count=8, torch_xla_available=True)
+
+
+def test_deepspeed_stage_1_offload_is_zero_1_with_the_optimizer_on_the_cpu():
+    config = resolve(
+        strategy="deepspeed_stage_1_offload", environment=Environment(cuda_device_count=2, deepspeed_available=True)
+    )
+    assert config.strategy == "deepspeed"
+    assert dict(config.strategy_options) == {"stage": 1, "offload_optimizer": True}
+
+
+def test_deepspeed_stage_1_offload_makes_a_deepspeed_config():
+    pytest.importorskip("torch")
+    from runtime.strategies import DeepSpeedOptions
+    from runtime.strategies.deepspeed_config import deepspeed_config
+
+    options = resolve(strategy="deepspeed_stage_1_offload", environment=Environment(deepspeed_available=True))
+    zero = deepspeed_config(DeepSpeedOptions(**options.strategy_options), {}, on_cuda=False)["zero_optimization"]
+    assert zero["stage"] == 1 and zero["offload_optimizer"]["device"] == "cpu"
+
+
+def test_single_tpu_is_single_xla_with_a_note():
+    config = resolve(strategy="single_tpu", devices=1, environment=TPU_HOST)
+    assert config.strategy == "single_xla"
+    assert any("old name of 'single_xla'" in note for note in config.notes)
+
+
+@pytest.mark.parametrize(
+    ("name", "instead"),
+    [
+        ("dp", "strategy='ddp'"),
+        ("xla_fsdp", "strategy='xla'"),
+        ("xla_debug", "strategy='xla' and export PT_XLA_DEBUG=1"),
+    ],
+)
+def test_a_lightning_strategy_without_a_strategy_here_names_the_replacement(name: str, instead: str):
+    with pytest.raises(ResolutionError) as info:
+        resolve(strategy=name, environment=TPU_HOST)
+    assert info.value.rule == f"strategy.replaced.{name}"
+    assert f"strategy='{name}'" in info.value.message and "unknown" not in info.value.message
+    assert instead in (info.value.hint or "")
+
+
+def test_replaced_names_are_not_offered_for_a_typo():
+    with pytest.raises(ResolutionError) as info:
+        resolve(strategy="xla_fsdpp", environment=TPU_HOST)
+    assert info.value.rule == "flag.strategy.unknown"
+    assert "xla_fsdp'" not in info.value.message and "xla_fsdp'" not in (info.value.hint or "")
