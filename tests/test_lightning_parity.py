@@ -183,3 +183,65 @@ def test_replaced_names_are_not_offered_for_a_typo():
         resolve(strategy="xla_fsdpp", environment=TPU_HOST)
     assert info.value.rule == "flag.strategy.unknown"
     assert "xla_fsdp'" not in info.value.message and "xla_fsdp'" not in (info.value.hint or "")
+
+
+# -- a multi-process strategy nobody starts: a conflict, not a hang in the runtime ----------------
+
+MY_STRATEGY = """
+[domain.strategy]
+values = ["my_strategy"]
+
+[[rule]]
+id = "site.my_strategy.collective"
+stage = "planned"
+when = { strategy = "my_strategy" }
+set = { collective = "torch" }
+why = "my_strategy talks through torch.distributed"
+"""
+
+
+@pytest.fixture
+def my_strategy(tmp_path) -> list:
+    (tmp_path / "site.toml").write_text(MY_STRATEGY)
+    return [tmp_path / "site.toml"]
+
+
+def test_a_strategy_without_a_launcher_rule_is_a_conflict(my_strategy):
+    """docs/usage.md's my_strategy with devices=2 resolved to no launcher and failed in the runtime."""
+    with pytest.raises(ResolutionError) as info:
+        resolve(strategy="my_strategy", devices=2, rules=my_strategy, environment=Environment())
+    assert info.value.rule == "launcher.missing"
+    assert "strategy='my_strategy' asks for 2 processes on this machine" in info.value.message
+    hint = info.value.hint or ""
+    assert '[domain.torch_distributed_strategy] values = ["my_strategy"]' in hint
+    assert 'set = { launcher = "subprocess" }' in hint
+
+
+def test_the_conflict_s_two_fixes_both_work(my_strategy, tmp_path):
+    family = tmp_path / "family.toml"
+    family.write_text('[domain.torch_distributed_strategy]\nvalues = ["my_strategy"]\n')
+    launcher = tmp_path / "launcher.toml"
+    launcher.write_text(
+        '[[rule]]\nid = "site.my_strategy.launcher"\nstage = "planned"\nwhen = { strategy = "my_strategy" }\n'
+        'set = { launcher = "subprocess" }\nwhy = "re-run the script per device"\n'
+    )
+    # the family line replaces the site file's own rules (the family's rules decide the collective too)
+    for rules in ([family], [*my_strategy, launcher]):
+        config = resolve(strategy="my_strategy", devices=2, rules=rules, environment=Environment())
+        assert (config.strategy, config.launcher, config.collective) == ("my_strategy", "subprocess", "torch")
+
+
+@pytest.mark.parametrize(
+    ("devices", "variables"),
+    [
+        (1, {}),  # one process: nothing to launch
+        (2, {**SRUN, "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NTASKS_PER_NODE": "2"}),
+        (2, {**TORCHRUN, "TORCHELASTIC_RUN_ID": "run-7", "MASTER_ADDR": "n1", "MASTER_PORT": "29500"}),
+        (2, {"LOCAL_RANK": "1"}),  # a worker some launcher started
+    ],
+)
+def test_no_launcher_is_right_where_something_else_starts_the_processes(my_strategy, devices, variables):
+    config = resolve(
+        strategy="my_strategy", devices=devices, rules=my_strategy, environment=Environment(variables=variables)
+    )
+    assert (config.strategy, config.launcher) == ("my_strategy", None)
