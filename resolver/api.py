@@ -30,6 +30,7 @@ __all__ = [
     "builtin_table",
     "given_flags",
     "load_rules",
+    "NO_VALUE",
     "removed_flag_error",
     "resolve",
     "run_rules",
@@ -134,14 +135,32 @@ def _table_evaluator(table: CompiledTable) -> Evaluator:
     return cached[1]
 
 
-def removed_flag_error(table: CompiledTable, flag: str, value: Any, *, cli: bool = False) -> ResolutionError | None:
-    """The error for a removed flag (``gpus=2``), spelling out the replacement; None if not removed."""
+#: The value of a removed flag given on the command line without one (``--auto-select-gpus``).
+NO_VALUE: Any = type("NoValue", (), {"__repr__": lambda self: "<no value>"})()
+
+
+def removed_flag_error(
+    table: CompiledTable, flag: str, value: Any, *, cli: bool = False, spelling: str | None = None
+) -> ResolutionError | None:
+    """The error for a removed flag (``gpus=2``), spelling out the replacement; None if not removed.
+
+    ``cli``: the command line's words (``spelling``: the option as written, ``--num_processes``);
+    ``value`` may be :data:`NO_VALUE` there, and the replacement then shows the flag's ``value_name``.
+    """
     entry = table.removed.get(flag)
     if entry is None:
         return None
     key = "cli" if cli else "python"
-    shown = f"--{flag.replace('_', '-')} {value}" if cli else f"{flag}={value!r}"
-    replacement = str(entry.get(key, "")).replace("{value}", str(value)).replace("{value!r}", repr(value))
+    given = value is not NO_VALUE
+    if cli:
+        option = spelling or f"--{flag.replace('_', '-')}"
+        # a value the replacement does not use is not shown (`--auto-select-gpus` may have taken
+        # the next word, `resolver run`'s script, as its value)
+        shown = f"{option} {value}" if given and "{value" in str(entry.get(key, "")) else option
+    else:
+        shown = f"{flag}={value!r}"
+    text = str(value) if given else str(entry.get("value_name") or "VALUE")
+    replacement = str(entry.get(key, "")).replace("{value}", text).replace("{value!r}", repr(value) if given else text)
     return ResolutionError(
         f"{shown} was removed: {entry.get('why', 'it overlapped with other flags')}",
         hint=f"use {replacement}" if replacement else None,

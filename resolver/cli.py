@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
-from resolver.cli_parser import _given_flags, _parse
+from resolver.cli_parser import _given_flags, _parse, removed_flags_given
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.flags import FLAGS, collect_flags
@@ -72,12 +72,12 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_removed(args: argparse.Namespace) -> None:
-    for name in builtin_table().removed:
-        value = getattr(args, f"removed_{name}")
-        if value is not None:
-            error = removed_flag_error(builtin_table(), name, value, cli=True)
-            if error is not None:
-                raise error
+    """A removed flag on the command line (either spelling, with or without a value) is an error
+    with the replacement, as ``resolve()`` gives it."""
+    for name, spelling, value in removed_flags_given(args):
+        error = removed_flag_error(builtin_table(), name, value, cli=True, spelling=spelling)
+        if error is not None:
+            raise error
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -122,12 +122,16 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    try:
+        _check_removed(args)  # first: the flag may have taken the script's place as its value
+    except ResolutionError as error:
+        print(error.diagnostic(), file=sys.stderr)
+        return EXIT_ERROR
     problem = _target_problem(args.script, module=args.module)
     if problem is not None:
         print(problem, file=sys.stderr)
         return EXIT_USAGE
     try:
-        _check_removed(args)
         config = _resolve(args, environment=_environment(None, args.rules), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)

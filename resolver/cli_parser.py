@@ -120,7 +120,32 @@ def _add_flags(parser: _Parser, *, can_simulate: bool = True) -> None:
     if can_simulate:
         parser.help_texts[where.add_argument("--simulate", metavar="SPEC")] = _simulate_help
     for name in builtin_table().removed:  # removed flags are data (rules/90-removed.toml)
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=f"removed_{name}", default=None, help=argparse.SUPPRESS)
+        spellings = dict.fromkeys((f"--{name.replace('_', '-')}", f"--{name}"))  # both, as for every flag
+        parser.add_argument(
+            *spellings, dest=f"removed_{name}", action=_RemovedFlag, nargs="?", default=None, help=argparse.SUPPRESS
+        )
+
+
+class _RemovedFlag(argparse.Action):
+    """A removed flag, with or without a value: keeps the spelling written and the value (or
+    ``NO_VALUE``), so that the command reports it with its migration text (``removed_flag_error``)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        from resolver.api import NO_VALUE
+
+        setattr(namespace, self.dest, (option, NO_VALUE if values is None else values))
+
+
+def removed_flags_given(args: argparse.Namespace) -> list[tuple[str, str, Any]]:
+    """The removed flags on the command line: ``(flag, spelling, value)`` each, in the table's order."""
+    found = []
+    for name in builtin_table().removed:
+        given = getattr(args, f"removed_{name}", None)
+        if given is not None:
+            found.append((name, given[0], given[1]))
+    return found
 
 
 # --- `resolver run`: each rank's output (runtime/launchers/rank_output.py does the work) ---
@@ -309,6 +334,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args.argv = argv
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     command = subparsers.choices[args.command]
+    if removed_flags_given(args):
+        return args  # the command reports the removed flag, with its replacement, before anything else
     if args.command == "run" and args.script is None:  # argparse would also call ARGS required
         command.error("the following argument is required: SCRIPT (a Python file, or a module name with -m)")
     if unknown:

@@ -36,7 +36,7 @@ from typing import Any
 from resolver.cache import open_entry, private_folder, write_entry
 from resolver.codewriter import Atom, Tests, Writer, atoms, write_verify
 from resolver.conditions import Call, Ref
-from resolver.functions import FUNCTIONS
+from resolver.functions import FUNCTIONS, READS_UNSET
 from resolver.shapes import as_number, same
 from resolver.steps import CALL, CONST, REF, Choice, verify_value
 
@@ -244,7 +244,7 @@ def _assign(w: Writer, depth: int, stage: str, slot: str, choice: Choice, check:
         assert choice.kind == CALL
         expr: Call = choice.expr  # type: ignore[assignment]
         args = [w.read(arg.slot) if isinstance(arg, Ref) else w.name("c", arg.value) for arg in expr.args]
-        unset = [f"{x} is None" for x in args]
+        unset = [] if expr.fn in READS_UNSET else [f"{x} is None" for x in args]
         call = f"FUNCTIONS[{w.name('g', expr.fn)}]({', '.join(args)})"
         w.emit(depth, f"v[{k}] = {a} = None if {' or '.join(unset)} else {call}" if unset else f"v[{k}] = {a} = {call}")
     if choice.note is not None:

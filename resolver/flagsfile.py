@@ -47,10 +47,11 @@ _SCENARIO_PARTS = ("description", "environment", "expect")
 
 #: What each flag may be written as in TOML: the types ``resolve()`` takes for it (integers may be
 #: text, as in variables: ``num_nodes = "2"``); the rules then check the value itself. A flag
-#: declared in ``FLAG_DEFAULTS`` but missing here is taken as written.
+#: declared in ``FLAG_DEFAULTS`` but missing here is taken as written. What a device list may hold
+#: is checked in one place, ``parse_devices`` (resolver/functions.py), for a file as for resolve().
 _TYPES: Mapping[str, Any] = {
     "accelerator": str,
-    "devices": int | str | list[int],
+    "devices": int | str | list[Any],
     "strategy": str,
     "precision": str | int,
     "num_nodes": int | str,
@@ -60,7 +61,7 @@ _TYPES: Mapping[str, Any] = {
     "master_addr": str,
     "master_port": int | str,
 }
-_TYPE_NAMES: Mapping[Any, str] = {str: "text", int: "an integer", list: "a list"}
+_TYPE_NAMES: Mapping[Any, str] = {str: "text", int: "an integer", list: "a list", Any: "value"}
 
 
 @attrs.frozen

@@ -16,9 +16,11 @@ from typing import Any
 
 from resolver.integers import MAX_DEVICES, parse_int
 
-__all__ = ["FUNCTIONS", "InvalidInput", "call_problem", "register_function"]
+__all__ = ["FUNCTIONS", "READS_UNSET", "InvalidInput", "call_problem", "register_function"]
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
+#: Functions called with unset (None) arguments too; any other function of an unset value is unset.
+READS_UNSET: set[str] = set()
 
 
 class InvalidInput(Exception):
@@ -30,11 +32,19 @@ class InvalidInput(Exception):
         self.hint = hint
 
 
-def register_function(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``fn`` under ``name`` for use in rule files. Functions must be pure."""
+def register_function(name: str, *, reads_unset: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` under ``name`` for use in rule files. Functions must be pure.
+
+    A function of an unset slot is unset without being called, unless ``reads_unset``: then it is
+    called with None for each unset argument (e.g. to name the variables that are missing).
+    """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         FUNCTIONS[name] = fn
+        if reads_unset:
+            READS_UNSET.add(name)
+        else:
+            READS_UNSET.discard(name)
         return fn
 
     return decorate
@@ -122,15 +132,10 @@ def _too_many(value: Any) -> InvalidInput:
     )
 
 
-def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
+def _ids(items: Sequence[int], original: Any) -> tuple[int, ...]:
+    """Device ids, checked: each from 0 to the last id a node may have, none twice, at least one."""
     ids: list[int] = []
     for item in items:
-        if isinstance(item, bool) or not isinstance(item, (int, str)):
-            raise _devices_error(original, f"contains {_shown(item)}, which is not a device index")
-        index = parse_int(item)
-        if index is None:
-            raise _devices_error(original, f"contains {_shown(item)}, which is not a device index")
-        item = index
         if item < 0:
             raise _devices_error(original, f"contains the negative index {item}")
         if item >= MAX_DEVICES:
@@ -141,6 +146,25 @@ def _ids(items: Sequence[Any], original: Any) -> tuple[int, ...]:
     if not ids:
         raise _devices_error(original, "selects no device")
     return tuple(ids)
+
+
+_KINDS = {str: "text", bool: "a boolean"}
+
+
+def _list_ids(value: Sequence[Any]) -> tuple[int, ...]:
+    """The ids of a list or tuple: integers only, as PyTorch Lightning takes them (it refuses
+    ``["0"]`` with a TypeError). The one rule for what a device list may hold: ``resolve()``, flags
+    files and golden scenarios all reach it."""
+    for item in value:
+        if type(item) is not int:
+            kind = _KINDS.get(type(item), f"a {type(item).__name__}")
+            numbers = [parse_int(i) if isinstance(i, str) else i for i in value if type(i) in (int, str)]
+            written = ", ".join(str(n) for n in numbers if n is not None)
+            raise InvalidInput(
+                f"devices={_shown(value)} holds {_shown(item)}, which is {kind}: a list of device ids holds integers",
+                f"write the ids as integers (devices=[{written or 0}]), or as one string such as devices='0,1'",
+            )
+    return _ids(value, value)
 
 
 @register_function("parse_devices")
@@ -155,12 +179,18 @@ def parse_devices(value: Any) -> str | int | tuple[int, ...]:
     if isinstance(value, (list, tuple)):
         if len(value) > MAX_DEVICES:
             raise _too_many(value)
-        return _ids(value, value)
+        return _list_ids(value)
     if isinstance(value, str) and "," in value:
         if len(value) > 8 * MAX_DEVICES:
             raise _too_many(value)
         parts = [p.strip() for p in value.strip().split(",")]
-        return _ids([p for p in parts if p] if parts[-1] == "" else parts, value)
+        numbers = []
+        for part in [p for p in parts if p] if parts[-1] == "" else parts:
+            number = parse_int(part)
+            if number is None:
+                raise _devices_error(value, f"contains {_shown(part)}, which is not a device index")
+            numbers.append(number)
+        return _ids(numbers, value)
     number = parse_int(value)
     if number is None:
         if isinstance(value, str):
@@ -264,6 +294,20 @@ def lsf_node_rank(hosts: str | None, hostname: str) -> int:
     return unique.index(hostname)
 
 
+@register_function("unset_names", reads_unset=True)
+def unset_names(names: Sequence[str], *values: Any) -> str | None:
+    """The names whose value is unset, as text (``"WORLD_SIZE, GROUP_RANK"``); None when all are set.
+
+    Called as ``unset_names(["RANK", "WORLD_SIZE"], var.RANK, var.WORLD_SIZE)``: one value per name.
+    """
+    if len(names) != len(values):
+        raise InvalidInput(
+            f"unset_names got {len(names)} name(s) but {len(values)} value(s)", "pass one slot per name, in order"
+        )
+    missing = [str(name) for name, value in zip(names, values, strict=True) if value is None]
+    return ", ".join(missing) or None
+
+
 @register_function("pick_plugin")
 def pick_plugin(plugins: Sequence[str], members: Sequence[str]) -> str | None:
     """The plugin name that belongs to a domain (given as ``{ domain = ... }``); two are an error."""
@@ -330,23 +374,51 @@ def rankfile_node_rank(text: str, hostname: str) -> int:
 
 @register_function("first_host")
 def first_host(hostlist: str) -> str:
-    """The first host of a compressed SLURM host list: ``"gpu[07-09,12],cpu1"`` -> ``"gpu07"``
-    (each bracket keeps its first entry, padding included)."""
-    depth = 0
-    end = len(hostlist)
-    for index, char in enumerate(hostlist):
+    """The first host of a SLURM host list, as SLURM writes them: entries separated by commas or
+    white space (``"alpha beta"``, ``"gpu[07-09,12],cpu1"``), each bracket a list of numbers and
+    ranges whose first number is kept with its padding (``"gpu[007-009]"`` -> ``"gpu007"``), several
+    brackets per name (``"rack[2-3]-n[01-04]"`` -> ``"rack2-n01"``)."""
+    text = str(hostlist)
+    depth, start = 0, None
+    for index, char in enumerate(text):
         if char == "[":
             depth += 1
+            if depth > 1:
+                raise _hostlist_error(hostlist, "has a bracket inside a bracket")
         elif char == "]":
             depth -= 1
-        elif char == "," and depth == 0:
-            end = index
-            break
-    first = hostlist[:end].strip()
-    host = _BRACKET.sub(lambda match: match.group(1).split(",")[0].split("-")[0].strip(), first)
-    if not host:
+            if depth < 0:
+                raise _hostlist_error(hostlist, "closes a bracket it never opened")
+        elif depth == 0 and (char == "," or char.isspace()):
+            if start is not None:
+                return _first_of(text[start:index], hostlist)
+            continue
+        if start is None:
+            start = index
+    if depth:
+        raise _hostlist_error(hostlist, "leaves a bracket open")
+    if start is None:
         raise InvalidInput(f"the host list {_shown(hostlist)} names no host", "export MASTER_ADDR, or pass master_addr")
-    return host
+    return _first_of(text[start:], hostlist)
+
+
+def _first_of(entry: str, hostlist: str) -> str:
+    """The first host of one entry of a host list (``"gpu[07-09,12]"`` -> ``"gpu07"``)."""
+
+    def first(match: re.Match[str]) -> str:
+        number = match.group(1).split(",")[0].split("-")[0].strip()
+        if not number.isascii() or not number.isdigit():
+            raise _hostlist_error(hostlist, f"has [{match.group(1)}], which is not a list of numbers and ranges")
+        return number
+
+    return _BRACKET.sub(first, entry)
+
+
+def _hostlist_error(hostlist: str, problem: str) -> InvalidInput:
+    return InvalidInput(
+        f"the host list {_shown(hostlist)} {problem}",
+        "export MASTER_ADDR (the first node's address), or pass master_addr",
+    )
 
 
 _BRACKET = re.compile(r"\[([^\]]*)\]")
@@ -365,10 +437,24 @@ def rankfile_first_host(text: str) -> str:
 
 @register_function("port_from_job_id")
 def port_from_job_id(job_id: str) -> int:
-    """A port every node of a job computes alike: 15000 + the job id's last four digits."""
+    """SLURM's rendezvous port, as PyTorch Lightning derives it so that every node computes the
+    same: 15000 + the job id's last four digits."""
     # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
     digits = "".join(ch for ch in str(job_id) if ch in "0123456789")[-4:] or "0"
     return 15000 + int(digits)
+
+
+@register_function("lsf_port_from_job_id")
+def lsf_port_from_job_id(job_id: str) -> int:
+    """LSF's rendezvous port, as PyTorch Lightning's LSFEnvironment derives it (so that processes
+    it started and ours meet): 10000 + the job id modulo 1000."""
+    number = parse_int(job_id)
+    if number is None or number < 0:
+        raise InvalidInput(
+            f"LSB_JOBID={_shown(job_id)} is not an LSF job id (a whole number)",
+            "run inside an LSF job (bsub), or export MASTER_PORT with the same port on every node",
+        )
+    return 10000 + number % 1000
 
 
 @register_function("did_you_mean")

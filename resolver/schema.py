@@ -210,11 +210,13 @@ class SlotSpec:
 
 @attrs.frozen
 class RemovedSpec:
-    """``[removed.FLAG]``: why the flag went, and its replacement for Python and the CLI."""
+    """``[removed.FLAG]``: why the flag went, and its replacement for Python and the CLI;
+    ``value_name`` stands for ``{value}`` when the flag was given without one (``--gpus`` alone)."""
 
     why: str
     python: str = ""
     cli: str = ""
+    value_name: str = "VALUE"
 
 
 @attrs.frozen

@@ -18,7 +18,7 @@ from resolver.compiler import CompiledRule, CompiledTable, Template
 from resolver.conditions import Call, Condition, Const, NotANumber, Ref, ValueExpr
 from resolver.config import FrozenMapping
 from resolver.errors import ResolutionError
-from resolver.functions import FUNCTIONS, InvalidInput
+from resolver.functions import FUNCTIONS, READS_UNSET, InvalidInput
 
 __all__ = [
     "CALL",
@@ -79,7 +79,6 @@ class CallFailed(Exception):
         self.rule, self.expr, self.error = rule, expr, error
 
 
-
 def verify_value(stage: str, check: SlotCheck, value: Any) -> None:
     name, expected, members, required = check
     if value is None:
@@ -93,9 +92,7 @@ def verify_value(stage: str, check: SlotCheck, value: Any) -> None:
     if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
         raise ResolutionError(f"slot {name!r} got {value!r}, which is not of type {expected[0].__name__}")
     if members is not None and isinstance(value, str) and value not in members:
-        raise ResolutionError(
-            f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})"
-        )
+        raise ResolutionError(f"slot {name!r} got {value!r}, which is not in its domain ({', '.join(sorted(members))})")
 
 
 # -- compiling a slot's setters into closures ------------------------------------------------------
@@ -150,9 +147,19 @@ def _copy_proven(rule: CompiledRule, source: str, check: SlotCheck, guarantees: 
 
 
 def _compute(rule: CompiledRule, expr: Call) -> Callable[[Mapping[str, Any]], Any]:
-    """A closure calling the registered function on the slots' values (None if any is unset)."""
+    """A closure calling the registered function on the slots' values (None if any is unset, unless
+    the function reads unset values: :data:`~resolver.functions.READS_UNSET`)."""
     name = expr.fn
     parts = tuple((isinstance(a, Ref), a.slot if isinstance(a, Ref) else a.value) for a in expr.args)  # type: ignore[union-attr]
+    if name in READS_UNSET:
+
+        def call_all(values: Mapping[str, Any]) -> Any:
+            try:
+                return FUNCTIONS[name](*[values.get(p) if is_ref else p for is_ref, p in parts])
+            except InvalidInput as exc:
+                raise CallFailed(rule, expr, exc) from None
+
+        return call_all
     if len(parts) == 1 and parts[0][0]:
         only = parts[0][1]
 
@@ -275,6 +282,7 @@ def _const_step(slot: str, choice: Choice, tests: tuple[Predicate, ...], default
 
     return when
 
+
 def check_of(table: CompiledTable, name: str) -> SlotCheck | None:
     """What verifying a stage checks of one slot (type, domain, required); None: nothing to check.
 
@@ -299,4 +307,3 @@ def passes(value: Any, expected: tuple[type, ...] | None, members: frozenset[str
     if expected is not None and (not isinstance(value, expected) or (expected == (int,) and value is True)):
         return False
     return members is None or not isinstance(value, str) or value in members
-

@@ -81,3 +81,45 @@ def test_explain_bad_input_is_an_error_message(capsys, argv: list[str], message:
     code, text = run(capsys, "explain", *argv)
     assert code == 1
     assert message in text
+
+
+REMOVED = {  # flag: (a value, the words of the replacement the CLI shows for it)
+    "gpus": ("2", "--accelerator gpu --devices 2"),
+    "tpu_cores": ("8", "--accelerator tpu --devices 8"),
+    "ipus": ("2", "--accelerator cpu --devices 2"),
+    "num_processes": ("4", "--accelerator cpu --devices 4"),
+    "distributed_backend": ("ddp", "--strategy ddp"),
+    "auto_select_gpus": ("true", "--accelerator gpu --devices auto"),
+}
+
+
+@pytest.mark.parametrize("with_value", [True, False], ids=["value", "alone"])
+@pytest.mark.parametrize("dashes", [True, False], ids=["dash", "underscore"])
+@pytest.mark.parametrize("flag", sorted(REMOVED))
+def test_a_removed_flag_gets_its_migration_text_in_any_spelling(capsys, flag: str, dashes: bool, with_value: bool):
+    """`--num_processes 4` used to suggest --num-nodes, `--tpu_cores` was "unrecognized", and
+    `--auto-select-gpus` asked for a value: each now says why it went and what to write."""
+    from resolver import Environment, ResolutionError, resolve
+
+    option = "--" + (flag.replace("_", "-") if dashes else flag)
+    value, replacement = REMOVED[flag]
+    code, text = run(capsys, "explain", option, *([value] if with_value else []), "--simulate", "cuda=2")
+    with pytest.raises(ResolutionError) as python:  # the same reason resolve() gives for it
+        resolve(environment=Environment(), **{flag: value})
+    assert code == 1
+    assert (
+        f"error[removed.{flag}]: {option}" in text and f"was removed: {python.value.message.split(': ', 1)[1]}" in text
+    )
+    if with_value:
+        assert f"use {replacement}" in text
+    else:  # the value's place is named (`--devices N`), or not needed (`--devices auto`)
+        assert "use " + replacement.replace(value, {"distributed_backend": "NAME"}.get(flag, "N")) in text
+
+
+def test_a_removed_flag_is_reported_before_the_script_it_may_have_taken(capsys, tmp_path: Path):
+    script = tmp_path / "train.py"
+    script.write_text("print('never run')\n")
+    code, text = run(capsys, "run", "--auto-select-gpus", str(script))
+    assert code == 1 and "--auto-select-gpus was removed" in text and "never run" not in text
+    code, text = run(capsys, "run", "--num_processes", "2", str(script))
+    assert code == 1 and "use --accelerator cpu --devices 2" in text

@@ -151,8 +151,14 @@ def test_explicit_environment_never_probes_the_machine(monkeypatch, gpu_box):
     def forbidden(*args, **kwargs):
         raise AssertionError("the real machine was probed")
 
-    for name in ("cuda_device_count", "mps_available", "xla_device_count", "module_available", "is_interactive",
-                 "fork_available"):
+    for name in (
+        "cuda_device_count",
+        "mps_available",
+        "xla_device_count",
+        "module_available",
+        "is_interactive",
+        "fork_available",
+    ):
         monkeypatch.setattr(probing, name, forbidden)
     assert resolve(devices=8, environment=gpu_box).num_devices == 8
     with pytest.raises(AssertionError, match="probed"):
@@ -185,7 +191,7 @@ def test_two_plugins_of_one_kind_are_an_error(laptop):
 
 
 def test_unset_variables_read_as_unset_in_messages():
-    env = Environment(variables={"RANK": "0", "GROUP_RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    env = Environment(variables={"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_NODEID": "0"})
     with pytest.raises(ResolutionError) as info:
         resolve(environment=env)
-    assert "WORLD_SIZE=unset" in info.value.message
+    assert "SLURM_LOCALID=unset" in info.value.message

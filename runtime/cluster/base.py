@@ -10,10 +10,10 @@ machine's ``main_port = None``: a free port picked at launch) falls back to ``MA
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
-from resolver.functions import port_from_job_id  # the rules' function: one formula
+from resolver.functions import InvalidInput, port_from_job_id  # the rules' functions: one formula each
 from runtime.errors import RuntimeConfigError
 
 if TYPE_CHECKING:
@@ -35,6 +35,9 @@ class ClusterEnvironment:
     variables_hint: ClassVar[str] = "export MASTER_ADDR and MASTER_PORT on every node"
     #: A job id every node sees alike; without MASTER_PORT, the port is derived from it.
     job_id_variable: ClassVar[str | None] = None
+    #: How the port is derived from the job id: the function the cluster's rule in
+    #: ``rules/37-rendezvous.toml`` calls, so that the runtime and the resolver agree.
+    job_id_port: ClassVar[Callable[[str], int]] = staticmethod(port_from_job_id)
 
     def __init__(self, config: ResolvedConfig, environ: Mapping[str, str] | None = None) -> None:
         self.config = config
@@ -60,7 +63,11 @@ class ClusterEnvironment:
             return int(self.config.main_port)  # type: ignore[arg-type]
         if self.main_port_source == "MASTER_PORT":
             return self._port(self._required("MASTER_PORT"), "MASTER_PORT")
-        return port_from_job_id(self.environ[self.main_port_source])
+        source = self.main_port_source
+        try:
+            return self.job_id_port(self.environ[source])
+        except InvalidInput as exc:
+            raise RuntimeConfigError(f"{exc.message}\n  hint: {exc.hint}") from None
 
     @property
     def main_port_source(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from resolver.functions import lsf_port_from_job_id
 from runtime.cluster.base import ClusterEnvironment
 from runtime.errors import RuntimeConfigError
 from runtime.registry import register_cluster_environment
@@ -14,10 +15,12 @@ __all__ = ["LSFEnvironment"]
 @register_cluster_environment("lsf")
 class LSFEnvironment(ClusterEnvironment):
     """``MASTER_ADDR`` or the first compute host in ``LSB_DJOB_RANKFILE`` (whose first line is
-    the launch node, which runs no rank); ``MASTER_PORT`` or a port derived from ``LSB_JOBID``."""
+    the launch node, which runs no rank); ``MASTER_PORT`` or a port derived from ``LSB_JOBID`` as
+    PyTorch Lightning derives it (10000 + the id modulo 1000)."""
 
     title = "LSF"
     job_id_variable = "LSB_JOBID"
+    job_id_port = staticmethod(lsf_port_from_job_id)
     variables_hint = "run the job with jsrun inside an LSF allocation, or export MASTER_ADDR and MASTER_PORT"
 
     @property

@@ -60,7 +60,8 @@ def test_externally_launched_clusters_read_master_addr_and_port(cls: type) -> No
 @pytest.mark.parametrize(
     ("hostlist", "first"),
     [("node1", "node1"), ("gpu[07-09,12],cpu1", "gpu07"), ("a,b", "a"), ("rack[2-3]-n[01-04]", "rack2-n01"),
-     ("host[5,7]", "host5")],
+     ("host[5,7]", "host5"), ("alpha beta gamma", "alpha"), ("  alpha\tbeta", "alpha"),
+     ("gpu[007-009] cpu1", "gpu007"), (" ,node[1-3,5,7-8],x", "node1")],
 )
 def test_the_first_host_of_a_slurm_host_list(hostlist: str, first: str) -> None:
     assert first_host(hostlist) == first
@@ -75,7 +76,7 @@ def test_lsf_meets_on_the_first_compute_host_of_the_rank_file(tmp_path: Path) ->
     rankfile = tmp_path / "ranks"
     rankfile.write_text("batch1\ncompute7\ncompute7\ncompute8\n")
     env = LSFEnvironment(ddp_config(), environ={"LSB_DJOB_RANKFILE": str(rankfile), "LSB_JOBID": "1001"})
-    assert (env.main_address, env.main_port) == ("compute7", 16001)
+    assert (env.main_address, env.main_port) == ("compute7", 10001)  # Lightning's 10000 + LSB_JOBID % 1000
 
 
 def test_ranks_started_by_hand_must_agree_on_master_port() -> None:
@@ -83,6 +84,25 @@ def test_ranks_started_by_hand_must_agree_on_master_port() -> None:
     with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT is not set"):
         _ = LocalEnvironment(started_by_hand, environ={}).main_port
     assert LocalEnvironment(started_by_hand, environ={"MASTER_PORT": "29400"}).main_port == 29400
+
+
+def test_lsf_derives_the_port_from_the_job_id_as_lightning_and_the_rules_do() -> None:
+    environ = {"LSB_JOBID": "4242987"}
+    config = resolver.resolve(
+        devices=1,
+        environment=resolver.Environment(
+            hostname="c1",
+            variables={
+                "LSB_JOBID": "4242987", "LSB_DJOB_RANKFILE": "/r", "JSM_NAMESPACE_SIZE": "1",
+                "JSM_NAMESPACE_RANK": "0", "JSM_NAMESPACE_LOCAL_RANK": "0", "LSB_MCPU_HOSTS": "batch 1 c1 4",
+            },
+            files={"LSB_DJOB_RANKFILE": "batch\nc1\n"},
+        ),
+    )
+    assert config.main_port == 10000 + 4242987 % 1000 == 10987
+    assert LSFEnvironment(ddp_config(), environ=environ).main_port == config.main_port
+    with pytest.raises(runtime.RuntimeConfigError, match="LSB_JOBID='x' is not an LSF job id"):
+        _ = LSFEnvironment(ddp_config(), environ={"LSB_JOBID": "x"}).main_port
 
 
 def test_a_job_id_with_non_ascii_digits_still_gives_a_port() -> None:
