@@ -30,12 +30,14 @@ def _rank_output(args: argparse.Namespace, config: ResolvedConfig) -> Any:
 
     from runtime.launchers.rank_output import RankOutput
 
-    output = RankOutput(tee=3 if args.tee is None else args.tee, local_ranks_filter=args.local_ranks_filter)
+    output = RankOutput(
+        tee=3 if args.tee is None else args.tee, local_ranks_filter=args.local_ranks_filter, redirects=args.redirects
+    )
     output.check(config.num_devices)
     log_dir = args.log_dir
-    if log_dir is None and output.tee:
-        if args.tee is None:
-            return output  # no --log-dir, no --tee: the console only
+    if log_dir is None and (output.tee or output.redirects):
+        if args.tee is None and not output.redirects:
+            return output  # no --log-dir, no --tee, no --redirects: the console only
         log_dir = tempfile.mkdtemp(prefix="resolver-run-logs-")  # torchrun also makes one for --tee alone
     import attrs
 
@@ -127,16 +129,26 @@ def _run(args: argparse.Namespace) -> int:
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
-    problem = _target_problem(args.script, module=args.module)
+    from resolver.cli_torchrun import TorchrunOptionError, apply_torchrun_options
+
+    try:
+        read_as = apply_torchrun_options(args)
+    except TorchrunOptionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    problem = _target_problem(args.script, module=args.module, program=args.no_python)
     if problem is not None:
         print(problem, file=sys.stderr)
         return EXIT_USAGE
+    for line in read_as:
+        print(f"resolver: {line}", file=sys.stderr)
     try:
         config = _resolve(args, environment=_environment(None, args.rules), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
     print(f"resolver: {config.summary()}", file=sys.stderr, flush=True)
+    os.environ.update(args.rank_variables)  # what torchrun's options give every rank (ROLE_NAME, ...)
     try:
         import runtime
     except ImportError as exc:
@@ -155,15 +167,31 @@ def _run(args: argparse.Namespace) -> int:
         print(f"resolver: each rank's output is logged to {where}", file=sys.stderr, flush=True)
     try:
         return runtime.run_script(
-            config, args.script, list(args.script_args), timeout=args.timeout, module=args.module, output=output
+            config,
+            args.script,
+            list(args.script_args),
+            timeout=args.timeout,
+            module=args.module,
+            output=output,
+            python=not args.no_python,
         )
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
 
 
-def _target_problem(target: str, *, module: bool) -> str | None:
-    """Why ``resolver run`` cannot start ``target`` (a script path, or a module with ``-m``), or None."""
+def _target_problem(target: str, *, module: bool, program: bool = False) -> str | None:
+    """Why ``resolver run`` cannot start ``target`` (a script path, a module with ``-m``, or a program
+    with ``--no-python``), or None."""
+    if program:
+        import shutil
+
+        if shutil.which(target) is None:
+            return (
+                f"error: program {target!r} not found (--no-python runs SCRIPT as a program: a path, or a name "
+                "on PATH)\n  = help: give the program's path, or drop --no-python to run a Python file"
+            )
+        return None
     if module:
         from resolver.runtarget import module_problem
 

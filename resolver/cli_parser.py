@@ -180,6 +180,7 @@ def _add_rank_output_options(parser: argparse.ArgumentParser) -> None:
         help="also write each rank's output to DIR/rank_<N>.log (created; files are overwritten)",
     )
     output.add_argument(
+        "-t",
         "--tee",
         metavar="STREAMS",
         type=_tee,
@@ -262,6 +263,9 @@ def _run_options(run: _Parser) -> None:
         help="stop every rank (and fail) if the run takes longer than this",
     )
     _add_rank_output_options(run)
+    from resolver.cli_torchrun import add_torchrun_options
+
+    add_torchrun_options(run)
     run.add_argument(
         "-m",
         "--module",

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from resolver.config import ResolvedConfig
-from runtime.errors import LaunchTimeoutError, RankFailedError
+from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.ports import check_rendezvous_port
@@ -37,6 +37,21 @@ def _report(problem: Exception, output: RankOutput | None) -> str:
     return "\n".join([head, *(f"[rank {problem.rank}]: {line}" if line else line for line in rest)])
 
 
+#: What torchrun also gives every worker, for libraries that read it to know they run under an
+#: elastic launcher; ``resolver run --role``/``--rdzv-id`` set the first two (through the environment).
+TORCHRUN_DEFAULTS = {
+    "ROLE_NAME": "default",
+    "TORCHELASTIC_RUN_ID": "none",
+    "TORCHELASTIC_RESTART_COUNT": "0",
+    "TORCHELASTIC_MAX_RESTARTS": "0",
+}
+
+
+def _role_variables(config: ResolvedConfig) -> dict[str, str]:
+    """torchrun's ranks within the workers' role: one role here, so the global ones."""
+    return {"ROLE_RANK": str(config.global_rank), "ROLE_WORLD_SIZE": str(config.world_size)}
+
+
 def run_script(
     config: ResolvedConfig,
     script: str,
@@ -45,14 +60,18 @@ def run_script(
     timeout: float | None = None,
     module: bool = False,
     output: RankOutput | None = None,
+    python: bool = True,
 ) -> int:
     """Run ``python script args...`` once per local rank of ``config``; return the exit code.
 
-    With ``module=True``, ``script`` is a module name run as ``python -m script args...`` would.
+    With ``module=True``, ``script`` is a module name run as ``python -m script args...`` would;
+    with ``python=False`` it is a program executed as it is (torchrun's ``--no-python``).
     ``args`` reach the script untouched.
 
     Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
-    ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``) and
+    ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``,
+    ``ROLE_RANK``, ``ROLE_WORLD_SIZE``, ``ROLE_NAME``, ``TORCHELASTIC_RUN_ID``,
+    ``TORCHELASTIC_RESTART_COUNT``, ``TORCHELASTIC_MAX_RESTARTS``) and
     ``RESOLVER_CONFIG`` (``config`` with that copy's ranks), so ``runtime.launch`` in the script
     runs its function as that rank without resolving again. Output streams straight through,
     or, with ``output`` (``resolver run`` passes one), as whole lines prefixed with the rank and
@@ -74,12 +93,18 @@ def run_script(
     if not started_by_cluster:
         check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
-    command = [sys.executable, _SCRIPT_RANK, *(["-m", script] if module else [script]), *args]
+    if not python:
+        if module:
+            raise RuntimeConfigError("python=False runs a program, module=True a Python module: choose one")
+        command = [script, *args]
+    else:
+        command = [sys.executable, _SCRIPT_RANK, *(["-m", script] if module else [script]), *args]
     # The group is left first: every rank is stopped and reaped before the pump writes what is left.
     with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
         for rank in ranks:
             variables = rank_variables(rank, address, port, group.reports.directory)
-            group.popen(rank.global_rank, command, {**os.environ, **variables}, output=pump, local_rank=rank.local_rank)
+            environ = {**TORCHRUN_DEFAULTS, **os.environ, **variables, **_role_variables(rank)}
+            group.popen(rank.global_rank, command, environ, output=pump, local_rank=rank.local_rank)
         try:
             outcome = group.supervisor(timeout).watch()
         except KeyboardInterrupt:

@@ -56,6 +56,8 @@ class RankOutput:
       the folder is created; files are overwritten).
     - ``tee``: which streams go to the log files (0 none, 1 stdout, 2 stderr, 3 both).
     - ``local_ranks_filter``: show only these local ranks on the console (``None``: all).
+    - ``redirects``: streams that go to the log files only, never the console (torchrun's
+      ``--redirects``; same values as ``tee``).
     """
 
     prefix: bool = True
@@ -64,6 +66,7 @@ class RankOutput:
     local_ranks_filter: tuple[int, ...] | None = attrs.field(
         default=None, converter=lambda v: None if v is None else tuple(sorted(set(v)))
     )
+    redirects: int = attrs.field(default=0, validator=_tee)
 
     def check(self, local_world_size: int) -> None:
         """A :class:`RuntimeConfigError` for a filter naming a rank outside the run or an unusable log folder."""
@@ -90,7 +93,7 @@ class RankOutput:
     @property
     def log_folder(self) -> Path | None:
         """The folder of the log files, or ``None`` when nothing is logged."""
-        return None if self.log_dir is None or self.tee == 0 else Path(self.log_dir)
+        return None if self.log_dir is None or (self.tee | self.redirects) == 0 else Path(self.log_dir)
 
     def log_path(self, rank: int) -> Path | None:
         """Where global rank ``rank``'s output is logged."""
@@ -126,7 +129,7 @@ class _Console:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 @attrs.define(eq=False)
@@ -272,8 +275,16 @@ class RankOutputPump:
         assert self.output is not None
         prefix = f"[rank {rank}]: ".encode() if self.output.prefix else b""
         shown = self.output.shows(local_rank)
+        redirects = self.output.redirects
         streams = [
-            _Stream(rank, which, file, console if shown else None, log if self.output.tee & which else None, prefix)
+            _Stream(
+                rank,
+                which,
+                file,
+                console if shown and not redirects & which else None,
+                log if (self.output.tee | redirects) & which else None,
+                prefix,
+            )
             for which, file, console in ((_STDOUT, stdout, self._stdout), (_STDERR, stderr, self._stderr))
         ]
         with self._lock:
