@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
+from runtime.launchers.in_process_rank import InProcessRank
 from runtime.launchers.rank_output import RankOutputPump
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
@@ -90,10 +91,12 @@ class RankGroup:
     def add(self, rank: int, process: RankProcess) -> None:
         self.processes[rank] = process
 
-    def supervisor(self, timeout: float | None, *, rendezvous_timeout: float | None = None) -> Supervisor:
-        return Supervisor(
-            self.processes, self.reports, timeout, rendezvous_timeout=rendezvous_timeout, doorbell=self._bell_read
-        )
+    def supervisor(
+        self, timeout: float | None, *, rendezvous_timeout: float | None = None, in_process: InProcessRank | None = None
+    ) -> Supervisor:
+        """The supervisor of these processes; ``in_process``: a rank running in this process (:class:`Supervisor`)."""
+        return Supervisor(self.processes, self.reports, timeout, rendezvous_timeout=rendezvous_timeout,
+                          doorbell=self._bell_read, in_process=in_process)  # fmt: skip
 
     def release(self, limit: float | None = None) -> None:
         """Hand the processes still running (their work is done) to a background reaper, which

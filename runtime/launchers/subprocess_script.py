@@ -15,8 +15,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runtime.errors import RankFailedError, RuntimeConfigError
+from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
+from runtime.launchers.in_process_rank import InProcessRank
 from runtime.launchers.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutputPump
 from runtime.launchers.reports import RankReports
@@ -71,13 +72,17 @@ class SubprocessScriptLauncher(Launcher):
                 environment = {**os.environ, **variables}
                 group.popen(config.global_rank, command, environment, output=pump, local_rank=local_rank)
             processes = dict(group.processes)
-            supervisor = group.supervisor(self.timeout, rendezvous_timeout=joining_timeout)
+            # This rank runs here: at the launch deadline it is interrupted too (in_process_rank.py).
+            in_process = InProcessRank(own.global_rank, self.timeout)
+            supervisor = group.supervisor(self.timeout, rendezvous_timeout=joining_timeout, in_process=in_process)
             watcher = threading.Thread(target=supervisor.watch, name="rank-supervisor", daemon=True)
             watcher.start()
             try:
                 self._wait_for_peers(processes, reports, supervisor)
-                with environ_patch(rank_variables(own, address, port)):
+                with environ_patch(rank_variables(own, address, port)), in_process.working():
                     result = fn(*args, **kwargs)
+                # If a peer's collective now fails, this rank left it waiting (as a rank process that exits would).
+                supervisor.add_departure(own.global_rank)
                 # Return once every worker's work returned too (or one failed), not when its
                 # interpreter has finished exiting.
                 supervisor.wait_for(lambda: _peers_done(processes, reports, supervisor))
@@ -88,7 +93,9 @@ class SubprocessScriptLauncher(Launcher):
                 assert problem is not None
                 raise problem from None
             except BaseException as exc:
-                if isinstance(exc, Exception):
+                # Interrupted at the launch deadline: the supervisor has recorded the timeout.
+                interrupted = isinstance(exc, LaunchTimeoutError) and supervisor.outcome.timed_out_at is not None
+                if isinstance(exc, Exception) and not interrupted:
                     supervisor.add_failure(Failure.from_exception(own.global_rank, exc))
                 supervisor.stop()
                 watcher.join()

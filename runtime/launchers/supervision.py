@@ -19,6 +19,11 @@ The :class:`Outcome` blames the cause, not its echoes:
   its peers waiting; otherwise ranks still running when the others failed are the hung ones, and
   are named with their stacks;
 - a timeout comes before any communication failure, and before a cause that happened later.
+
+A rank that runs inside the launching process (the ``subprocess`` launcher's rank 0, an
+:class:`~runtime.launchers.in_process_rank.InProcessRank`) takes part in the launch timeout: at the
+deadline its stack is taken with the others', and unless it waits in a collective (stopping its
+peers ends that) it is interrupted before its peers are stopped.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
+from runtime.launchers.in_process_rank import InProcessRank
 from runtime.launchers.rank_processes import GRACE, MultiprocessingRank, PopenRank, RankProcess, stop_processes
 from runtime.launchers.reports import (
     STACK_SIGNAL,
@@ -42,6 +48,7 @@ from runtime.launchers.reports import (
     rendezvous_wait_timeout,
     supervising,
     timeout_error,
+    where_waiting,
 )
 
 __all__ = [
@@ -141,6 +148,7 @@ class Supervisor:
     :meth:`add_failure` records that rank's failure and :meth:`stop` (from any thread) makes it
     stop the processes that are still running. ``rendezvous_timeout`` bounds the time until
     every rank has reported that it reached the rendezvous (:meth:`RankReports.mark_joined`).
+    ``in_process`` is that rank, which the launch timeout covers too (module docstring).
     """
 
     def __init__(
@@ -152,8 +160,10 @@ class Supervisor:
         rendezvous_timeout: float | None = None,
         grace: float = _GRACE,
         doorbell: int | None = None,
+        in_process: InProcessRank | None = None,
     ) -> None:
         self.processes = dict(processes)
+        self.in_process = in_process
         self.reports = reports
         self.timeout = timeout
         self.grace = grace
@@ -179,6 +189,10 @@ class Supervisor:
         """Record the failure of a rank that is not one of the watched processes."""
         self.outcome.failures.append(failure)
         self._ring()
+
+    def add_departure(self, rank: int) -> None:
+        """Record that the work of a rank that is not one of the watched processes returned (just now)."""
+        self.outcome.departures.append(Failure(rank, time.time(), None, "left the run", ""))
 
     def stop(self) -> None:
         """Ask :meth:`watch` to stop every process still running."""
@@ -242,7 +256,7 @@ class Supervisor:
                     continue
                 wait = settle_until - now
             elif self._deadline is not None and now >= self._deadline:
-                self._time_out(running, tuple(sorted(running)))
+                self._time_out(running, tuple(sorted(running)), launch_deadline=True)
                 continue
             elif self._rendezvous_deadline is not None and now >= self._rendezvous_deadline:
                 absent = tuple(sorted(rank for rank in running if not self._has_joined(rank)))
@@ -280,11 +294,21 @@ class Supervisor:
             self._joined.add(rank)
         return rank in self._joined
 
-    def _time_out(self, running: dict[int, RankProcess], ranks: tuple[int, ...]) -> None:
+    def _time_out(
+        self, running: dict[int, RankProcess], ranks: tuple[int, ...], *, launch_deadline: bool = False
+    ) -> None:
         self.outcome.timed_out_at = time.time()
-        self.outcome.timed_out_ranks = ranks
+        own = self.in_process if launch_deadline and self.in_process is not None else None
+        own_stack = own.stack() if own is not None else ""  # "" once its work returned: it is not late
+        self.outcome.timed_out_ranks = tuple(sorted({*ranks, own.rank})) if own is not None and own_stack else ranks
         self._stopped.update(ranks)
-        self.outcome.stacks = self._collect_stacks({rank: running[rank] for rank in ranks})
+        stacks = self._collect_stacks({rank: running[rank] for rank in ranks})
+        if own is not None and own_stack:
+            stacks[own.rank] = own_stack
+            # A wait in a collective ends when its peers are stopped; plain Python only by an interrupt.
+            if where_waiting(own_stack) is None:
+                own.interrupt()
+        self.outcome.stacks = stacks
         self._stop(running)
 
     def _name_stuck_ranks(self, running: Mapping[int, RankProcess]) -> None:

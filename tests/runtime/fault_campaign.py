@@ -2,7 +2,8 @@
 
 ``python tests/runtime/fault_campaign.py [--repeat N] [LAUNCHER...]`` runs each fault of
 :data:`FAULTS` (injected into rank 1 by ``scripts/fault_script.py``, while rank 0 waits for it in a
-barrier) under each launcher (``ddp``, ``ddp_spawn``, ``ddp_fork``: the script launches; ``run``:
+barrier; the ``rank 0:`` faults the other way round, rank 1 waiting in an all_reduce) under each
+launcher (``ddp``, ``ddp_spawn``, ``ddp_fork``: the script launches; ``run``:
 ``resolver run --devices 2 --strategy ddp``) and prints a Markdown table: the error named (type,
 rank(s), exit code), the median seconds from start to failure, and what was left behind (rank
 processes still alive, report folders left in the case's own ``TMPDIR``). Not a test: the
@@ -43,6 +44,8 @@ FAULTS = {
     "hang in collective": "hang",
     "skip collective, exit": "skip",
     "SIGTERM to launcher": "hang",
+    "rank 0: skip collective, return": "skip@0",
+    "rank 0: hang in work": "hang@0",
 }
 #: Defaults of --launch-timeout (bounds "hang in collective") and --rendezvous-timeout ("hang before/in
 #: rendezvous"); on a loaded machine raise the latter above the time ranks take to start.
@@ -129,7 +132,7 @@ def main() -> None:
         parser.error(f"unknown launcher(s) {', '.join(sorted(unknown))}; choose from {', '.join(LAUNCHERS)}")
     print(f"launch timeout {args.launch_timeout:g} s, rendezvous timeout {args.rendezvous_timeout:g} s, "
           f"{args.repeat} run(s) per case")
-    print("| fault in rank 1 | launcher | error named (rank, exit code) | median s to fail "
+    print("| fault (in rank 1 unless named) | launcher | error named (rank, exit code) | median s to fail "
           "| leftover processes | leftover report folders |")
     print("|---|---|---|---|---|---|")
     for fault in args.fault or FAULTS:

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import torch
+from runtime_workers import record_pid, wait_for_pids
 
 import runtime
 from runtime.accelerators.cpu import CPUAccelerator
-from runtime_workers import record_pid, wait_for_pids
 
 DEVICE_FAULT = "RUNTIME_TEST_DEVICE_FAULT"
 
@@ -46,8 +46,23 @@ class FlakyCPUAccelerator(CPUAccelerator):
 
 
 def fault(strategy: runtime.Strategy, kind: str, out: str) -> str:
-    """Rank 1 does ``kind`` while rank 0 waits for it in a barrier."""
+    """Rank 1 does ``kind`` while rank 0 waits for it in a barrier.
+
+    ``KIND@0`` (``skip@0``, ``hang@0``) turns the roles round: rank 0 does it while rank 1 waits
+    for it in an all_reduce (under ``ddp`` rank 0 is the launching process itself).
+    """
     record_pid(Path(out), strategy)
+    kind, _, faulty = kind.partition("@")
+    if faulty == "0":
+        if strategy.global_rank == 0:
+            wait_for_pids(Path(out), strategy.world_size)
+            time.sleep(0.3)  # let rank 1 enter the all_reduce
+            if kind == "skip":
+                return "rank 0 skipped the all_reduce"
+            if kind == "hang":
+                time.sleep(600)
+        strategy.collective.all_reduce(torch.ones(1))
+        return "done"
     if strategy.global_rank == 1:
         wait_for_pids(Path(out), strategy.world_size)
         time.sleep(0.3)  # let rank 0 enter the barrier

@@ -112,6 +112,23 @@ def test_a_rank_that_skips_a_collective_and_exits_is_named_as_the_one_that_left(
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_rank_0_that_skips_a_collective_and_returns_is_named_as_the_one_that_left(
+    launcher: str, tmp_path: Path
+) -> None:
+    # Under ddp rank 0 is the launching process itself: its departure is not a process exit.
+    run = Run(launcher, "skip@0", tmp_path)
+
+    if launcher == "run":
+        assert run.done.returncode == 1, run.done.stderr
+    else:
+        assert (run.outcome["error"], run.outcome["rank"]) == ("RankFailedError", 0), run.outcome
+        assert run.outcome["exit_code"] == (None if launcher == "ddp" else 0), run.outcome
+    exit_code = "" if launcher == "ddp" else " (exit code 0)"
+    assert f"rank 0 failed{exit_code}: its work returned and it left the run while rank 1 still waited" in run.message
+    run.assert_nothing_left()
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 @pytest.mark.parametrize(("kind", "where"), [("device-fail", "being selected"), ("device-late-fail", "joining")])
 def test_a_rank_that_fails_before_joining_fails_the_launch_within_seconds(
     launcher: str, kind: str, where: str, tmp_path: Path
@@ -174,6 +191,35 @@ def test_a_rank_that_hangs_in_its_work_is_reported_with_its_stack_not_as_the_pee
     run.assert_nothing_left()
 
 
+# Under ddp rank 0 runs in the launching process: stopping rank 1 does not end its sleep; the
+# launcher interrupts it (runtime.launchers.in_process_rank). Were it not interrupted, the
+# 600 s sleep would outlast the 140 s the test waits for the script.
+@pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
+def test_a_rank_0_that_hangs_in_plain_python_is_stopped_at_the_timeout_and_named_with_its_stack(
+    launcher: str, tmp_path: Path
+) -> None:
+    run = Run(launcher, "hang@0", tmp_path, timeout=25)
+
+    assert (run.outcome["error"], run.outcome["ranks"]) == ("LaunchTimeoutError", [0]), run.outcome
+    assert "rank 0 did not finish within the 25 s launch timeout" in run.message
+    assert "rank 1 was waiting for it in all_reduce() (called at fault_workers.py:" in run.message
+    assert "in fault" in run.message.split("--- where rank 0 was ---")[1]  # its stack: the sleep in fault()
+    run.assert_nothing_left()
+
+
+def test_a_program_that_uses_sigalrm_itself_keeps_it_and_a_hung_rank_0_is_still_named(tmp_path: Path) -> None:
+    # The script's own SIGALRM handler and alarm (35 s) are set before launch(timeout=25): the
+    # launcher leaves SIGALRM alone, so rank 0 is not interrupted at the deadline (rank 1 is
+    # stopped); the program's own alarm ends the sleep, and the timeout is what is reported.
+    run = Run("ddp", "hang@0", tmp_path, timeout=25, FAULT_SCRIPT_ALARM="35")
+
+    assert (run.outcome["error"], run.outcome["ranks"]) == ("LaunchTimeoutError", [0]), run.outcome
+    assert (run.outcome["alarm_fired"], run.outcome["alarm_handler_kept"]) == (True, True), run.outcome
+    assert "rank 0 did not finish within the 25 s launch timeout" in run.message
+    assert "rank 1 was waiting for it in all_reduce()" in run.message
+    run.assert_nothing_left()
+
+
 # Under ddp the launching process is rank 0, blocked in a barrier its peer never reaches: the
 # SIGTERM is acted on at once all the same (runtime.launchers.signals), not at the 120 s timeout.
 @pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
@@ -212,7 +258,8 @@ def test_a_report_folder_left_by_a_killed_launch_is_removed_by_the_next_launch(t
     stale = tmp_path / f"runtime-ranks-{dead.pid}-1-abc"
     stale.mkdir()
     (stale / "rank-1.error.json").write_text("{}")
-    alive = tmp_path / f"runtime-ranks-{os.getpid()}-{Path(f'/proc/{os.getpid()}/stat').read_text().rsplit(')', 1)[1].split()[19]}-xyz"
+    start_time = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    alive = tmp_path / f"runtime-ranks-{os.getpid()}-{start_time}-xyz"
     alive.mkdir()
 
     os.environ["TMPDIR"], saved = str(tmp_path), os.environ.get("TMPDIR")

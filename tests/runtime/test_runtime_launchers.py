@@ -144,10 +144,12 @@ def test_the_subprocess_launcher_reports_a_failing_child_and_stops_everything(tm
 
 
 def test_the_subprocess_launcher_stops_a_hanging_child_at_the_timeout(tmp_path: Path) -> None:
-    done = run_script(str(tmp_path), "hang", "4")
+    # The timeout covers start-up too: long enough for both ranks to start on a loaded machine (a
+    # rank 0 still starting at the deadline is named as well, as it would be under ddp_spawn).
+    done = run_script(str(tmp_path), "hang", "15")
 
     assert done.returncode != 0
-    assert "LaunchTimeoutError: rank 1 did not finish within the 4 s launch timeout" in done.stderr
+    assert "LaunchTimeoutError: rank 1 did not finish within the 15 s launch timeout" in done.stderr
     assert all(process_is_gone(pid) for pid in recorded_pids(tmp_path))
 
 
