@@ -64,19 +64,27 @@ class CollectiveNotSupportedError(CollectiveMisuseError, NotImplementedError):
 
 
 class BarrierTimeoutError(TimeoutError):
-    """``monitored_barrier`` waited its timeout for ranks that did not arrive (:attr:`missing`, global ranks).
+    """``monitored_barrier`` gave up after its timeout.
 
-    It is what the waiting rank sees, not the cause: the launcher blames the missing ranks (with
-    their stacks, where it can take them) when they are still running at the launch's end.
+    On the group's first rank (which collects the arrivals), :attr:`missing` holds the global ranks
+    that did not arrive. On the other ranks it is empty: they only know that the first rank did not
+    confirm (it found ranks missing, or is late itself). Either way it is what a waiting rank sees,
+    not the cause: the launcher blames the ranks still running (with their stacks).
     """
 
-    def __init__(self, operation: str, rank: int, missing: Sequence[int], timeout: float, detail: str) -> None:
+    def __init__(self, rank: int, timeout: float | None, missing: Sequence[int] = (), first: int | None = None) -> None:
         self.rank = rank
         self.missing = tuple(missing)
         self.timeout = timeout
-        names = ", ".join(map(str, self.missing)) or "unknown"
+        limit = "the collective timeout" if timeout is None else f"{timeout:g} s"
+        if first is None:
+            what = f"rank {rank} waited {limit} for rank(s) {', '.join(map(str, self.missing))}, which did not arrive"
+        else:
+            what = (
+                f"rank {rank} arrived, but rank {first} (which collects the arrivals) did not confirm within "
+                f"{limit}: some rank did not arrive (rank {first}'s error names it), or rank {first} itself is late"
+            )
         super().__init__(
-            f"{operation}: rank {rank} waited {timeout:g} s for rank(s) {names}, which did not arrive "
-            f"({detail})\n  hint: look at where those ranks are (their stacks, when the launch reports them): "
-            "a rank that skips or reorders a collective, or hangs before it, never arrives"
+            f"monitored_barrier: {what}\n  hint: look at where the missing ranks are (their stacks, when the "
+            "launch reports them): a rank that skips or reorders a collective, or hangs before it, never arrives"
         )

@@ -390,17 +390,14 @@ _MISSING_RANKS = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 
 def _barrier_timeout(exc: RuntimeError, rank: int, group: CollectiveGroup, timeout: float | None) -> BaseException:
     """gloo's monitored-barrier failure, as a :class:`BarrierTimeoutError` naming global ranks."""
-    limit = timeout if timeout is not None else float("nan")
     found = _MISSING_RANKS.search(str(exc))
-    if found:
+    if found:  # the group's first rank: gloo names the group ranks that did not arrive
         missing = [group.ranks[int(r)] for r in found.group(1).replace(" ", "").split(",") if r]
-        error = BarrierTimeoutError("monitored_barrier", rank, missing, limit, "gloo's monitored barrier")
+        error = BarrierTimeoutError(rank, timeout, missing)
     elif rank != group.ranks[0]:
-        error = BarrierTimeoutError(
-            "monitored_barrier", rank, [group.ranks[0]], limit,
-            f"rank {group.ranks[0]} collects the arrivals and did not confirm: it is late, or found ranks missing "
-            "and raised (its error names them)",
-        )  # fmt: skip
+        # gloo says "received errors while waiting for rank 0", or that rank 0 closed the connection
+        # (it does once it gave up on the missing ranks): either way rank 0 never confirmed.
+        error = BarrierTimeoutError(rank, timeout, first=group.ranks[0])
     else:
         return exc
     mark_as_echo(error)  # the ranks that did not come are the cause (the launcher blames them)
