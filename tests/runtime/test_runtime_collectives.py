@@ -15,7 +15,8 @@ def test_the_single_device_collective_holds_one_process() -> None:
 
 
 def test_the_torch_collective_says_when_it_is_not_set_up() -> None:
-    with pytest.raises(RuntimeError, match=r"^all_reduce: the torch collective is not set up.*\n  hint: .*strategy.launch"):
+    expected = r"^all_reduce: the torch collective is not set up.*\n  hint: .*strategy.launch"
+    with pytest.raises(RuntimeError, match=expected):
         TorchCollective().all_reduce(torch.ones(1))
 
 
@@ -23,7 +24,8 @@ def test_misuse_errors_are_value_errors_and_exported() -> None:
     assert issubclass(runtime.CollectiveMisuseError, ValueError)
     collective = SingleDeviceCollective()
     collective.setup(rank=0, world_size=1)
-    with pytest.raises(CollectiveMisuseError, match="all_reduce: group must be a CollectiveGroup from collective.new_group"):
+    expected = "all_reduce: group must be a CollectiveGroup from collective.new_group"
+    with pytest.raises(CollectiveMisuseError, match=expected):
         collective.all_reduce(torch.ones(1), group=[0])  # type: ignore[arg-type]
 
 
