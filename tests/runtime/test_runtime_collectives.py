@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import runtime
-from runtime.collectives import CollectiveMisuseError, SingleDeviceCollective, TorchCollective
+from runtime.collectives import CollectiveMisuseError, HorovodCollective, SingleDeviceCollective, TorchCollective
 
 
 def test_the_single_device_collective_holds_one_process() -> None:
@@ -43,3 +43,21 @@ def test_an_existing_process_group_is_adopted_and_left_in_place() -> None:
         adopt_users_group, accelerator="cpu", devices=2, strategy="ddp_fork", timeout=60
     )
     assert still_there and total == 2.0
+
+
+def test_horovod_declares_what_it_lacks_and_says_so_before_needing_horovod() -> None:
+    """Horovod runs in CI's own phase; its declarations are checked here (no Horovod needed to raise)."""
+    collective = HorovodCollective()
+    calls = {
+        "send": lambda: collective.send(torch.ones(1), dst=1),
+        "recv": lambda: collective.recv(torch.ones(1), src=1),
+        "recv_any": lambda: collective.recv_any(torch.ones(1)),
+        "isend": lambda: collective.isend(torch.ones(1), dst=1),
+        "irecv": lambda: collective.irecv(torch.ones(1), src=1),
+        "monitored_barrier": lambda: collective.monitored_barrier(timeout=1.0),
+    }
+    assert set(HorovodCollective.unsupported_operations) == set(calls)
+    for name, call in calls.items():
+        with pytest.raises(CollectiveMisuseError, match=rf"the horovod collective cannot do '{name}': Horovod"):
+            call()
+    assert set(HorovodCollective.unsupported_reduce_ops) == {"band", "bor", "bxor"}
