@@ -289,10 +289,10 @@ class CollectiveCore(ABC):
 
     def _group(self, operation: str, group: CollectiveGroup | None, async_op: object = False) -> CollectiveGroup:
         self._supported(operation)
+        self._require_setup(operation)  # the state first: it is what to fix before any argument
         problem = bool_problem(operation, "async_op", async_op)
         if problem is not None:
             raise problem
-        self._require_setup(operation)
         g = self.world if group is None else group
         if not isinstance(g, CollectiveGroup):
             raise CollectiveArgumentTypeError(

@@ -42,6 +42,11 @@ class PointToPoint(CollectiveCore):
     def recv(self, tensor: torch.Tensor, src: int, group: CollectiveGroup | None = None, tag: int = 0) -> torch.Tensor:
         """Receive into ``tensor`` what rank ``src`` sends with :meth:`send` (same ``tag``), and return it."""
         g = self._group("recv", group)
+        if src is None:
+            raise CollectiveArgumentTypeError(
+                "recv: src must be an integer rank, got None\n  hint: to receive from whichever rank sends, "
+                "use recv_any(tensor), which also returns the sender"
+            )
         _raise(first(tensor_problem("recv", "tensor", tensor, "the buffer this rank receives into"),
                      overlap_problem("recv", "tensor", tensor), _tag_problem("recv", tag),
                      _peer_problem("recv", "src", src, g, self._rank)))  # fmt: skip

@@ -195,7 +195,7 @@ SWEEP: dict[str, Sweep] = {
         lambda c: c.recv(_t(c), src=_next(c)),
         (
             Misuse(lambda c: c.recv(2, src=_next(c)), r"recv: tensor must be a torch\.Tensor .*got int"),
-            Misuse(lambda c: c.recv(_t(c), src=None), r"recv: src must be an integer rank.*got None"),
+            Misuse(lambda c: c.recv(_t(c), src=None), r"recv: src must be an integer rank, got None.*use recv_any"),
         ),
         Misuse(lambda c: c.recv(_t(c), src=c.world_size), r"recv: src=\d+ is not a rank of the group"),
     ),

@@ -406,7 +406,7 @@ def all_gather_object_orders_objects_by_rank(c: Collective, rank: int, world: in
     assert c.all_gather_object(("rank", rank, None)) == [("rank", r, None) for r in range(world)]
 
 
-@case("all_reduce")
+@case("all_gather")
 def reduce_boolean_decision_agrees_on_all_or_any(c: Collective, rank: int, world: int) -> None:
     assert c.reduce_boolean_decision(rank == 0, all=False) is True
     assert c.reduce_boolean_decision(rank == 0, all=True) is (world == 1)

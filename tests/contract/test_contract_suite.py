@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from collective_cases import CASE_NAMES, CASES, run_cases
 
-from runtime.collectives import CollectiveGroup, SingleDeviceCollective
+from runtime.collectives import OPERATIONS, CollectiveGroup, SingleDeviceCollective
 
 
 class NoScatter(SingleDeviceCollective):
@@ -31,22 +31,7 @@ def results_of(collective: SingleDeviceCollective) -> dict[str, str]:
 def test_every_case_names_the_operations_it_uses() -> None:
     assert len(CASE_NAMES) >= 40
     operations = {op for case in CASES.values() for op in case.operations}
-    assert operations >= {
-        "broadcast",
-        "all_reduce",
-        "reduce",
-        "all_gather",
-        "gather",
-        "scatter",
-        "reduce_scatter",
-        "all_to_all",
-        "send",
-        "recv",
-        "barrier",
-        "broadcast_object",
-        "all_gather_object",
-        "new_group",
-    }
+    assert operations == set(OPERATIONS), f"operations no case uses: {set(OPERATIONS) - operations}"
 
 
 def test_a_declared_unsupported_operation_must_raise_precisely_and_skips_the_cases_using_it() -> None:
