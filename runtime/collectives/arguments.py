@@ -39,6 +39,11 @@ REDUCE_OPS: tuple[str, ...] = ("sum", "mean", "max", "min", "product", "band", "
 REDUCE_OP_ALIASES: dict[str, str] = {"avg": "mean", "prod": "product"}
 
 _BITWISE = ("band", "bor", "bxor")
+_NAMES = {
+    spelling: canonical
+    for alias, canonical in [*((n, n) for n in REDUCE_OPS), *REDUCE_OP_ALIASES.items()]
+    for spelling in (alias, alias.upper())
+}
 
 
 def type_name(value: object) -> str:
@@ -150,8 +155,8 @@ def seconds_problem(operation: str, name: str, value: object) -> CollectiveMisus
 def overlap_problem(operation: str, name: str, tensor: object) -> CollectiveMisuseError | None:
     """Why the operation cannot write its result into ``tensor``: an expanded view (stride 0), whose
     elements share memory, cannot hold one value per element."""
-    if not isinstance(tensor, torch.Tensor) or tensor.device.type == "xla":
-        return None
+    if not isinstance(tensor, torch.Tensor) or tensor.is_contiguous() or tensor.device.type == "xla":
+        return None  # a contiguous tensor has no dimension of stride 0 with more than one element
     shared = [d for d, (size, stride) in enumerate(zip(tensor.shape, tensor.stride(), strict=True))
               if stride == 0 and size > 1]  # fmt: skip
     if not shared:
@@ -166,6 +171,9 @@ def overlap_problem(operation: str, name: str, tensor: object) -> CollectiveMisu
 def reduce_op_name(op: object) -> str | None:
     """The canonical name of ``op`` (a name in any case, an alias, or torch's ``ReduceOp``), or None."""
     if isinstance(op, str):
+        known = _NAMES.get(op)  # the common spellings, without string work on every call
+        if known is not None:
+            return known
         name = op.strip().lower()
     else:
         op = getattr(op, "op", op)  # a torch.distributed.ReduceOp wraps its RedOpType
@@ -176,10 +184,12 @@ def reduce_op_name(op: object) -> str | None:
     return name if name in REDUCE_OPS else None
 
 
-def reduce_op_problem(op: object, tensor: object, operation: str = "") -> CollectiveMisuseError | None:
-    """Why ``op`` cannot reduce ``tensor`` (None when it can)."""
+def reduce_op_problem(
+    op: object, tensor: object, operation: str = "", name: str | None = None
+) -> CollectiveMisuseError | None:
+    """Why ``op`` cannot reduce ``tensor`` (None when it can); ``name``: ``reduce_op_name(op)`` if known."""
     prefix = f"{operation}: " if operation else ""
-    name = reduce_op_name(op)
+    name = name or reduce_op_name(op)
     if name is None:
         known = ", ".join([*REDUCE_OPS, *REDUCE_OP_ALIASES])
         return CollectiveMisuseError(

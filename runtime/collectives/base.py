@@ -117,8 +117,9 @@ class Collective(PointToPoint, ObjectOperations):
     ) -> Any:
         """Every rank's ``tensor`` becomes the element-wise reduction over the group's ranks."""
         g = self._group("all_reduce", group, async_op)
-        self._agree("all_reduce", g, self._reduction("all_reduce", op, tensor))
-        return self._run("all_reduce", async_op, tensor, reduce_op_name(op), g)
+        call = self._reduction("all_reduce", op, tensor)
+        self._agree("all_reduce", g, call)
+        return self._run("all_reduce", async_op, tensor, REDUCE_OPS[call.op], g)
 
     @noted
     def reduce(
@@ -135,7 +136,7 @@ class Collective(PointToPoint, ObjectOperations):
         call = self._reduction("reduce", op, tensor)
         call = _evolve(call, root=_root(dst), problem=first(call.problem, root_problem("dst", dst, g.ranks, "reduce")))
         self._agree("reduce", g, call)
-        return self._run("reduce", async_op, tensor, int(dst), reduce_op_name(op), g)
+        return self._run("reduce", async_op, tensor, int(dst), REDUCE_OPS[call.op], g)
 
     @noted
     def all_gather(self, tensor: torch.Tensor, group: CollectiveGroup | None = None, async_op: bool = False) -> Any:
@@ -208,7 +209,7 @@ class Collective(PointToPoint, ObjectOperations):
                 f"{tuple(tensor.shape)}"
             ))  # fmt: skip
         self._agree("reduce_scatter", g, call)
-        return self._run("reduce_scatter", async_op, tensor, reduce_op_name(op), g)
+        return self._run("reduce_scatter", async_op, tensor, REDUCE_OPS[call.op], g)
 
     @noted
     def all_to_all(
@@ -334,10 +335,14 @@ class Collective(PointToPoint, ObjectOperations):
     # -- helpers ----------------------------------------------------------------------------------
 
     def _reduction(self, operation: str, op: object, tensor: object) -> Call:
+        """The call of a reducing operation; its ``op`` indexes :data:`REDUCE_OPS` (what the engine gets)."""
         name = reduce_op_name(op)
-        problem = first(tensor_problem(operation, "tensor", tensor, "reduced in place"),
-                        overlap_problem(operation, "tensor", tensor), reduce_op_problem(op, tensor, operation),
-                        self._op_support_problem(operation, op))  # fmt: skip
+        problem = (
+            tensor_problem(operation, "tensor", tensor, "reduced in place")
+            or overlap_problem(operation, "tensor", tensor)
+            or reduce_op_problem(op, tensor, operation, name)
+            or self._op_support_problem(operation, name)
+        )
         code = REDUCE_OPS.index(name) if name is not None else -1
         return Call(op=code, signatures=(Signature.of(tensor),), problem=problem)
 

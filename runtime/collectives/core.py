@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 import torch
 
-from runtime.collectives.arguments import as_rank, bool_problem, reduce_op_name, type_name
+from runtime.collectives.arguments import as_rank, bool_problem, type_name
 from runtime.collectives.checks import Call, Pairing, verdict
 from runtime.collectives.errors import (
     CollectiveArgumentTypeError,
@@ -278,8 +278,8 @@ class CollectiveCore(ABC):
         """Why this engine cannot reduce with ``op`` (a canonical name), or None."""
         return self.unsupported_reduce_ops.get(op)
 
-    def _op_support_problem(self, operation: str, op: object) -> CollectiveMisuseError | None:
-        name = reduce_op_name(op)
+    def _op_support_problem(self, operation: str, name: str | None) -> CollectiveMisuseError | None:
+        """Why this engine cannot reduce with ``name`` (a canonical reduce op name, or None: unknown)."""
         reason = None if name is None else self._reduce_op_unsupported(name)
         if reason is None:
             return None
@@ -310,8 +310,8 @@ class CollectiveCore(ABC):
         """Exchange ``call`` with the group and raise the same error on every rank if they do not fit."""
         if call.problem is not None and (group.size == 1 or not self.check_across_ranks):
             raise call.problem
-        if not self.check_across_ranks:
-            return
+        if not self.check_across_ranks or (group.size == 1 and pairing == "same"):
+            return  # nobody to disagree with
         key = None
         if group.size == 1:
             calls = [(False, call)]
