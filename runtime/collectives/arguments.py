@@ -68,9 +68,12 @@ def tensor_problem(operation: str, name: str, value: object, role: str, hint: st
         hint = f"pass one tensor as {name}, not a {type_name(value)}"
     elif not hint and isinstance(value, (int, float, complex, bool)):
         hint = f"wrap the number in a tensor: torch.tensor({value!r}, device=collective.device)"
+    elif not hint:
+        hint = f"pass a torch.Tensor (created on collective.device) as {name}"
+        if type(value).__module__.split(".")[0] == "numpy":
+            hint += ": torch.from_numpy(array).to(collective.device)"
     return CollectiveArgumentTypeError(
-        f"{operation}: {name} must be a torch.Tensor ({role}), got {type_name(value)} {_shown(value)}"
-        + (f"\n  hint: {hint}" if hint else "")
+        f"{operation}: {name} must be a torch.Tensor ({role}), got {type_name(value)} {_shown(value)}\n  hint: {hint}"
     )
 
 
@@ -90,7 +93,8 @@ def tensor_list_problem(operation: str, name: str, value: object, role: str) -> 
         i, item = wrong[0]
         return CollectiveArgumentTypeError(
             f"{operation}: {name} must hold torch.Tensor items ({role}), but {name}[{i}] is "
-            f"{type_name(item)} {_shown(item)}"
+            f"{type_name(item)} {_shown(item)}\n"
+            "  hint: make every item a tensor (torch.tensor(x, device=collective.device))"
         )
     return None
 
@@ -109,10 +113,10 @@ def rank_problem(operation: str, name: str, value: object) -> CollectiveMisuseEr
     """Why ``value`` is not an integer at all (a rank's type); :func:`root_problem` checks membership."""
     if as_rank(value) is not None:
         return None
+    hint = "pass int(x)" if isinstance(value, (float, torch.Tensor)) else "pass a global rank of the group, e.g. 0"
     return CollectiveArgumentTypeError(
         f"{operation}: {name} must be an integer rank (int, or any integer with __index__ such as numpy.int64), "
-        f"got {type_name(value)} {_shown(value)}"
-        + ("\n  hint: pass int(x)" if isinstance(value, (float, torch.Tensor)) else "")
+        f"got {type_name(value)} {_shown(value)}\n  hint: {hint}"
     )
 
 
@@ -125,8 +129,8 @@ def root_problem(name: str, root: object, ranks: Sequence[int], operation: str =
         return problem
     if operator.index(root) not in ranks:  # type: ignore[arg-type]
         return CollectiveMisuseError(
-            f"{prefix}{name}={root!r} is not a rank of the group (its global ranks are {', '.join(map(str, ranks))}); "
-            f"pass one of them as {name}"
+            f"{prefix}{name}={root!r} is not a rank of the group (its global ranks are {', '.join(map(str, ranks))})"
+            f"\n  hint: pass one of them as {name}"
         )
     return None
 
@@ -135,7 +139,8 @@ def bool_problem(operation: str, name: str, value: object) -> CollectiveMisuseEr
     if isinstance(value, bool):
         return None
     return CollectiveArgumentTypeError(
-        f"{operation}: {name} must be True or False, got {type_name(value)} {_shown(value)}"
+        f"{operation}: {name} must be True or False, got {type_name(value)} {_shown(value)}\n"
+        f"  hint: pass {name}=bool(x) if that is what you mean"
     )
 
 
@@ -148,7 +153,7 @@ def seconds_problem(operation: str, name: str, value: object) -> CollectiveMisus
         return None
     return CollectiveArgumentTypeError(
         f"{operation}: {name} must be a number of seconds > 0 or a datetime.timedelta, got {type_name(value)} "
-        f"{_shown(value)}"
+        f"{_shown(value)}\n  hint: e.g. {name}=30.0 or {name}=datetime.timedelta(seconds=30)"
     )
 
 
@@ -193,7 +198,8 @@ def reduce_op_problem(
     if name is None:
         known = ", ".join([*REDUCE_OPS, *REDUCE_OP_ALIASES])
         return CollectiveMisuseError(
-            f"{prefix}unknown reduce op {op!r}; use one of {known} (any case), or a torch.distributed.ReduceOp"
+            f"{prefix}unknown reduce op {op!r}; use one of {known} (any case), or a torch.distributed.ReduceOp\n"
+            "  hint: e.g. op='sum' or op=torch.distributed.ReduceOp.SUM"
         )
     if not isinstance(tensor, torch.Tensor):
         return None  # the tensor's own check says so

@@ -327,7 +327,7 @@ class Collective(PointToPoint, ObjectOperations):
         if invalid:
             raise problem or CollectiveMisuseError(
                 f"reduce_boolean_decision: rank(s) {', '.join(map(str, invalid))} passed invalid arguments "
-                "(see their error); no decision was made"
+                "(see their error); no decision was made\n  hint: fix the call on those ranks as their error says"
             )
         count = sum(int(v) for v in votes)
         return count == len(votes) if all else count > 0
@@ -378,7 +378,8 @@ def _splits(
     if values is None or any(v is None or v < 0 for v in values):
         return [], CollectiveArgumentTypeError(
             f"{where}_split_sizes must be a list of integers >= 0 (rows for each rank), "
-            f"got {type_name(sizes)} {sizes!r}"
+            f"got {type_name(sizes)} {sizes!r}\n"
+            "  hint: pass one row count per rank of the group, or None for equal parts"
         )
     if len(values) != size or sum(values) != rows:  # type: ignore[arg-type]
         return [], CollectiveMisuseError(

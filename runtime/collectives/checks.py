@@ -150,7 +150,7 @@ def verdict(
             return own.problem
         return CollectiveMisuseError(
             f"{operation}: rank(s) {_ranks(troubled)} passed invalid arguments (see their error); "
-            "no rank ran the operation"
+            f"no rank ran the operation\n  hint: fix the call on rank(s) {_ranks(troubled)} as their error says"
         )
     decoded = [call for _, call in calls]
     ops = {call.op for call in decoded}

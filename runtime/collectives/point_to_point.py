@@ -129,7 +129,8 @@ def _peer_problem(
     problem = root_problem(name, peer, group.ranks, operation)
     if problem is None and as_rank(peer) == rank:
         problem = CollectiveMisuseError(
-            f"{operation}: {name}={peer!r} is this rank itself; send/recv need another rank of the group"
+            f"{operation}: {name}={peer!r} is this rank itself; send/recv need another rank of the group\n"
+            "  hint: pass the peer's global rank (a tensor that stays on this rank needs no message)"
         )
     return problem
 
@@ -138,6 +139,8 @@ def _tag_problem(operation: str, tag: object) -> CollectiveMisuseError | None:
     value = as_rank(tag)
     if value is not None and value >= 0:
         return None
-    return CollectiveArgumentTypeError(
-        f"{operation}: tag must be an integer >= 0 (the same on both ends), got {type_name(tag)} {tag!r}"
+    kind = CollectiveMisuseError if value is not None else CollectiveArgumentTypeError
+    return kind(
+        f"{operation}: tag must be an integer >= 0 (the same on both ends), got {type_name(tag)} {tag!r}\n"
+        "  hint: pass the same non-negative int as tag to the sender and the receiver"
     )

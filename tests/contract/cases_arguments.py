@@ -13,6 +13,7 @@ method (a new method without an entry fails there) and calls each before set-up 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import attrs
@@ -300,11 +301,13 @@ def every_public_operation_checks_argument_types_and_ranks_first(c: Collective, 
             with pytest.raises(CollectiveNotSupportedError, match=rf"the {c.name} collective cannot do '{name}'"):
                 sweep.wrong_types[0].call(c)
             continue
-        for misuse in sweep.wrong_types:
-            raises_on_every_rank(c, CollectiveMisuseError, misuse.match, lambda misuse=misuse: misuse.call(c))
-        raises_on_every_rank(
-            c, CollectiveMisuseError, sweep.wrong_rank.match, lambda sweep=sweep: sweep.wrong_rank.call(c)
-        )
+        for misuse in (*sweep.wrong_types, sweep.wrong_rank):
+            with pytest.raises(CollectiveMisuseError, match=re.compile(misuse.match, re.DOTALL)) as raised:
+                misuse.call(c)  # the message names the operation and the argument (the match) ...
+            assert "\n  hint: " in str(raised.value), (
+                f"{name}: the error says no fix: {raised.value}"
+            )  # ... and the fix
+            assert_still_usable(c)
 
 
 @case("all_reduce", "scatter", min_world_size=2)
