@@ -101,7 +101,7 @@ def tensor_list_problem(operation: str, name: str, value: object, role: str) -> 
 
 def as_rank(value: object) -> int | None:
     """``value`` as a rank: any integer (``int``, ``numpy.int64``, anything with ``__index__``) but a bool."""
-    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
+    if isinstance(value, bool):  # an int to Python, never meant as a rank (numpy's bool has no __index__)
         return None
     try:
         return operator.index(value)  # type: ignore[arg-type]
