@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -14,13 +13,17 @@ import torch.distributed as dist
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.collectives.errors import BarrierTimeoutError, CollectiveNotSupportedError
 from runtime.collectives.handles import CollectiveHandle
-from runtime.errors import PortInUseError, RendezvousWaitError
-from runtime.launchers.reports import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
-from runtime.ports import port_is_free
+from runtime.collectives.torch_rendezvous import (
+    import_group_default_modules,
+    rendezvous_store,
+    tcp_url,
+    wait_for_every_rank,
+)
+from runtime.launchers.reports import mark_as_echo
 from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 from runtime.registry import register_collective
 
-__all__ = ["TorchCollective"]
+__all__ = ["TorchCollective", "import_group_default_modules"]
 
 T = TypeVar("T")
 
@@ -41,84 +44,6 @@ def _as_timedelta(timeout: timedelta | float | None) -> timedelta | None:
     if timeout is None or isinstance(timeout, timedelta):
         return timeout
     return timedelta(seconds=float(timeout))
-
-
-def import_group_default_modules() -> None:
-    """Import, before any group exists, the modules that bind ``group.WORLD`` as a default argument.
-
-    ``torch.distributed.nn.functional`` does so at import, and DistributedDataParallel imports it
-    on first use. Imported while a group exists, it keeps that group alive past
-    ``destroy_process_group``; the group's gloo worker threads then outlive it and can abort the
-    process at interpreter exit (releasing Python tensors during finalization).
-    A launcher that forks its ranks imports them once, before forking (if no group exists yet).
-    """
-    import torch.distributed.nn.functional  # noqa: F401
-
-
-def _tcp_url(address: str, port: int) -> str:
-    host = f"[{address}]" if ":" in address else address
-    return f"tcp://{host}:{port}"
-
-
-_ARRIVED = "runtime-rendezvous/arrived-"
-#: The longest sleep between two looks at the store while the launching process may give up.
-_POLL = 0.05
-
-
-def _rendezvous_store(address: str, port: int, rank: int, world_size: int, timeout: float) -> dist.TCPStore:
-    """The run's key-value store: rank 0 hosts it, the others connect (retrying for ``timeout`` s)."""
-    try:
-        return dist.TCPStore(
-            address, port, world_size, is_master=rank == 0, timeout=timedelta(seconds=timeout), wait_for_workers=False
-        )
-    except dist.DistError as exc:
-        if rank == 0:
-            if not port_is_free(port):
-                raise PortInUseError(address, port, "MASTER_PORT") from exc
-            raise
-        # The client retried until the timeout: rank 0 never opened the store (or the address is wrong).
-        error = RendezvousWaitError(rank, (0,), timeout, _tcp_url(address, port))
-        mark_as_echo(error)
-        raise error from exc
-
-
-def _wait_for_every_rank(store: dist.TCPStore, rank: int, world_size: int, timeout: float, where: str) -> None:
-    """Announce this rank in the store and wait (at most ``timeout`` s) until every rank has.
-
-    gloo/nccl wait for their peers with the collective timeout; waiting here first bounds the
-    rendezvous by its own timeout, and tells which ranks never came. In a rank process the store
-    wakes the wait as soon as the last rank arrives. Where the rank runs in the launching process
-    (the subprocess launcher's rank 0), the wait looks at the store at growing intervals (1 ms
-    up to 50 ms) instead, so that it stops as soon as its launcher gave up on the launch
-    (:func:`~runtime.launchers.reports.rendezvous_abandoned`: a peer failed or timed out).
-    """
-    store.set(f"{_ARRIVED}{rank}", "1")
-    deadline = time.monotonic() + timeout
-    waiting = [peer for peer in range(world_size) if peer != rank]
-    if not rendezvous_may_be_abandoned():
-        try:
-            store.wait([f"{_ARRIVED}{peer}" for peer in waiting], timedelta(seconds=timeout))
-            return
-        except dist.DistError:  # the timeout, or rank 0 (the store's host) is gone
-            pass
-    pause = 0.001
-    while True:
-        waiting = [peer for peer in waiting if not _arrived(store, peer)]
-        if not waiting:
-            return
-        if rendezvous_abandoned() or time.monotonic() >= deadline:
-            error = RendezvousWaitError(rank, waiting, timeout, where)
-            mark_as_echo(error)  # the peers it waited for are the cause, not this rank
-            raise error
-        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(pause * 2, _POLL)
-
-
-def _arrived(store: dist.TCPStore, peer: int) -> bool:
-    try:
-        return bool(store.check([f"{_ARRIVED}{peer}"]))
-    except dist.DistError:
-        return False
 
 
 @register_collective("torch")
@@ -166,7 +91,8 @@ class TorchCollective(Collective):
         The rendezvous is bounded by ``rendezvous_timeout`` (default: ``RUNTIME_RENDEZVOUS_TIMEOUT``,
         else 300 s), every later operation by ``timeout``: rank 0 hosts
         a ``TCPStore`` with the rendezvous timeout, every rank waits there until all have arrived
-        (:func:`_wait_for_every_rank`), and only then joins gloo/nccl with the collective timeout.
+        (:func:`~runtime.collectives.torch_rendezvous.wait_for_every_rank`), and only then joins gloo/nccl
+        with the collective timeout.
         """
         if not dist.is_available():
             raise RuntimeError("this torch build has no torch.distributed support")
@@ -189,8 +115,8 @@ class TorchCollective(Collective):
             kwargs["timeout"] = pg_timeout
         if rendezvous_timeout is None:
             rendezvous_timeout = default_rendezvous_timeout()
-        store = _rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
-        _wait_for_every_rank(store, rank, world_size, rendezvous_timeout, _tcp_url(master_addr, master_port))
+        store = rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
+        wait_for_every_rank(store, rank, world_size, rendezvous_timeout, tcp_url(master_addr, master_port))
         dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, **kwargs)
         self._adopt(owns=True)
 
