@@ -285,7 +285,7 @@ class CollectiveCore(ABC):
         if reason is None:
             return None
         return CollectiveNotSupportedError(
-            self.name, f"{operation} with op {name!r}", reason, hint="reduce with an op this engine has"
+            self.name, operation, f"no {name!r} reduction ({reason})", hint="reduce with an op this engine has"
         )
 
     def _group(self, operation: str, group: CollectiveGroup | None, async_op: object = False) -> CollectiveGroup:
