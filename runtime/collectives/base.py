@@ -320,16 +320,16 @@ class Collective(PointToPoint, ObjectOperations):
             ),
             bool_problem("reduce_boolean_decision", "all", all),
         )  # fmt: skip
-        # An invalid decision still votes (as "no") so that the ranks raise together.
+        # A rank with invalid arguments still takes part, voting -1, so that every rank raises together.
         vote = torch.tensor(-1 if problem else int(bool(decision)), dtype=torch.int32, device=self._device())
-        votes = self.all_gather(vote, group)
-        invalid = [r for r, v in zip((group or self.world).ranks, votes, strict=True) if int(v) < 0]
+        votes = torch.stack(self.all_gather(vote, group)).tolist()  # one read from the device
+        invalid = [r for r, v in zip((group or self.world).ranks, votes, strict=True) if v < 0]
         if invalid:
             raise problem or CollectiveMisuseError(
                 f"reduce_boolean_decision: rank(s) {', '.join(map(str, invalid))} passed invalid arguments "
                 "(see their error); no decision was made\n  hint: fix the call on those ranks as their error says"
             )
-        count = sum(int(v) for v in votes)
+        count = sum(votes)
         return count == len(votes) if all else count > 0
 
     # -- helpers ----------------------------------------------------------------------------------
