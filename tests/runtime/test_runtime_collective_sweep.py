@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "contract"))
 
@@ -68,7 +69,7 @@ def test_every_method_after_teardown_names_itself_and_the_fix() -> None:
     _assert_every_method_says_it_is_not_set_up(single)
     torch_collective = TorchCollective()  # a real gloo group of one process, then left
     torch_collective.setup(rank=0, world_size=1, backend="gloo", master_port=find_free_port(), timeout=30)
-    assert float(torch_collective.all_reduce(__import__("torch").ones(1))) == 1.0
+    assert float(torch_collective.all_reduce(torch.ones(1))) == 1.0
     torch_collective.teardown()
     _assert_every_method_says_it_is_not_set_up(torch_collective)
 
