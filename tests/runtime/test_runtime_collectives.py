@@ -61,3 +61,36 @@ def test_horovod_declares_what_it_lacks_and_says_so_before_needing_horovod() -> 
         with pytest.raises(CollectiveMisuseError, match=rf"the horovod collective cannot do '{name}': Horovod"):
             call()
     assert set(HorovodCollective.unsupported_reduce_ops) == {"band", "bor", "bxor"}
+
+
+def unchecked_operations(strategy: runtime.Strategy) -> dict[str, object]:
+    """With the comparison across ranks off, the operations still work and wrong types still raise."""
+    c = strategy.collective
+    c.check_across_ranks = False
+    rank = strategy.global_rank
+    out: dict[str, object] = {}
+    if rank == 0:
+        tensor, sender = c.recv_any(torch.zeros(2), tag=4)
+        out["recv_any"] = (tensor.tolist(), sender)
+        c.send(torch.full((2,), 7.0), dst=1)
+    else:
+        c.send(torch.full((2,), 5.0), dst=0, tag=4)
+        out["recv"] = c.recv(torch.zeros(2), src=0).tolist()
+    rows = torch.arange(3.0) + 10 * rank  # rank 0 sends 1 row to rank 0 and 2 to rank 1; rank 1 the reverse
+    sizes = [1, 2] if rank == 0 else [2, 1]
+    received = torch.zeros(3)
+    out["all_to_all_single"] = c.all_to_all_single(received, rows, [1, 2] if rank == 0 else [2, 1], sizes).tolist()
+    try:
+        c.all_reduce([torch.ones(1)])  # type: ignore[arg-type]
+    except CollectiveMisuseError as exc:
+        out["wrong_type"] = str(exc).splitlines()[0]
+    out["still_works"] = float(c.all_reduce(torch.ones(1)))
+    return out if rank == 0 else {}
+
+
+def test_without_the_comparison_across_ranks_operations_work_and_wrong_types_still_raise() -> None:
+    out = runtime.launch(unchecked_operations, accelerator="cpu", devices=2, strategy="ddp_fork", timeout=60)
+    assert out["recv_any"] == ([5.0, 5.0], 1)
+    assert out["all_to_all_single"] == [0.0, 10.0, 11.0]
+    assert out["wrong_type"] == "all_reduce: tensor must be a torch.Tensor (reduced in place), got list [tensor([1.])]"
+    assert out["still_works"] == 2.0
