@@ -1,7 +1,15 @@
 """Collectives. Importing this package registers ``torch`` and ``single_device``."""
 
 from runtime.collectives.base import OPERATIONS, REDUCE_OPS, Collective, CollectiveGroup, ReduceOp
-from runtime.collectives.errors import CollectiveMisuseError, CollectiveNotSupportedError, ReduceOpDtypeError
+from runtime.collectives.errors import (
+    BarrierTimeoutError,
+    CollectiveArgumentTypeError,
+    CollectiveMisuseError,
+    CollectiveNotSetUpError,
+    CollectiveNotSupportedError,
+    ReduceOpDtypeError,
+)
+from runtime.collectives.handles import CollectiveHandle
 from runtime.collectives.horovod import HorovodCollective
 from runtime.collectives.single_device import SingleDeviceCollective
 from runtime.collectives.torch_distributed import TorchCollective
@@ -9,9 +17,13 @@ from runtime.collectives.torch_distributed import TorchCollective
 __all__ = [
     "OPERATIONS",
     "REDUCE_OPS",
+    "BarrierTimeoutError",
     "Collective",
+    "CollectiveArgumentTypeError",
     "CollectiveGroup",
+    "CollectiveHandle",
     "CollectiveMisuseError",
+    "CollectiveNotSetUpError",
     "CollectiveNotSupportedError",
     "HorovodCollective",
     "ReduceOp",

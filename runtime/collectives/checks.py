@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import torch
 
-from runtime.collectives.errors import CollectiveMisuseError, ReduceOpDtypeError
+from runtime.collectives.arguments import REDUCE_OPS, check_reduce_op, reduce_op_problem, root_problem
+from runtime.collectives.errors import CollectiveMisuseError
 
 __all__ = [
     "REDUCE_OPS",
     "Call",
+    "Pairing",
     "Signature",
     "check_reduce_op",
     "reduce_op_problem",
@@ -29,14 +31,13 @@ __all__ = [
     "verdict",
 ]
 
-#: The reduction names every collective accepts.
-REDUCE_OPS: tuple[str, ...] = ("sum", "mean", "max", "min")
-
 # Every torch dtype, in an order all processes with the same torch agree on.
 _DTYPES: tuple[torch.dtype, ...] = tuple(
     sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str)
 )
 _DTYPE_CODE = {dtype: code for code, dtype in enumerate(_DTYPES)}
+#: Which signatures of the exchanged calls must agree (see :func:`verdict`).
+Pairing = Literal["same", "scatter", "splits"]
 _MAX_DIMS = 8
 _SIGNATURE_LENGTH = 2 + _MAX_DIMS
 _ABSENT = -1
@@ -63,8 +64,9 @@ class Signature:
     shape: tuple[int, ...]
 
     @classmethod
-    def of(cls, tensor: torch.Tensor | None) -> Signature:
-        return cls(None, ()) if tensor is None else cls(tensor.dtype, tuple(tensor.shape))
+    def of(cls, tensor: object) -> Signature:
+        """``tensor``'s signature; anything else (None, a wrong type) is "no tensor"."""
+        return cls(tensor.dtype, tuple(tensor.shape)) if isinstance(tensor, torch.Tensor) else cls(None, ())
 
     def encode(self) -> tuple[int, ...]:
         return _encode_signature(self.dtype, self.shape)
@@ -87,8 +89,9 @@ class Call:
     """What one rank passed to an operation, in a form ranks can exchange as one int64 vector.
 
     ``op`` is an index into :data:`REDUCE_OPS` (or -1), ``root`` the ``src``/``dst`` rank (or -1),
-    ``count`` a list's length (or -1), ``signatures`` the tensors' dtypes and shapes; ``problem``
-    is this rank's own complaint about its arguments (travels as a flag; the rank keeps the text).
+    ``count`` a list's length (or -1), ``extra`` operation-specific integers (split sizes; every
+    rank passes as many), ``signatures`` the tensors' dtypes and shapes; ``problem`` is this
+    rank's own complaint about its arguments (travels as a flag; the rank keeps the text).
     """
 
     op: int = -1
@@ -96,13 +99,14 @@ class Call:
     count: int = -1
     signatures: tuple[Signature, ...] = ()
     problem: CollectiveMisuseError | None = attrs.field(default=None, eq=False)
+    extra: tuple[int, ...] = ()
 
     def key(self) -> tuple[Any, ...]:
         """What identifies this call among the calls a rank made (hashable, cheap)."""
-        return (self.op, self.root, self.count, tuple(s.encode() for s in self.signatures))
+        return (self.op, self.root, self.count, self.extra, tuple(s.encode() for s in self.signatures))
 
     def encode(self, device: torch.device) -> torch.Tensor:
-        values = [int(self.problem is not None), self.op, self.root, self.count]
+        values = [int(self.problem is not None), self.op, self.root, self.count, len(self.extra), *self.extra]
         for signature in self.signatures:
             values.extend(signature.encode())
         return torch.tensor(values, dtype=torch.int64, device=device)
@@ -110,50 +114,12 @@ class Call:
     @classmethod
     def decode(cls, tensor: torch.Tensor) -> tuple[bool, Call]:
         values = [int(v) for v in tensor.tolist()]
+        start = 5 + values[4]
         signatures = tuple(
-            Signature.decode(values[i : i + _SIGNATURE_LENGTH]) for i in range(4, len(values), _SIGNATURE_LENGTH)
+            Signature.decode(values[i : i + _SIGNATURE_LENGTH]) for i in range(start, len(values), _SIGNATURE_LENGTH)
         )
-        return bool(values[0]), cls(op=values[1], root=values[2], count=values[3], signatures=signatures)
-
-
-def reduce_op_problem(op: object, tensor: torch.Tensor) -> CollectiveMisuseError | None:
-    """Why ``op`` cannot reduce ``tensor`` (None when it can)."""
-    if op not in REDUCE_OPS:
-        return CollectiveMisuseError(f"unknown reduce op {op!r}; use one of {', '.join(REDUCE_OPS)}")
-    dtype = str(tensor.dtype).removeprefix("torch.")
-    if tensor.dtype == torch.bool and op in ("sum", "mean"):
-        return ReduceOpDtypeError(
-            f"reduce op {op!r} cannot reduce a bool tensor (the result would not fit in bool); "
-            "convert it (tensor.int()) to count, or use 'max' (any) / 'min' (all)"
-        )
-    if op == "mean" and not (tensor.is_floating_point() or tensor.is_complex()):
-        return ReduceOpDtypeError(
-            f"reduce op 'mean' needs a floating-point tensor, got {dtype}; "
-            "convert it (tensor.float()) or reduce with 'sum'"
-        )
-    if op in ("max", "min") and tensor.is_complex():
-        return ReduceOpDtypeError(
-            f"reduce op {op!r} cannot order complex numbers ({dtype}); reduce tensor.abs() or the real "
-            "and imaginary parts (torch.view_as_real) instead"
-        )
-    return None
-
-
-def check_reduce_op(op: object, tensor: torch.Tensor) -> None:
-    """Raise :func:`reduce_op_problem`'s error, if any."""
-    problem = reduce_op_problem(op, tensor)
-    if problem is not None:
-        raise problem
-
-
-def root_problem(name: str, root: object, ranks: Sequence[int]) -> CollectiveMisuseError | None:
-    """Why ``root`` (a ``src``/``dst`` global rank) cannot be used in a group of ``ranks``."""
-    if isinstance(root, bool) or not isinstance(root, int) or root not in ranks:
-        return CollectiveMisuseError(
-            f"{name}={root!r} is not a rank of the group (its global ranks are {_ranks(ranks)}); "
-            f"pass one of them as {name}"
-        )
-    return None
+        call = cls(op=values[1], root=values[2], count=values[3], signatures=signatures, extra=tuple(values[5:start]))
+        return bool(values[0]), call
 
 
 def _ranks(ranks: Sequence[int]) -> str:
@@ -170,12 +136,13 @@ def verdict(
     calls: Sequence[tuple[bool, Call]],
     own: Call,
     *,
-    pairing: str = "same",
+    pairing: Pairing = "same",
 ) -> CollectiveMisuseError | None:
     """The error every rank raises for these exchanged calls, or None when they fit together.
 
     ``pairing`` says which signatures must agree: ``same`` (every rank's list equal), ``scatter``
-    (rank ``i``'s output and the root's ``i``-th list entry; the root's list has one per rank).
+    (rank ``i``'s output and the root's ``i``-th list entry; the root's list has one per rank),
+    ``splits`` (``all_to_all_single``: what rank ``i`` sends rank ``j`` is what ``j`` expects from ``i``).
     """
     troubled = [rank for rank, (flag, _) in zip(ranks, calls, strict=True) if flag]
     if troubled:
@@ -183,7 +150,7 @@ def verdict(
             return own.problem
         return CollectiveMisuseError(
             f"{operation}: rank(s) {_ranks(troubled)} passed invalid arguments (see their error); "
-            "no rank ran the operation"
+            f"no rank ran the operation\n  hint: fix the call on rank(s) {_ranks(troubled)} as their error says"
         )
     decoded = [call for _, call in calls]
     ops = {call.op for call in decoded}
@@ -200,6 +167,8 @@ def verdict(
         )
     if pairing == "scatter":
         return _scatter_verdict(operation, ranks, decoded)
+    if pairing == "splits":
+        return _splits_verdict(operation, ranks, decoded)
     counts = {call.count for call in decoded}
     if len(counts) > 1:
         return CollectiveMisuseError(
@@ -228,5 +197,39 @@ def _scatter_verdict(operation: str, ranks: Sequence[int], calls: Sequence[Call]
         return CollectiveMisuseError(
             f"{operation}: each rank's output tensor must have the shape and dtype of its chunk in the "
             f"source rank's scatter_list, but {'; '.join(wrong)}"
+        )
+    if len(set(chunks)) > 1:  # engines send equal pieces: gloo fails on the source, the others would wait
+        return CollectiveMisuseError(
+            f"{operation}: the source rank's scatter_list must hold chunks of one shape and dtype (engines "
+            f"scatter equal pieces), but it holds {_each(ranks, [chunk.describe() for chunk in chunks])}\n"
+            "  hint: pad the chunks to one shape (and cast to one dtype), or send each rank its own "
+            "piece with broadcast_object / send"
+        )
+    return None
+
+
+def _splits_verdict(operation: str, ranks: Sequence[int], calls: Sequence[Call]) -> CollectiveMisuseError | None:
+    """``all_to_all_single``: ``extra`` holds a rank's input splits, then its output splits."""
+    size = len(ranks)
+    inputs = {call.signatures[0] for call in calls}
+    dtypes = {s.dtype for s in inputs}
+    trailing = {s.shape[1:] for s in inputs}
+    if len(dtypes) > 1 or len(trailing) > 1:
+        described = [call.signatures[0].describe() for call in calls]
+        return CollectiveMisuseError(
+            f"{operation} needs inputs of one dtype and the same shape past dimension 0 on every rank, but got "
+            f"{_each(ranks, described)}"
+        )
+    wrong = [
+        f"rank {ranks[i]} sends {calls[i].extra[j]} rows to rank {ranks[j]}, which expects {calls[j].extra[size + i]}"
+        for i in range(size)
+        for j in range(size)
+        if calls[i].extra[j] != calls[j].extra[size + i]
+    ]
+    if wrong:
+        return CollectiveMisuseError(
+            f"{operation}: the split sizes do not match between ranks: {'; '.join(wrong[:6])}"
+            f"{' ...' if len(wrong) > 6 else ''}\n  hint: rank i's input_split_sizes[j] must equal rank j's "
+            "output_split_sizes[i] (exchange the sizes first, e.g. with all_to_all_single of a tensor of sizes)"
         )
     return None

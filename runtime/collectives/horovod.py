@@ -5,8 +5,13 @@ the object variants, on the whole job or on a *process set* (Horovod's subgroups
 the API is built from them with the same results as the torch collective: ``reduce`` is an
 allreduce (the other ranks' buffers are unspecified by the contract), ``gather`` an allgather
 kept on the destination, ``scatter`` a broadcast of the source's chunks of which each rank keeps
-its own. Horovod has no point-to-point messages, so ``send``/``recv`` raise
-:class:`~runtime.collectives.errors.CollectiveNotSupportedError`.
+its own, ``all_to_all_single`` Horovod's alltoall with splits, the object gather and scatter an
+object all-gather and broadcast. Asynchronous ``all_reduce``, ``broadcast``, ``all_gather``,
+``all_to_all`` and ``all_to_all_single`` use Horovod's ``*_async`` functions (``poll`` and
+``synchronize`` behind the handle); the other operations run at once and return a completed
+handle. Horovod has no point-to-point messages (``send``, ``recv``, ``recv_any``, ``isend``,
+``irecv``), no barrier that times out (``monitored_barrier``) and no bitwise reductions
+(``band``, ``bor``, ``bxor``): those raise :class:`~runtime.collectives.errors.CollectiveNotSupportedError`.
 
 Horovod itself is imported when the collective is set up, so this module loads without it.
 """
@@ -15,12 +20,14 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import torch
 
 from runtime.collectives.base import Collective, CollectiveGroup
+from runtime.collectives.handles import CollectiveHandle
 from runtime.errors import MissingDependencyError, RuntimeConfigError
 from runtime.registry import register_collective
 
@@ -31,6 +38,11 @@ T = TypeVar("T")
 HOROVOD_INSTALL_HINT = "scripts/build-horovod.sh  (builds Horovod from its sdist for this torch; see README, 'Horovod')"
 
 _POINT_TO_POINT = "Horovod has no point-to-point messages, only operations every rank of a process set joins"
+_NO_MONITORED_BARRIER = (
+    "Horovod's barrier has no timeout of its own and does not say which ranks are missing; use barrier() "
+    "(the launch's timeout then names the ranks that hang, with their stacks)"
+)
+_NO_BITWISE = "Horovod reduces with Sum, Average, Min, Max, Product and Adasum only: it has no bitwise reductions"
 
 
 def import_horovod() -> Any:
@@ -48,10 +60,13 @@ class HorovodCollective(Collective):
 
     name = "horovod"
     setup_hint = (
-        "run the work through strategy.launch(fn) with strategy='horovod', or call "
-        "strategy.setup_environment() first"
+        "run the work through strategy.launch(fn) with strategy='horovod', or call strategy.setup_environment() first"
     )
-    unsupported_operations = {"send": _POINT_TO_POINT, "recv": _POINT_TO_POINT}
+    unsupported_operations = {
+        **dict.fromkeys(("send", "recv", "recv_any", "isend", "irecv"), _POINT_TO_POINT),
+        "monitored_barrier": _NO_MONITORED_BARRIER,
+    }
+    unsupported_reduce_ops = dict.fromkeys(("band", "bor", "bxor"), _NO_BITWISE)
 
     def __init__(self) -> None:
         super().__init__()
@@ -113,7 +128,6 @@ class HorovodCollective(Collective):
         self._process_sets.clear()
         self._sequence.clear()
 
-
     def _device(self) -> torch.device:
         return self._tensor_device
 
@@ -143,7 +157,8 @@ class HorovodCollective(Collective):
     # -- primitives -------------------------------------------------------------------------------
 
     def _op(self, op: str) -> Any:
-        return {"sum": self._hvd.Sum, "mean": self._hvd.Average, "max": self._hvd.Max, "min": self._hvd.Min}[op]
+        hvd = self._hvd
+        return {"sum": hvd.Sum, "mean": hvd.Average, "max": hvd.Max, "min": hvd.Min, "product": hvd.Product}[op]
 
     def _broadcast(self, tensor: torch.Tensor, src: int, group: CollectiveGroup) -> torch.Tensor:
         result = self._hvd.broadcast(tensor.contiguous(), root_rank=src, **self._on(group, "broadcast"))
@@ -183,10 +198,50 @@ class HorovodCollective(Collective):
 
     def _all_to_all(self, tensors: list[torch.Tensor], group: CollectiveGroup) -> list[torch.Tensor]:
         stacked = torch.stack([t.contiguous() for t in tensors])
-        received = self._hvd.alltoall(stacked, **self._on(group, "alltoall"))
-        if isinstance(received, tuple):  # (tensor, received splits) in newer Horovod versions
-            received = received[0]
+        received = _output(self._hvd.alltoall(stacked, **self._on(group, "alltoall")))
         return [t.clone() for t in received.unbind(0)]
+
+    def _all_to_all_single(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,  # noqa: A002
+        output_splits: list[int],
+        input_splits: list[int],
+        group: CollectiveGroup,
+    ) -> torch.Tensor:
+        received = self._hvd.alltoall(input.contiguous(), splits=_splits(input_splits), **self._on(group, "alltoall"))
+        return output.copy_(_output(received))
+
+    def _start(self, operation: str, *args: Any) -> CollectiveHandle[Any]:
+        """Horovod's asynchronous functions where it has them; the other operations run now."""
+        hvd = self._hvd
+        if operation == "all_reduce":
+            tensor, op, group = args
+            handle = hvd.allreduce_async(tensor.contiguous(), op=self._op(op), **self._on(group, "allreduce"))
+            return self._handle(operation, handle, tensor.copy_)
+        if operation == "broadcast":
+            tensor, src, group = args
+            handle = hvd.broadcast_async(tensor.contiguous(), root_rank=src, **self._on(group, "broadcast"))
+            return self._handle(operation, handle, tensor.copy_)
+        if operation == "all_gather":
+            tensor, group = args
+            handle = hvd.allgather_async(tensor.contiguous().unsqueeze(0), **self._on(group, "allgather"))
+            return self._handle(operation, handle, lambda stacked: [t.clone() for t in stacked.unbind(0)])
+        if operation == "all_to_all":
+            tensors, group = args
+            handle = hvd.alltoall_async(torch.stack([t.contiguous() for t in tensors]), **self._on(group, "alltoall"))
+            return self._handle(operation, handle, lambda got: [t.clone() for t in _output(got).unbind(0)])
+        if operation == "all_to_all_single":
+            output, source, _, input_splits, group = args
+            handle = hvd.alltoall_async(
+                source.contiguous(), splits=_splits(input_splits), **self._on(group, "alltoall")
+            )
+            return self._handle(operation, handle, lambda got: output.copy_(_output(got)))
+        return super()._start(operation, *args)
+
+    def _handle(self, operation: str, handle: Any, finish: Callable[[Any], T]) -> CollectiveHandle[T]:
+        hvd = self._hvd
+        return CollectiveHandle(operation, lambda: finish(hvd.synchronize(handle)), poll=lambda: bool(hvd.poll(handle)))
 
     def _barrier(self, group: CollectiveGroup) -> None:
         self._hvd.barrier(process_set=self._set(group))
@@ -204,3 +259,14 @@ class HorovodCollective(Collective):
         padded[: payload.numel()] = payload
         gathered = self._all_gather(padded, group)
         return [pickle.loads(g[: int(n)].numpy().tobytes()) for g, n in zip(gathered, lengths, strict=True)]
+
+
+def _splits(sizes: list[int]) -> torch.Tensor:
+    """Split sizes as Horovod's alltoall takes them (int32, on the CPU)."""
+    return torch.tensor(sizes, dtype=torch.int32)
+
+
+def _output(received: Any) -> torch.Tensor:
+    """alltoall's tensor: Horovod returns ``(tensor, received splits)`` where splits were given (and in
+    some versions always)."""
+    return received[0] if isinstance(received, tuple) else received

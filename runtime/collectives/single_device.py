@@ -19,7 +19,8 @@ T = TypeVar("T")
 class SingleDeviceCollective(Collective):
     """A group of one: results are what this process passed in.
 
-    ``send``/``recv`` have no peer here: any ``src``/``dst`` is a misuse error.
+    ``send``/``recv`` have no peer here: any ``src``/``dst`` is a misuse error. Asynchronous
+    operations run at once and return a completed handle.
     """
 
     name = "single_device"
@@ -81,8 +82,21 @@ class SingleDeviceCollective(Collective):
     def _all_to_all(self, tensors: list[torch.Tensor], group: CollectiveGroup) -> list[torch.Tensor]:
         return [t.clone() for t in tensors]
 
+    def _all_to_all_single(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,  # noqa: A002
+        output_splits: list[int],
+        input_splits: list[int],
+        group: CollectiveGroup,
+    ) -> torch.Tensor:
+        return output.copy_(input)
+
     def _barrier(self, group: CollectiveGroup) -> None:
         return None
+
+    def _monitored_barrier(self, group: CollectiveGroup, timeout: float | None, wait_all_ranks: bool) -> None:
+        return None  # the only rank has arrived
 
     def _broadcast_object(self, obj: T, src: int, group: CollectiveGroup) -> T:
         return obj

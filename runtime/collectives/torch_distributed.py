@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-import time
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -12,14 +12,20 @@ import torch
 import torch.distributed as dist
 
 from runtime.collectives.base import Collective, CollectiveGroup
-from runtime.errors import PortInUseError, RendezvousWaitError
+from runtime.collectives.errors import BarrierTimeoutError, CollectiveNotSupportedError
+from runtime.collectives.handles import CollectiveHandle
+from runtime.collectives.torch_rendezvous import (
+    import_group_default_modules,
+    rendezvous_store,
+    tcp_url,
+    wait_for_every_rank,
+)
 from runtime.gloo_interface import SocketInterface, apply_gloo_interface
-from runtime.launchers.reports import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
-from runtime.ports import port_is_free
+from runtime.launchers.reports import mark_as_echo
 from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 from runtime.registry import register_collective
 
-__all__ = ["TorchCollective"]
+__all__ = ["TorchCollective", "import_group_default_modules"]
 
 _log = logging.getLogger(__name__)
 
@@ -27,94 +33,21 @@ T = TypeVar("T")
 
 _REDUCE_OPS: dict[str, dist.ReduceOp.RedOpType] = {
     "sum": dist.ReduceOp.SUM,
-    "mean": dist.ReduceOp.SUM,  # divided by world_size afterwards: gloo has no AVG
+    "mean": dist.ReduceOp.SUM,  # divided by the group's size afterwards: gloo has no AVG for every operation
     "max": dist.ReduceOp.MAX,
     "min": dist.ReduceOp.MIN,
+    "product": dist.ReduceOp.PRODUCT,
+    "band": dist.ReduceOp.BAND,
+    "bor": dist.ReduceOp.BOR,
+    "bxor": dist.ReduceOp.BXOR,
 }
+_BITWISE = ("band", "bor", "bxor")
 
 
 def _as_timedelta(timeout: timedelta | float | None) -> timedelta | None:
     if timeout is None or isinstance(timeout, timedelta):
         return timeout
     return timedelta(seconds=float(timeout))
-
-
-def import_group_default_modules() -> None:
-    """Import, before any group exists, the modules that bind ``group.WORLD`` as a default argument.
-
-    ``torch.distributed.nn.functional`` does so at import, and DistributedDataParallel imports it
-    on first use. Imported while a group exists, it keeps that group alive past
-    ``destroy_process_group``; the group's gloo worker threads then outlive it and can abort the
-    process at interpreter exit (releasing Python tensors during finalization).
-    A launcher that forks its ranks imports them once, before forking (if no group exists yet).
-    """
-    import torch.distributed.nn.functional  # noqa: F401
-
-
-def _tcp_url(address: str, port: int) -> str:
-    host = f"[{address}]" if ":" in address else address
-    return f"tcp://{host}:{port}"
-
-
-_ARRIVED = "runtime-rendezvous/arrived-"
-#: The longest sleep between two looks at the store while the launching process may give up.
-_POLL = 0.05
-
-
-def _rendezvous_store(address: str, port: int, rank: int, world_size: int, timeout: float) -> dist.TCPStore:
-    """The run's key-value store: rank 0 hosts it, the others connect (retrying for ``timeout`` s)."""
-    try:
-        return dist.TCPStore(
-            address, port, world_size, is_master=rank == 0, timeout=timedelta(seconds=timeout), wait_for_workers=False
-        )
-    except dist.DistError as exc:
-        if rank == 0:
-            if not port_is_free(port):
-                raise PortInUseError(address, port, "MASTER_PORT") from exc
-            raise
-        # The client retried until the timeout: rank 0 never opened the store (or the address is wrong).
-        error = RendezvousWaitError(rank, (0,), timeout, _tcp_url(address, port))
-        mark_as_echo(error)
-        raise error from exc
-
-
-def _wait_for_every_rank(store: dist.TCPStore, rank: int, world_size: int, timeout: float, where: str) -> None:
-    """Announce this rank in the store and wait (at most ``timeout`` s) until every rank has.
-
-    gloo/nccl wait for their peers with the collective timeout; waiting here first bounds the
-    rendezvous by its own timeout, and tells which ranks never came. In a rank process the store
-    wakes the wait as soon as the last rank arrives. Where the rank runs in the launching process
-    (the subprocess launcher's rank 0), the wait looks at the store at growing intervals (1 ms
-    up to 50 ms) instead, so that it stops as soon as its launcher gave up on the launch
-    (:func:`~runtime.launchers.reports.rendezvous_abandoned`: a peer failed or timed out).
-    """
-    store.set(f"{_ARRIVED}{rank}", "1")
-    deadline = time.monotonic() + timeout
-    waiting = [peer for peer in range(world_size) if peer != rank]
-    if not rendezvous_may_be_abandoned():
-        try:
-            store.wait([f"{_ARRIVED}{peer}" for peer in waiting], timedelta(seconds=timeout))
-            return
-        except dist.DistError:  # the timeout, or rank 0 (the store's host) is gone
-            pass
-    pause = 0.001
-    while True:
-        waiting = [peer for peer in waiting if not _arrived(store, peer)]
-        if not waiting:
-            return
-        if rendezvous_abandoned() or time.monotonic() >= deadline:
-            error = RendezvousWaitError(rank, waiting, timeout, where)
-            mark_as_echo(error)  # the peers it waited for are the cause, not this rank
-            raise error
-        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(pause * 2, _POLL)
-
-
-def _arrived(store: dist.TCPStore, peer: int) -> bool:
-    try:
-        return bool(store.check([f"{_ARRIVED}{peer}"]))
-    except dist.DistError:
-        return False
 
 
 @register_collective("torch")
@@ -164,7 +97,8 @@ class TorchCollective(Collective):
         The rendezvous is bounded by ``rendezvous_timeout`` (default: ``RUNTIME_RENDEZVOUS_TIMEOUT``,
         else 300 s), every later operation by ``timeout``: rank 0 hosts
         a ``TCPStore`` with the rendezvous timeout, every rank waits there until all have arrived
-        (:func:`_wait_for_every_rank`), and only then joins gloo/nccl with the collective timeout.
+        (:func:`~runtime.collectives.torch_rendezvous.wait_for_every_rank`), and only then joins gloo/nccl
+        with the collective timeout.
         """
         if not dist.is_available():
             raise RuntimeError("this torch build has no torch.distributed support")
@@ -193,8 +127,8 @@ class TorchCollective(Collective):
             self.socket_interface = apply_gloo_interface(master_addr)
             if self.socket_interface is not None:
                 _log.info("rank %d: %s", rank, self.socket_interface.describe())
-        store = _rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
-        _wait_for_every_rank(store, rank, world_size, rendezvous_timeout, _tcp_url(master_addr, master_port))
+        store = rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
+        wait_for_every_rank(store, rank, world_size, rendezvous_timeout, tcp_url(master_addr, master_port))
         dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, **kwargs)
         self._adopt(owns=True)
 
@@ -209,74 +143,129 @@ class TorchCollective(Collective):
             dist.destroy_process_group()
         self._owns_group = False
 
-
     def _device(self) -> torch.device:
         return self._tensor_device
+
+    def _reduce_op_unsupported(self, op: str) -> str | None:
+        if op in _BITWISE and self._backend == "nccl":
+            return "NCCL has no bitwise reductions (torch.distributed's nccl backend refuses BAND, BOR and BXOR)"
+        return super()._reduce_op_unsupported(op)
 
     def _new_group(self, ranks: tuple[int, ...]) -> Any:
         return dist.new_group(list(ranks))  # its own communicator, even for every rank
 
-    def _broadcast(self, tensor: torch.Tensor, src: int, group: CollectiveGroup) -> torch.Tensor:
-        return _in_place(tensor, lambda t: dist.broadcast(t, src, group=group.handle))
+    def _start(self, operation: str, *args: Any) -> CollectiveHandle[Any]:
+        handle: CollectiveHandle[Any] = getattr(self, f"_{operation}")(*args, async_op=True)
+        return handle
 
-    def _all_reduce(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
-        _in_place(tensor, lambda t: dist.all_reduce(t, op=_REDUCE_OPS[op], group=group.handle))
-        if op == "mean":
-            tensor.div_(group.size)
-        return tensor
+    def _broadcast(self, tensor: torch.Tensor, src: int, group: CollectiveGroup, async_op: bool = False) -> Any:
+        return _in_place("broadcast", tensor, lambda t: dist.broadcast(t, src, group=group.handle, async_op=async_op))
 
-    def _reduce(self, tensor: torch.Tensor, dst: int, op: str, group: CollectiveGroup) -> torch.Tensor:
-        _in_place(tensor, lambda t: dist.reduce(t, dst, op=_REDUCE_OPS[op], group=group.handle))
-        if op == "mean" and self.rank == dst:
-            tensor.div_(group.size)
-        return tensor
+    def _all_reduce(self, tensor: torch.Tensor, op: str, group: CollectiveGroup, async_op: bool = False) -> Any:
+        def run(t: torch.Tensor) -> Any:
+            return dist.all_reduce(t, op=_REDUCE_OPS[op], group=group.handle, async_op=async_op)
 
-    def _all_gather(self, tensor: torch.Tensor, group: CollectiveGroup) -> list[torch.Tensor]:
+        return _in_place("all_reduce", tensor, run, _mean(op, group.size))
+
+    def _reduce(self, tensor: torch.Tensor, dst: int, op: str, group: CollectiveGroup, async_op: bool = False) -> Any:
+        def run(t: torch.Tensor) -> Any:
+            return dist.reduce(t, dst, op=_REDUCE_OPS[op], group=group.handle, async_op=async_op)
+
+        return _in_place("reduce", tensor, run, _mean(op if self.rank == dst else "sum", group.size))
+
+    def _all_gather(self, tensor: torch.Tensor, group: CollectiveGroup, async_op: bool = False) -> Any:
         tensor = tensor.contiguous()
         gathered = [torch.empty_like(tensor) for _ in range(group.size)]
-        dist.all_gather(gathered, tensor, group=group.handle)
-        return gathered
+        work = dist.all_gather(gathered, tensor, group=group.handle, async_op=async_op)
+        return _done("all_gather", work, lambda: gathered)
 
-    def _gather(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup) -> list[torch.Tensor] | None:
+    def _gather(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup, async_op: bool = False) -> Any:
         tensor = tensor.contiguous()
-        if self.rank != dst:
-            dist.gather(tensor, None, dst, group=group.handle)
-            return None
-        gathered = [torch.empty_like(tensor) for _ in range(group.size)]
-        dist.gather(tensor, gathered, dst, group=group.handle)
-        return gathered
+        gathered = [torch.empty_like(tensor) for _ in range(group.size)] if self.rank == dst else None
+        work = dist.gather(tensor, gathered, dst, group=group.handle, async_op=async_op)
+        return _done("gather", work, lambda: gathered)
 
     def _scatter(
-        self, tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None, src: int, group: CollectiveGroup
-    ) -> torch.Tensor:
+        self,
+        tensor: torch.Tensor,
+        scatter_list: list[torch.Tensor] | None,
+        src: int,
+        group: CollectiveGroup,
+        async_op: bool = False,
+    ) -> Any:
         chunks = None if scatter_list is None else [t.contiguous() for t in scatter_list]
-        return _in_place(tensor, lambda t: dist.scatter(t, chunks, src, group=group.handle))
+        return _in_place(
+            "scatter", tensor, lambda t: dist.scatter(t, chunks, src, group=group.handle, async_op=async_op)
+        )
 
-    def _reduce_scatter(self, tensor: torch.Tensor, op: str, group: CollectiveGroup) -> torch.Tensor:
+    def _reduce_scatter(self, tensor: torch.Tensor, op: str, group: CollectiveGroup, async_op: bool = False) -> Any:
         chunks = [chunk.contiguous() for chunk in tensor.chunk(group.size)]
         output = torch.empty_like(chunks[0])
-        dist.reduce_scatter(output, chunks, op=_REDUCE_OPS[op], group=group.handle)
-        if op == "mean":
-            output.div_(group.size)
-        return output
+        work = dist.reduce_scatter(output, chunks, op=_REDUCE_OPS[op], group=group.handle, async_op=async_op)
+        finish = _mean(op, group.size)
+        return _done("reduce_scatter", work, lambda: finish(output) if finish else output)
 
-    def _all_to_all(self, tensors: list[torch.Tensor], group: CollectiveGroup) -> list[torch.Tensor]:
+    def _all_to_all(self, tensors: list[torch.Tensor], group: CollectiveGroup, async_op: bool = False) -> Any:
         inputs = [t.contiguous() for t in tensors]
         outputs = [torch.empty_like(t) for t in inputs]
-        dist.all_to_all(outputs, inputs, group=group.handle)
-        return outputs
+        work = dist.all_to_all(outputs, inputs, group=group.handle, async_op=async_op)
+        return _done("all_to_all", work, lambda: outputs)
 
-    def _send(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup) -> None:
-        dist.send(tensor.contiguous(), dst, group=group.handle)
+    def _all_to_all_single(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,  # noqa: A002
+        output_splits: list[int],
+        input_splits: list[int],
+        group: CollectiveGroup,
+        async_op: bool = False,
+    ) -> Any:
+        source = input.contiguous()
 
-    def _recv(self, tensor: torch.Tensor, src: int, group: CollectiveGroup) -> torch.Tensor:
-        return _in_place(tensor, lambda t: dist.recv(t, src, group=group.handle))
+        def run(t: torch.Tensor) -> Any:
+            return dist.all_to_all_single(t, source, output_splits, input_splits, group=group.handle, async_op=async_op)
 
-    def _barrier(self, group: CollectiveGroup) -> None:
+        return _in_place("all_to_all_single", output, run)
+
+    def _send(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup, tag: int) -> None:
+        dist.send(tensor.contiguous(), dst, group=group.handle, tag=tag)
+
+    def _recv(self, tensor: torch.Tensor, src: int | None, group: CollectiveGroup, tag: int) -> int:
+        buffer = tensor if tensor.is_contiguous() else tensor.contiguous()
+        sender = dist.recv(buffer, src, group=group.handle, tag=tag)
+        if buffer is not tensor:
+            tensor.copy_(buffer)
+        return int(sender)
+
+    def _isend(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup, tag: int) -> CollectiveHandle[None]:
+        work = dist.isend(tensor.contiguous(), dst, group=group.handle, tag=tag)
+        return CollectiveHandle.of_work("isend", work, lambda: None)
+
+    def _irecv(
+        self, tensor: torch.Tensor, src: int, group: CollectiveGroup, tag: int
+    ) -> CollectiveHandle[torch.Tensor]:
+        return _in_place("irecv", tensor, lambda t: dist.irecv(t, src, group=group.handle, tag=tag), handle=True)
+
+    def _barrier(self, group: CollectiveGroup, async_op: bool = False) -> Any:
         if self._backend == "nccl" and self._tensor_device.type == "cuda":
-            dist.barrier(group=group.handle, device_ids=[self._tensor_device.index or 0])
+            work = dist.barrier(group=group.handle, async_op=async_op, device_ids=[self._tensor_device.index or 0])
         else:
-            dist.barrier(group=group.handle)
+            work = dist.barrier(group=group.handle, async_op=async_op)
+        return _done("barrier", work, lambda: None)
+
+    def _monitored_barrier(self, group: CollectiveGroup, timeout: float | None, wait_all_ranks: bool) -> None:
+        if self._backend != "gloo":
+            raise CollectiveNotSupportedError(
+                self.name,
+                "monitored_barrier",
+                f"torch.distributed has it on gloo only, and this group runs {self._backend}",
+                hint="use barrier(), or a gloo group (new_group does not change the backend)",
+            )
+        limit = None if timeout is None else timedelta(seconds=timeout)
+        try:
+            dist.monitored_barrier(group=group.handle, timeout=limit, wait_all_ranks=wait_all_ranks)
+        except RuntimeError as exc:
+            raise _barrier_timeout(exc, self.rank, group, timeout) from exc
 
     def _broadcast_object(self, obj: T, src: int, group: CollectiveGroup) -> T:
         holder: list[Any] = [obj if self.rank == src else None]
@@ -288,13 +277,66 @@ class TorchCollective(Collective):
         dist.all_gather_object(gathered, obj, group=group.handle)
         return gathered
 
+    def _gather_object(self, obj: Any, dst: int, group: CollectiveGroup) -> list[Any] | None:
+        gathered: list[Any] | None = [None] * group.size if self.rank == dst else None
+        dist.gather_object(obj, gathered, dst=dst, group=group.handle)
+        return gathered
 
-def _in_place(tensor: torch.Tensor, operation: Callable[[torch.Tensor], object]) -> torch.Tensor:
-    """Run ``operation`` on ``tensor`` in place; engines need contiguous memory, so a strided view
-    is worked on as a contiguous copy and written back."""
-    if tensor.is_contiguous():
-        operation(tensor)
+    def _scatter_object(self, objects: list[Any] | None, src: int, group: CollectiveGroup) -> Any:
+        received: list[Any] = [None]
+        dist.scatter_object_list(received, objects if self.rank == src else None, src=src, group=group.handle)
+        return received[0]
+
+
+def _mean(op: str, size: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """What turns a sum into the mean (gloo has no AVG for every operation), or None."""
+    return (lambda t: t.div_(size)) if op == "mean" else None
+
+
+def _done(operation: str, work: Any, finish: Callable[[], T]) -> Any:
+    """The result (``work`` is None: the call was synchronous), or a handle that finishes on ``wait()``."""
+    return finish() if work is None else CollectiveHandle.of_work(operation, work, finish)
+
+
+def _in_place(
+    operation: str,
+    tensor: torch.Tensor,
+    run: Callable[[torch.Tensor], Any],
+    after: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    *,
+    handle: bool = False,
+) -> Any:
+    """Run ``run`` on ``tensor`` in place; engines need contiguous memory, so a strided view is worked
+    on as a contiguous copy and written back (when the work is done, for an asynchronous one)."""
+    buffer = tensor if tensor.is_contiguous() else tensor.contiguous()
+    work = run(buffer)
+
+    def finish() -> torch.Tensor:
+        if buffer is not tensor:
+            tensor.copy_(buffer)
+        if after is not None:
+            after(tensor)
         return tensor
-    buffer = tensor.contiguous()
-    operation(buffer)
-    return tensor.copy_(buffer)
+
+    if handle:
+        return CollectiveHandle.of_work(operation, work, finish)
+    return _done(operation, work, finish)
+
+
+_MISSING_RANKS = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
+
+
+def _barrier_timeout(exc: RuntimeError, rank: int, group: CollectiveGroup, timeout: float | None) -> BaseException:
+    """gloo's monitored-barrier failure, as a :class:`BarrierTimeoutError` naming global ranks."""
+    found = _MISSING_RANKS.search(str(exc))
+    if found:  # the group's first rank: gloo names the group ranks that did not arrive
+        missing = [group.ranks[int(r)] for r in found.group(1).replace(" ", "").split(",") if r]
+        error = BarrierTimeoutError(rank, timeout, missing)
+    elif rank != group.ranks[0]:
+        # gloo says "received errors while waiting for rank 0", or that rank 0 closed the connection
+        # (it does once it gave up on the missing ranks): either way rank 0 never confirmed.
+        error = BarrierTimeoutError(rank, timeout, first=group.ranks[0])
+    else:
+        return exc
+    mark_as_echo(error)  # the ranks that did not come are the cause (the launcher blames them)
+    return error

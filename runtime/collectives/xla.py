@@ -2,8 +2,13 @@
 
 XLA records collectives into each replica's graph, so every replica must run the same
 operations in the same order: an operation that only some ranks call (point-to-point
-``send``/``recv``, or a subgroup smaller than the world) cannot be expressed and is declared
-unsupported. Object operations go through ``xm.rendezvous``, which carries bytes between replicas.
+``send``/``recv``/``recv_any``/``isend``/``irecv``, or a subgroup smaller than the world) cannot be
+expressed and is declared unsupported, as are ``monitored_barrier`` (``xm.rendezvous`` has no
+timeout that names the missing replicas), the ``bxor`` reduction (XLA's all-reduce has sum, mul,
+and, or, min and max) and ``all_to_all_single`` with unequal split sizes (``xm.all_to_all`` splits
+equally). Object operations go through ``xm.rendezvous``, which carries bytes between replicas.
+Asynchronous operations return a completed handle: XLA records them lazily anyway, and reading a
+result runs the graph.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ _REDUCE_TYPES: dict[str, str] = {
     "mean": xm.REDUCE_SUM,  # divided by the world size afterwards
     "max": xm.REDUCE_MAX,
     "min": xm.REDUCE_MIN,
+    "product": xm.REDUCE_MUL,
+    "band": xm.REDUCE_AND,  # bitwise on integer tensors, logical on bool (XLA's And/Or)
+    "bor": xm.REDUCE_OR,
 }
 
 _ONLY_SOME_RANKS = (
@@ -55,7 +63,16 @@ class XLACollective(Collective):
     setup_hint = (
         "run the work through strategy.launch(fn) / runtime.launch(fn), or call strategy.setup_environment() first"
     )
-    unsupported_operations: ClassVar[Mapping[str, str]] = {"send": _ONLY_SOME_RANKS, "recv": _ONLY_SOME_RANKS}
+    unsupported_operations: ClassVar[Mapping[str, str]] = {
+        **dict.fromkeys(("send", "recv", "recv_any", "isend", "irecv"), _ONLY_SOME_RANKS),
+        "monitored_barrier": (
+            "xm.rendezvous, XLA's barrier, has no timeout that names the replicas that did not arrive; use "
+            "barrier() (the launch's timeout then names the replicas that hang)"
+        ),
+    }
+    unsupported_reduce_ops: ClassVar[Mapping[str, str]] = {
+        "bxor": "torch_xla's all-reduce has no XOR (its reduce types are sum, mul, and, or, min and max)"
+    }
 
     def __init__(self) -> None:
         super().__init__()
@@ -99,7 +116,6 @@ class XLACollective(Collective):
 
     def _device(self) -> torch.device:
         return self._tensor_device if self._tensor_device is not None else xla_device()
-
 
     # -- the engine's primitives ------------------------------------------------------------------
 
@@ -157,6 +173,22 @@ class XLACollective(Collective):
         stacked = torch.stack(tensors)
         exchanged = xm.all_to_all(stacked, split_dimension=0, concat_dimension=0, split_count=self._world_size)
         return list(exchanged.unbind(0))
+
+    def _splits_unsupported(self, output_splits: list[int], input_splits: list[int]) -> str | None:
+        if len(set(output_splits)) > 1 or len(set(input_splits)) > 1:
+            return "xm.all_to_all splits dimension 0 into equal parts only"
+        return None
+
+    def _all_to_all_single(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,  # noqa: A002
+        output_splits: list[int],
+        input_splits: list[int],
+        group: CollectiveGroup,
+    ) -> torch.Tensor:
+        exchanged = xm.all_to_all(input, split_dimension=0, concat_dimension=0, split_count=self._world_size)
+        return output.copy_(exchanged)
 
     def _barrier(self, group: CollectiveGroup) -> None:
         if self._world_size > 1:

@@ -1,0 +1,92 @@
+"""How the torch collective's ranks meet: rank 0's ``TCPStore``, and a bounded wait for every rank there."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from runtime.errors import PortInUseError, RendezvousWaitError
+from runtime.launchers.reports import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
+from runtime.ports import port_is_free
+
+__all__ = ["import_group_default_modules", "rendezvous_store", "tcp_url", "wait_for_every_rank"]
+
+
+def import_group_default_modules() -> None:
+    """Import, before any group exists, the modules that bind ``group.WORLD`` as a default argument.
+
+    ``torch.distributed.nn.functional`` does so at import, and DistributedDataParallel imports it
+    on first use. Imported while a group exists, it keeps that group alive past
+    ``destroy_process_group``; the group's gloo worker threads then outlive it and can abort the
+    process at interpreter exit (releasing Python tensors during finalization).
+    A launcher that forks its ranks imports them once, before forking (if no group exists yet).
+    """
+    import torch.distributed.nn.functional  # noqa: F401
+
+
+def tcp_url(address: str, port: int) -> str:
+    host = f"[{address}]" if ":" in address else address
+    return f"tcp://{host}:{port}"
+
+
+_ARRIVED = "runtime-rendezvous/arrived-"
+#: The longest sleep between two looks at the store while the launching process may give up.
+_POLL = 0.05
+
+
+def rendezvous_store(address: str, port: int, rank: int, world_size: int, timeout: float) -> dist.TCPStore:
+    """The run's key-value store: rank 0 hosts it, the others connect (retrying for ``timeout`` s)."""
+    try:
+        return dist.TCPStore(
+            address, port, world_size, is_master=rank == 0, timeout=timedelta(seconds=timeout), wait_for_workers=False
+        )
+    except dist.DistError as exc:
+        if rank == 0:
+            if not port_is_free(port):
+                raise PortInUseError(address, port, "MASTER_PORT") from exc
+            raise
+        # The client retried until the timeout: rank 0 never opened the store (or the address is wrong).
+        error = RendezvousWaitError(rank, (0,), timeout, tcp_url(address, port))
+        mark_as_echo(error)
+        raise error from exc
+
+
+def wait_for_every_rank(store: dist.TCPStore, rank: int, world_size: int, timeout: float, where: str) -> None:
+    """Announce this rank in the store and wait (at most ``timeout`` s) until every rank has.
+
+    gloo/nccl wait for their peers with the collective timeout; waiting here first bounds the
+    rendezvous by its own timeout, and tells which ranks never came. In a rank process the store
+    wakes the wait as soon as the last rank arrives. Where the rank runs in the launching process
+    (the subprocess launcher's rank 0), the wait looks at the store at growing intervals (1 ms
+    up to 50 ms) instead, so that it stops as soon as its launcher gave up on the launch
+    (:func:`~runtime.launchers.reports.rendezvous_abandoned`: a peer failed or timed out).
+    """
+    store.set(f"{_ARRIVED}{rank}", "1")
+    deadline = time.monotonic() + timeout
+    waiting = [peer for peer in range(world_size) if peer != rank]
+    if not rendezvous_may_be_abandoned():
+        try:
+            store.wait([f"{_ARRIVED}{peer}" for peer in waiting], timedelta(seconds=timeout))
+            return
+        except dist.DistError:  # the timeout, or rank 0 (the store's host) is gone
+            pass
+    pause = 0.001
+    while True:
+        waiting = [peer for peer in waiting if not _arrived(store, peer)]
+        if not waiting:
+            return
+        if rendezvous_abandoned() or time.monotonic() >= deadline:
+            error = RendezvousWaitError(rank, waiting, timeout, where)
+            mark_as_echo(error)  # the peers it waited for are the cause, not this rank
+            raise error
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, _POLL)
+
+
+def _arrived(store: dist.TCPStore, peer: int) -> bool:
+    try:
+        return bool(store.check([f"{_ARRIVED}{peer}"]))
+    except dist.DistError:
+        return False
