@@ -2,7 +2,7 @@
 
 A spec is a comma-separated list of tokens, applied in order over an optional environment TOML
 file: machine facts (``cuda=8``, ``mps``, ``xla=4``, ``torch_xla``, ``horovod``, ``deepspeed``,
-``interactive``, ``nofork``, ``hostname=NAME``), cluster presets that set the variables a real
+``mpi4py``, ``interactive``, ``nofork``, ``hostname=NAME``), cluster presets that set the variables a real
 launcher sets (``slurm[=TASKS_PER_NODE]``, ``torchrun[=NPROC_PER_NODE]``, ``lsf[=PER_NODE]``,
 ``mpi[=PER_NODE]``, ``kubeflow[=PODS]``, sized by ``nodes=N``, placed by ``node=R``), and raw
 variables (``NAME=VALUE`` with an upper-case name).
@@ -22,7 +22,7 @@ from resolver.suggest import did_you_mean
 __all__ = ["SIMULATE_HELP", "simulate"]
 
 SIMULATE_HELP = (
-    "machine facts: cuda=N, mps, xla=N (or tpu=N), torch_xla, horovod, deepspeed, interactive, nofork, "
+    "machine facts: cuda=N, mps, xla=N (or tpu=N), torch_xla, horovod, deepspeed, mpi4py, interactive, nofork, "
     "hostname=NAME, or any registered fact as FACT=VALUE (e.g. cuda_device_count=8); "
     "clusters: slurm[=TASKS_PER_NODE], torchrun[=NPROC], lsf[=PER_NODE], mpi[=PER_NODE], "
     "kubeflow[=PODS] (one process per pod), with nodes=N and node=R; variables: NAME=VALUE; "
@@ -33,6 +33,7 @@ _FLAGS = {
     "torch_xla": "torch_xla_available",
     "horovod": "horovod_available",
     "deepspeed": "deepspeed_available",
+    "mpi4py": "mpi4py_available",
     "interactive": "interactive",
     "notebook": "interactive",
 }
@@ -102,8 +103,8 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
             node = _int(raw, value)
         elif key in _CLUSTERS:
             cluster = (key, _int(raw, value) if value else None)
-        elif value and name.isupper():
-            explicit[name] = value
+        elif value and name[:1].isupper() and name.isidentifier():
+            explicit[name] = value  # a variable: upper-case first, as OMPI_MCA_ess_base_jobid
         elif value and name in PROBES:
             facts[name] = _fact(PROBES[name].default, raw, value)
         else:
@@ -166,6 +167,9 @@ def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname
             "OMPI_COMM_WORLD_RANK": str(rank),
             "OMPI_COMM_WORLD_LOCAL_RANK": "0",
             "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
+            # Open MPI 4.1's job id and PMIx namespace (one number), alike on every rank of a job
+            "OMPI_MCA_ess_base_jobid": "891158529",
+            "PMIX_NAMESPACE": "891158529",
         }
     return {
         "KUBERNETES_PORT": "tcp://10.0.0.1:443",
