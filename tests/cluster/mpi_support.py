@@ -94,17 +94,26 @@ def run_job(
 
 
 #: Writes this rank's whole environment to DIR/rank-<rank>.json; the rank is the launcher's variable.
-_DUMP = (
-    "import json, os, sys; "
-    "rank = next(os.environ[k] for k in ('OMPI_COMM_WORLD_RANK', 'HOROVOD_RANK', 'RANK') if k in os.environ); "
-    "open(os.path.join(sys.argv[1], f'rank-{rank}.json'), 'w').write(json.dumps(dict(os.environ)))"
-)
+_DUMP = """\
+import json, os, sys
+rank = next(os.environ[k] for k in ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "RANK") if k in os.environ)
+with open(os.path.join(sys.argv[1], f"rank-{rank}.json"), "w") as out:
+    json.dump(dict(os.environ), out)
+"""
 
 
-def captured_rank_environments(launcher: Sequence[str], env: Mapping[str, str]) -> dict[int, dict[str, str]]:
-    """Run ``LAUNCHER python -c <dump> DIR`` and return each rank's environment, by global rank."""
+def captured_rank_environments(
+    launcher: Sequence[str], env: Mapping[str, str], *, runs_python: bool = False
+) -> dict[int, dict[str, str]]:
+    """Run ``LAUNCHER [python] dump.py DIR`` and return each rank's environment, by global rank.
+
+    ``runs_python``: the launcher runs a script with Python itself (torchrun), as users call it.
+    """
     with tempfile.TemporaryDirectory(prefix="launcher-env-") as folder:
-        result = run_job([*launcher, sys.executable, "-c", _DUMP, folder], env)
+        script = Path(folder) / "dump_environment.py"
+        script.write_text(_DUMP)
+        command = [*launcher, *([] if runs_python else [sys.executable]), str(script), folder]
+        result = run_job(command, env)
         assert result.returncode == 0, f"{' '.join(launcher)} failed:\n{result.stdout}\n{result.stderr}"
         found = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in Path(folder).glob("rank-*.json")}
     assert sorted(found) == [0, 1], f"expected ranks 0 and 1, got {sorted(found)}:\n{result.stdout}\n{result.stderr}"
