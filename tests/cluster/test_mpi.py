@@ -43,7 +43,7 @@ def _explain_each_rank(*mpirun_options: str) -> dict[int, dict]:
 
 def test_mpirun_trains_without_rendezvous_variables():
     """The documented command (docs/usage.md, "MPI (mpirun)"): no -x MASTER_ADDR, no -x MASTER_PORT."""
-    command = mpirun_command(2, sys.executable, "examples/train.py", "--devices", "2", "--epochs", "2")
+    command = mpirun_command(2, sys.executable, "examples/train.py", "--devices", "2")
     result = run_job(command, clean_environment())
     assert result.returncode == 0, f"mpirun -np 2 train.py failed:\n{result.stdout}\n{result.stderr}"
     assert "Traceback" not in result.stderr, result.stderr
