@@ -12,7 +12,7 @@ from runtime.errors import LaunchTimeoutError, RankFailedError
 from runtime.launchers.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.ports import check_rendezvous_port
-from runtime.rank_environment import rank_config, rank_variables
+from runtime.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 __all__ = ["TIMEOUT_EXIT_CODE", "run_script"]
@@ -52,7 +52,9 @@ def run_script(
     ``args`` reach the script untouched.
 
     Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
-    ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``) and
+    ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``; copies it
+    starts itself also ``ROLE_RANK``, ``ROLE_WORLD_SIZE``, ``TORCHELASTIC_RUN_ID`` and friends, see
+    :func:`~runtime.rank_environment.elastic_variables`) and
     ``RESOLVER_CONFIG`` (``config`` with that copy's ranks), so ``runtime.launch`` in the script
     runs its function as that rank without resolving again. Output streams straight through,
     or, with ``output`` (``resolver run`` passes one), as whole lines prefixed with the rank and
@@ -74,11 +76,16 @@ def run_script(
     if not started_by_cluster:
         check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
+    # One id for the run, alike on every node (each node's resolver run computes it from the same
+    # rendezvous); torchrun draws a random one, which its nodes agree on through their rendezvous.
+    run_id = os.urandom(16).hex() if config.num_nodes == 1 else f"resolver-{address}-{port}"
     command = [sys.executable, _SCRIPT_RANK, *(["-m", script] if module else [script]), *args]
     # The group is left first: every rank is stopped and reaped before the pump writes what is left.
     with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
         for rank in ranks:
             variables = rank_variables(rank, address, port, group.reports.directory)
+            if not started_by_cluster:  # ranks it starts itself: as torchrun's (a cluster's keep its own)
+                variables.update(elastic_variables(rank, run_id))
             group.popen(rank.global_rank, command, {**os.environ, **variables}, output=pump, local_rank=rank.local_rank)
         try:
             outcome = group.supervisor(timeout).watch()
