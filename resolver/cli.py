@@ -148,7 +148,6 @@ def _run(args: argparse.Namespace) -> int:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
     print(f"resolver: {config.summary()}", file=sys.stderr, flush=True)
-    os.environ.update(args.rank_variables)  # what torchrun's options give every rank (ROLE_NAME, ...)
     try:
         import runtime
     except ImportError as exc:
@@ -174,6 +173,8 @@ def _run(args: argparse.Namespace) -> int:
             module=args.module,
             output=output,
             python=not args.no_python,
+            role=args.rank_variables.get("ROLE_NAME", "default"),
+            run_id=args.rank_variables.get("TORCHELASTIC_RUN_ID"),
         )
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)

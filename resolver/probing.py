@@ -178,6 +178,7 @@ def _register_builtin() -> None:
         ("torch_xla_available", False, lambda environ: module_available("torch_xla"), "torch_xla installed"),
         ("horovod_available", False, lambda environ: module_available("horovod"), "horovod installed"),
         ("deepspeed_available", False, lambda environ: module_available("deepspeed"), "deepspeed installed"),
+        ("mpi4py_available", False, lambda environ: module_available("mpi4py"), "mpi4py installed"),
         ("interactive", False, lambda environ: is_interactive(), "a notebook or interactive interpreter"),
         ("fork_available", True, lambda environ: fork_available(), "the fork start method exists"),
         ("hostname", "localhost", lambda environ: hostname(), "this machine's host name"),

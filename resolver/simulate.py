@@ -2,10 +2,10 @@
 
 A spec is a comma-separated list of tokens, applied in order over an optional environment TOML
 file: machine facts (``cuda=8``, ``mps``, ``xla=4``, ``torch_xla``, ``horovod``, ``deepspeed``,
-``interactive``, ``nofork``, ``hostname=NAME``), cluster presets that set the variables a real
-launcher sets (``slurm[=TASKS_PER_NODE]``, ``torchrun[=NPROC_PER_NODE]``, ``lsf[=PER_NODE]``,
-``mpi[=PER_NODE]``, ``kubeflow[=PODS]``, sized by ``nodes=N``, placed by ``node=R``), and raw
-variables (``NAME=VALUE`` with an upper-case name).
+``mpi4py``, ``interactive``, ``nofork``, ``hostname=NAME``), cluster presets that set the variables
+a real launcher sets (``slurm[=TASKS_PER_NODE]``, ``torchrun[=NPROC_PER_NODE]``, ``lsf[=PER_NODE]``,
+``mpi[=PER_NODE]``, ``horovodrun[=PER_NODE]`` (Gloo), ``kubeflow[=PODS]``, sized by ``nodes=N``,
+placed by ``node=R``), and raw variables (``NAME=VALUE``, the name starting upper-case).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from resolver.suggest import did_you_mean
 __all__ = ["SIMULATE_HELP", "simulate"]
 
 SIMULATE_HELP = (
-    "machine facts: cuda=N, mps, xla=N (or tpu=N), torch_xla, horovod, deepspeed, interactive, nofork, "
+    "machine facts: cuda=N, mps, xla=N (or tpu=N), torch_xla, horovod, deepspeed, mpi4py, interactive, nofork, "
     "hostname=NAME, or any registered fact as FACT=VALUE (e.g. cuda_device_count=8); "
-    "clusters: slurm[=TASKS_PER_NODE], torchrun[=NPROC], lsf[=PER_NODE], mpi[=PER_NODE], "
+    "clusters: slurm[=TASKS_PER_NODE], torchrun[=NPROC], lsf[=PER_NODE], mpi[=PER_NODE], horovodrun[=PER_NODE], "
     "kubeflow[=PODS] (one process per pod), with nodes=N and node=R; variables: NAME=VALUE; "
     "or a path to an environment TOML file"
 )
@@ -33,10 +33,11 @@ _FLAGS = {
     "torch_xla": "torch_xla_available",
     "horovod": "horovod_available",
     "deepspeed": "deepspeed_available",
+    "mpi4py": "mpi4py_available",
     "interactive": "interactive",
     "notebook": "interactive",
 }
-_CLUSTERS = ("slurm", "torchrun", "lsf", "mpi", "kubeflow")
+_CLUSTERS = ("slurm", "torchrun", "lsf", "mpi", "horovodrun", "kubeflow")
 
 
 #: The token names a spec may use (the shorthands, presets and placement); facts add their own names.
@@ -102,12 +103,14 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
             node = _int(raw, value)
         elif key in _CLUSTERS:
             cluster = (key, _int(raw, value) if value else None)
-        elif value and name.isupper():
-            explicit[name] = value
+        elif value and name[:1].isupper() and name.isidentifier():
+            explicit[name] = value  # a variable: upper-case first, as OMPI_MCA_ess_base_jobid
         elif value and name in PROBES:
             facts[name] = _fact(PROBES[name].default, raw, value)
         else:
             raise _unknown_token(raw, name)
+    if cluster is not None and cluster[0] == "horovodrun":
+        facts.setdefault("horovod_available", True)  # horovodrun comes with Horovod
     env = env.replace(**facts)
     if cluster is not None:
         kind, per_node = cluster
@@ -147,7 +150,9 @@ def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname
             "LOCAL_WORLD_SIZE": str(per_node),
             "GROUP_RANK": str(node),
             "TORCHELASTIC_RUN_ID": "simulated",
-            "MASTER_ADDR": "127.0.0.1",
+            # torchrun's own rendezvous: `localhost` on one machine (as torchrun --nproc-per-node
+            # exports it), else the endpoint's host, node 0's
+            "MASTER_ADDR": "localhost" if nodes == 1 else (hostname if node == 0 else "node0"),
             "MASTER_PORT": "29500",
         }
     if kind == "lsf":
@@ -166,6 +171,25 @@ def _cluster_variables(kind: str, per_node: int, nodes: int, node: int, hostname
             "OMPI_COMM_WORLD_RANK": str(rank),
             "OMPI_COMM_WORLD_LOCAL_RANK": "0",
             "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
+            # Open MPI 4.1's job id and PMIx namespace (one number), alike on every rank of a job
+            "OMPI_MCA_ess_base_jobid": "891158529",
+            "PMIX_NAMESPACE": "891158529",
+        }
+    if kind == "horovodrun":
+        # `horovodrun -np N -H host:PER_NODE,... --gloo`: its driver on the launching host (node 0)
+        # serves the Gloo rendezvous (127.0.0.1 when everything runs here)
+        return {
+            "HOROVOD_RANK": str(rank),
+            "HOROVOD_SIZE": str(world),
+            "HOROVOD_LOCAL_RANK": "0",
+            "HOROVOD_LOCAL_SIZE": str(per_node),
+            "HOROVOD_CROSS_RANK": str(node),
+            "HOROVOD_CROSS_SIZE": str(nodes),
+            "HOROVOD_CONTROLLER": "gloo",
+            "HOROVOD_CPU_OPERATIONS": "gloo",
+            "HOROVOD_HOSTNAME": hostname,
+            "HOROVOD_GLOO_RENDEZVOUS_ADDR": "127.0.0.1" if nodes == 1 else (hostname if node == 0 else "node0"),
+            "HOROVOD_GLOO_RENDEZVOUS_PORT": "29500",
         }
     return {
         "KUBERNETES_PORT": "tcp://10.0.0.1:443",

@@ -27,6 +27,7 @@ __all__ = [
     "PARENT_PID_VARIABLE",
     "RENDEZVOUS_TIMEOUT_VARIABLE",
     "REPORT_DIR_VARIABLE",
+    "elastic_variables",
     "environ_patch",
     "launched_config",
     "rank_config",
@@ -108,6 +109,25 @@ def rank_variables(
         variables[REPORT_DIR_VARIABLE] = report_dir
         variables[PARENT_PID_VARIABLE] = str(os.getpid())
     return variables
+
+
+def elastic_variables(config: ResolvedConfig, run_id: str, role: str = "default") -> dict[str, str]:
+    """The variables torchrun's agent adds for each worker, beyond :func:`rank_variables`: one role
+    (``default``) holding every rank, the run's id, and no restarts (``resolver run`` restarts nothing).
+
+    Set only for ranks ``resolver run`` starts itself, so that a script written for torchrun (one
+    reading ``ROLE_RANK``, or ``torch.distributed.is_torchelastic_launched()``) runs unchanged.
+    torchrun's agent-store and error-file variables are left out: no agent serves them here.
+    """
+    return {
+        "ROLE_NAME": role,
+        "ROLE_RANK": str(config.global_rank),
+        "ROLE_WORLD_SIZE": str(config.world_size),
+        "GROUP_WORLD_SIZE": str(config.num_nodes),
+        "TORCHELASTIC_RUN_ID": run_id,
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+    }
 
 
 def rank_threads(config: ResolvedConfig) -> int | None:

@@ -12,7 +12,7 @@ from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigErr
 from runtime.launchers.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.ports import check_rendezvous_port
-from runtime.rank_environment import rank_config, rank_variables
+from runtime.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 __all__ = ["TIMEOUT_EXIT_CODE", "run_script"]
@@ -37,21 +37,6 @@ def _report(problem: Exception, output: RankOutput | None) -> str:
     return "\n".join([head, *(f"[rank {problem.rank}]: {line}" if line else line for line in rest)])
 
 
-#: What torchrun also gives every worker, for libraries that read it to know they run under an
-#: elastic launcher; ``resolver run --role``/``--rdzv-id`` set the first two (through the environment).
-TORCHRUN_DEFAULTS = {
-    "ROLE_NAME": "default",
-    "TORCHELASTIC_RUN_ID": "none",
-    "TORCHELASTIC_RESTART_COUNT": "0",
-    "TORCHELASTIC_MAX_RESTARTS": "0",
-}
-
-
-def _role_variables(config: ResolvedConfig) -> dict[str, str]:
-    """torchrun's ranks within the workers' role: one role here, so the global ones."""
-    return {"ROLE_RANK": str(config.global_rank), "ROLE_WORLD_SIZE": str(config.world_size)}
-
-
 def run_script(
     config: ResolvedConfig,
     script: str,
@@ -61,17 +46,20 @@ def run_script(
     module: bool = False,
     output: RankOutput | None = None,
     python: bool = True,
+    role: str = "default",
+    run_id: str | None = None,
 ) -> int:
     """Run ``python script args...`` once per local rank of ``config``; return the exit code.
 
     With ``module=True``, ``script`` is a module name run as ``python -m script args...`` would;
     with ``python=False`` it is a program executed as it is (torchrun's ``--no-python``).
-    ``args`` reach the script untouched.
+    ``args`` reach the script untouched. ``role`` and ``run_id`` are what the ranks it starts see as
+    ``ROLE_NAME`` and ``TORCHELASTIC_RUN_ID`` (torchrun's ``--role`` and ``--rdzv-id``).
 
     Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
-    ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``,
-    ``ROLE_RANK``, ``ROLE_WORLD_SIZE``, ``ROLE_NAME``, ``TORCHELASTIC_RUN_ID``,
-    ``TORCHELASTIC_RESTART_COUNT``, ``TORCHELASTIC_MAX_RESTARTS``) and
+    ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``; copies it
+    starts itself also ``ROLE_RANK``, ``ROLE_WORLD_SIZE``, ``TORCHELASTIC_RUN_ID`` and friends, see
+    :func:`~runtime.rank_environment.elastic_variables`) and
     ``RESOLVER_CONFIG`` (``config`` with that copy's ranks), so ``runtime.launch`` in the script
     runs its function as that rank without resolving again. Output streams straight through,
     or, with ``output`` (``resolver run`` passes one), as whole lines prefixed with the rank and
@@ -93,6 +81,10 @@ def run_script(
     if not started_by_cluster:
         check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
+    # One id for the run, alike on every node (each node's resolver run computes it from the same
+    # rendezvous); torchrun draws a random one, which its nodes agree on through their rendezvous.
+    if run_id is None:
+        run_id = os.urandom(16).hex() if config.num_nodes == 1 else f"resolver-{address}-{port}"
     if not python:
         if module:
             raise RuntimeConfigError("python=False runs a program, module=True a Python module: choose one")
@@ -103,8 +95,9 @@ def run_script(
     with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
         for rank in ranks:
             variables = rank_variables(rank, address, port, group.reports.directory)
-            environ = {**TORCHRUN_DEFAULTS, **os.environ, **variables, **_role_variables(rank)}
-            group.popen(rank.global_rank, command, environ, output=pump, local_rank=rank.local_rank)
+            if not started_by_cluster:  # ranks it starts itself: as torchrun's (a cluster's keep its own)
+                variables.update(elastic_variables(rank, run_id, role))
+            group.popen(rank.global_rank, command, {**os.environ, **variables}, output=pump, local_rank=rank.local_rank)
         try:
             outcome = group.supervisor(timeout).watch()
         except KeyboardInterrupt:

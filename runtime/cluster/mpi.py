@@ -1,8 +1,19 @@
-"""MPI (``mpirun``/``mpiexec``): ranks come from OpenMPI's variables, the rendezvous from the user."""
+"""MPI (``mpirun``/``mpiexec``): ranks come from Open MPI's variables, the rendezvous from the config.
+
+The resolver decides where the ranks meet (``rules/37-rendezvous.toml``): ``MASTER_ADDR`` and
+``MASTER_PORT`` when mpirun passes them (``-x``), else ``127.0.0.1`` when every rank runs on one
+machine and a port derived from the MPI job id. A job that spans machines without ``MASTER_ADDR``
+resolves only where mpi4py is installed (``main_address`` None, rule ``main_address.mpi.broadcast``):
+rank 0 then tells the others its host name over MPI itself, as PyTorch Lightning does.
+"""
 
 from __future__ import annotations
 
+import socket
+from typing import Any
+
 from runtime.cluster.base import ClusterEnvironment
+from runtime.errors import RuntimeConfigError
 from runtime.registry import register_cluster_environment
 
 __all__ = ["MPIEnvironment"]
@@ -10,7 +21,35 @@ __all__ = ["MPIEnvironment"]
 
 @register_cluster_environment("mpi")
 class MPIEnvironment(ClusterEnvironment):
-    """MPI does not export a TCP rendezvous; pass ``MASTER_ADDR``/``MASTER_PORT`` through mpirun."""
+    """The resolved rendezvous; across machines without ``MASTER_ADDR``, rank 0's host by MPI broadcast."""
 
     title = "an MPI job"
+    job_id_variable = "OMPI_MCA_ess_base_jobid"
     variables_hint = "pass them to every rank, e.g. mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500 ..."
+
+    _broadcast_address: str | None = None
+
+    @property
+    def main_address(self) -> str:
+        if self.config.main_address:  # resolved, with provenance (rules/37-rendezvous.toml)
+            return self.config.main_address
+        if self.environ.get("MASTER_ADDR", "").strip():  # a config built by hand
+            return self._required("MASTER_ADDR")
+        if self._broadcast_address is None:
+            self._broadcast_address = _rank_zero_host()
+        return self._broadcast_address
+
+
+def _rank_zero_host() -> str:
+    """Rank 0's host name, sent to every rank by an MPI broadcast (a collective: all ranks call it)."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise RuntimeConfigError(
+            "this MPI job has no rendezvous address: MASTER_ADDR is not set and mpi4py, which would ask "
+            "rank 0 for its host, is not installed\n"
+            "  hint: pass it to every rank, e.g. mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<port> ..., "
+            "or pip install mpi4py"
+        ) from None
+    comm: Any = MPI.COMM_WORLD
+    return str(comm.bcast(socket.gethostname(), root=0))

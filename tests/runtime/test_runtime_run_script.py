@@ -54,3 +54,27 @@ def test_a_script_using_runtime_launch_runs_each_rank_with_the_config_it_was_giv
     assert [(i["global_rank"], i["config_rank"]) for i in identities] == [(0, 0), (1, 1)]  # type: ignore[index,union-attr]
     # use_distributed_sampler=False was only in the config run_script was given: nobody re-resolved.
     assert [i["use_distributed_sampler"] for i in identities] == [False, False]  # type: ignore[index,union-attr]
+
+
+def test_a_torchrun_script_sees_the_same_rank_variables_under_resolver_run_and_torchrun() -> None:
+    """torchrun parity: ROLE_RANK, ROLE_WORLD_SIZE, TORCHELASTIC_RUN_ID, restart counts, and the
+    script's own resolve() (torchelastic, no launcher) agree between the two launchers."""
+    script = str(SCRIPTS / "print_torch_ranks.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESOLVER_", "TORCHELASTIC_", "MASTER_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(SCRIPTS.parents[2]), env.get("PYTHONPATH", "")])
+    bin_dir = Path(sys.executable).parent
+    runs = {
+        "torchrun": [str(bin_dir / "torchrun"), "--nproc-per-node", "2", script],
+        "resolver run": [str(bin_dir / "resolver"), "run", "--devices", "2", script],
+    }
+    seen = {}
+    for name, command in runs.items():
+        done = subprocess.run(command, capture_output=True, text=True, timeout=90, env=env)
+        assert done.returncode == 0, f"{name}:\n{done.stdout}\n{done.stderr}"
+        seen[name] = sorted(
+            lines_with("TORCH-RANK ", done.stdout.replace("[rank 0]: ", "").replace("[rank 1]: ", "")),
+            key=lambda r: r["rank"],
+        )  # type: ignore[arg-type,return-value]
+    assert [r["rank"] for r in seen["torchrun"]] == [0, 1]
+    assert seen["resolver run"] == seen["torchrun"]
+    assert all(r["run_id_set"] and r["ROLE_RANK"] == str(r["rank"]) and r["sum"] == 3 for r in seen["torchrun"])
