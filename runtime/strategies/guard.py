@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,12 +43,15 @@ BUILT, SET_UP, TORN_DOWN = "built", "set up", "torn down"
 When = Literal["any", "set_up", "idle", "ranked"]
 
 _MISSING = object()
-_running: weakref.ref[Strategy] | None = None  # the strategy set up in this process, if any
+# The strategy set up in this thread, if any. Per thread: torch_xla's launcher runs XLA:CPU replicas
+# as threads of one process, each with its own strategy.
+_local = threading.local()
 
 
 def running_strategy() -> Strategy | None:
-    """The strategy set up in this process (between its ``setup_environment`` and ``teardown``)."""
-    return _running() if _running is not None else None
+    """The strategy set up in this thread (between its ``setup_environment`` and ``teardown``)."""
+    ref: weakref.ref[Strategy] | None = getattr(_local, "running", None)
+    return ref() if ref is not None else None
 
 
 @attrs.frozen
@@ -142,19 +147,20 @@ class MethodRule:
     after: Callable[[Strategy, Any], None] | None = None
     #: Run ``after`` (with ``None``) even when the method raised (teardown: the group is left either way).
     after_on_error: bool = False
+    #: Every rank must call it (it communicates): a collective failing inside it, in a run of several
+    #: ranks, is reported as the misuse it most likely is when a peer returned without calling it.
+    every_rank: bool = False
 
 
 def _entered(strategy: Strategy, result: Any) -> None:
-    global _running
     strategy._lifecycle = SET_UP
-    _running = weakref.ref(strategy)
+    _local.running = weakref.ref(strategy)
 
 
 def _left(strategy: Strategy, result: Any) -> None:
-    global _running
     strategy._lifecycle = TORN_DOWN
     if running_strategy() is strategy:
-        _running = None
+        _local.running = None
 
 
 def _adopt_optimizer(strategy: Strategy, result: Any) -> None:
@@ -190,24 +196,26 @@ RULES: dict[str, MethodRule] = {
         after_on_error=True,
         why_any="idempotent: run() calls it after fn even when fn or the set-up failed",
     ),
-    "setup_module": MethodRule("set_up", (_MODULE,)),
-    "setup_module_and_optimizer": MethodRule("set_up", (_MODULE, _MAKE_OPTIMIZER), after=_adopt_optimizer),
+    "setup_module": MethodRule("set_up", (_MODULE,), every_rank=True),
+    "setup_module_and_optimizer": MethodRule(
+        "set_up", (_MODULE, _MAKE_OPTIMIZER), after=_adopt_optimizer, every_rank=True
+    ),
     "wrap_module": MethodRule("set_up", (_MODULE,)),
-    "full_state_dict": MethodRule("set_up", (_MODULE,)),
+    "full_state_dict": MethodRule("set_up", (_MODULE,), every_rank=True),
     "unwrap_module": MethodRule("any", (_MODULE,), why_any="looks inside a wrapper; no device or process group"),
     "units": MethodRule("any", (_MODULE,), why_any="lists a module's FSDP units; no device or process group"),
     "to_device": MethodRule("set_up"),
-    "backward": MethodRule("set_up", (Arg("loss", _loss),)),
-    "optimizer_step": MethodRule("set_up", (Arg("optimizer", _optimizer),)),
+    "backward": MethodRule("set_up", (Arg("loss", _loss),), every_rank=True),
+    "optimizer_step": MethodRule("set_up", (Arg("optimizer", _optimizer),), every_rank=True),
     "process_dataloader": MethodRule(
         "ranked",
         (
             of_type("dataloader", DataLoader, "a torch.utils.data.DataLoader", "pass the DataLoader, not the dataset"),
             Arg("use", _use),
         ),
-    ),  # fmt: skip
-    "save_checkpoint": MethodRule("set_up", (_PATH, _STATE)),
-    "load_checkpoint": MethodRule("set_up", (_PATH, Arg("state", _optional_state))),
+    ),
+    "save_checkpoint": MethodRule("set_up", (_PATH, _STATE), every_rank=True),
+    "load_checkpoint": MethodRule("set_up", (_PATH, Arg("state", _optional_state)), every_rank=True),
     "sync": MethodRule("set_up"),
 }
 
@@ -261,19 +269,50 @@ def _guarded(name: str, function: Callable[..., Any], rule: MethodRule) -> Calla
             value = args[index] if index < len(args) else kwargs.get(arg.name, _MISSING)
             if value is not _MISSING and (problem := arg.problem(self, value)) is not None:
                 raise StrategyArgumentError(name, *problem, argument=arg.name)
-        if rule.after is None:
+        if rule.after is None and not rule.every_rank:
             return function(self, *args, **kwargs)
         try:
             result = function(self, *args, **kwargs)
-        except BaseException:
+        except BaseException as exc:
             if rule.after_on_error:
                 rule.after(self, None)
+            if rule.every_rank:
+                _raise_if_a_peer_did_not_come(self, name, exc)
             raise
-        rule.after(self, result)
+        if rule.after is not None:
+            rule.after(self, result)
         return result
 
     guarded.__strategy_guard__ = rule  # type: ignore[attr-defined]
     return guarded
+
+
+def _raise_if_a_peer_did_not_come(strategy: Strategy, name: str, exc: BaseException) -> None:
+    """A collective failed inside ``name``, which every rank must call: say so, and how to call it.
+
+    It is marked as an echo of a peer's fault, so a launcher still blames a rank that crashed; when
+    no rank crashed, the launcher blames the rank that returned without calling ``name`` and quotes
+    this message's first line.
+    """
+    from runtime.launchers.reports import is_communication_error, mark_as_echo
+
+    if isinstance(exc, StrategyMisuseError) and getattr(exc, "peer_missing", False) and exc.method != name:
+        exc = exc.__cause__ or exc  # raised by a method this one called: name the one the user called
+    elif isinstance(exc, StrategyMisuseError) or not isinstance(exc, Exception) or not is_communication_error(exc):
+        return
+    if getattr(strategy, "_lifecycle", BUILT) != SET_UP or strategy.world_size < 2:
+        return
+    cause = (str(exc).splitlines() or [type(exc).__name__])[0]
+    cause = re.sub(r"^\[[^\]]*\]\s*", "", cause)[:120]  # gloo prefixes its source location: "[.../pair.cc:537] "
+    misuse = StrategyMisuseError(
+        name,
+        f"every rank must call it, and a peer never did (the collective in it failed: {cause})",
+        f"call strategy.{name}() on every rank, not under `if strategy.is_global_zero:` (for checkpoints, rank 0 "
+        "alone writes the file anyway); if a peer crashed instead, its own error comes first",
+    )
+    misuse.peer_missing = True  # type: ignore[attr-defined]
+    mark_as_echo(misuse)
+    raise misuse from exc
 
 
 def guard_methods(cls: type) -> None:

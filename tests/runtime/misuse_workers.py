@@ -138,3 +138,11 @@ def deepspeed_misuse(strategy: Strategy, launching_config: ResolvedConfig) -> di
     report["the optimizer setup returned"] = outcome(lambda: strategy.optimizer_step(optimizer))
     report["sweep"] = sweep_in_rank(strategy, launching_config)
     return report
+
+
+def checkpoint_on_rank_zero_only(strategy: Strategy, path: str) -> str:
+    """The classic: save_checkpoint under ``if strategy.is_global_zero:`` (rank 0 then waits for the others)."""
+    model = strategy.setup_module(nn.Linear(2, 2))
+    if strategy.is_global_zero:
+        strategy.save_checkpoint(path, {"model": model})
+    return "done"

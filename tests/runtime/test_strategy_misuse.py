@@ -10,16 +10,25 @@ DeepSpeed's sweep runs in ``test_runtime_deepspeed.py`` (its own CI phase), Horo
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from misuse_workers import VALID, at_this_time, outcome, public_methods, sweep_in_rank, wrong_types
+from misuse_workers import (
+    VALID,
+    at_this_time,
+    checkpoint_on_rank_zero_only,
+    outcome,
+    public_methods,
+    sweep_in_rank,
+    wrong_types,
+)
 from runtime_configs import ddp_config, single_device_config
 from sharded_workers import optimizer_orders
 
 import runtime
-from runtime.errors import StrategyArgumentError, StrategyMisuseError
+from runtime.errors import RankFailedError, StrategyArgumentError, StrategyMisuseError
 from runtime.strategies import (
     DDPStrategy,
     DeepSpeedStrategy,
@@ -146,6 +155,19 @@ def test_in_two_ranks_wrong_arguments_another_ranks_strategy_and_a_torn_down_one
     after = {k: v for k, v in report["after_teardown"].items() if k != "process_dataloader"}
     assert not _check_report(after, "called after strategy.teardown()")
     assert report["after_teardown"]["process_dataloader"]["raised"] is None  # its ranks come from the config
+
+
+def test_a_checkpoint_saved_on_rank_0_only_names_the_method_every_rank_must_call(tmp_path: Path) -> None:
+    strategy = runtime.build(ddp_config(2), timeout=120)
+    with pytest.raises(RankFailedError) as info:
+        strategy.launch(checkpoint_on_rank_zero_only, str(tmp_path / "checkpoint.pt"))
+
+    # rank 1 returned without calling it: blamed, with what rank 0 saw (not gloo's "Connection reset by peer")
+    assert info.value.rank == 1
+    assert "left the run while rank 0 still waited for it" in str(info.value)
+    assert "StrategyMisuseError: strategy.save_checkpoint(): every rank must call it, and a peer never did" in str(
+        info.value
+    )
 
 
 def test_common_mistakes_with_one_process_name_the_argument_and_the_fix() -> None:
