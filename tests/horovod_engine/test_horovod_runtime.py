@@ -102,3 +102,17 @@ def test_before_set_up_horovods_ranks_are_not_known() -> None:
     strategy = runtime.build(resolver.resolve(accelerator="cpu", devices=2, strategy="horovod"))
     with pytest.raises(runtime.StrategyMisuseError, match=r"process_dataloader\(\): called before the strategy"):
         strategy.process_dataloader(DataLoader(list(range(8))), "train")
+
+
+def test_the_misuse_sweep_in_two_horovod_ranks() -> None:
+    from misuse_workers import sweep_in_rank
+
+    import resolver
+
+    config = resolver.resolve(accelerator="cpu", devices=2, strategy="horovod")
+    report = runtime.launch(sweep_in_rank, config, accelerator="cpu", devices=2, strategy="horovod", timeout=120)
+
+    assert report["wrong_types"] and all(r["argument_error"] for r in report["wrong_types"].values()), report
+    assert all(r["misuse"] for r in report["other_strategy"].values()), report["other_strategy"]
+    # Horovod numbers the ranks when it is set up: after teardown even process_dataloader is refused
+    assert all("called after strategy.teardown()" in r["message"] for r in report["after_teardown"].values())

@@ -154,10 +154,12 @@ def optimizer_made_before_setup(strategy: Strategy) -> dict[str, Any]:
 
     model = torch.nn.Linear(4, 1)
     early = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = [id(p) for p in model.parameters()]
     module = strategy.setup_module(model)
+    same = before == [id(p) for p in module.parameters()]
     strategy.backward(module(strategy.to_device(torch.ones(2, 4))).sum())
     try:
         strategy.optimizer_step(early)
     except StrategyMisuseError as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    return {"error": None}
+        return {"error": f"{type(exc).__name__}: {exc}", "same_parameters": same}
+    return {"error": None, "same_parameters": same}
