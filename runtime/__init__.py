@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from runtime.errors import PortInUseError as PortInUseError
     from runtime.errors import RankFailedError as RankFailedError
     from runtime.errors import RuntimeConfigError as RuntimeConfigError
+    from runtime.errors import StrategyArgumentError as StrategyArgumentError
+    from runtime.errors import StrategyMisuseError as StrategyMisuseError
     from runtime.launchers.base import Launcher as Launcher
     from runtime.launchers.rank_output import RankOutput as RankOutput
     from runtime.precision.base import Precision as Precision
@@ -79,6 +81,8 @@ _MODULES = {
     "RankOutput": "runtime.launchers.rank_output",
     "RuntimeConfigError": "runtime.errors",
     "Strategy": "runtime.strategies.base",
+    "StrategyArgumentError": "runtime.errors",
+    "StrategyMisuseError": "runtime.errors",
     "StrategyOptions": "runtime.strategies.options",
     "TorchCheckpointIO": "runtime.checkpoint",
     "launched_config": "runtime.rank_environment",

@@ -14,6 +14,8 @@ __all__ = [
     "RendezvousTimeoutError",
     "RendezvousWaitError",
     "RuntimeConfigError",
+    "StrategyArgumentError",
+    "StrategyMisuseError",
     "failure_time",
     "stamp_failure_time",
 ]
@@ -50,9 +52,7 @@ class MissingDependencyError(ImportError):
         self.component = component
         self.package = package
         self.install = install
-        super().__init__(
-            f"{component} needs {package}, which is not installed\n  hint: {install}"
-        )
+        super().__init__(f"{component} needs {package}, which is not installed\n  hint: {install}")
 
 
 class PortInUseError(OSError):
@@ -175,3 +175,25 @@ class RendezvousWaitError(TimeoutError):
 
 class DataLoaderWarning(UserWarning):
     """A data loader setting that works, but likely not as the user intends (e.g. slow start-up)."""
+
+
+class StrategyMisuseError(RuntimeError):
+    """A :class:`~runtime.strategies.base.Strategy` method was called when it cannot work: before the
+    strategy is set up in this process, after its teardown, through another rank's strategy, or in a
+    way the strategy's engine cannot train with (e.g. DeepSpeed without its optimizer).
+
+    ``method`` is the method's name, ``argument`` the argument at fault (``None`` when it is the
+    call itself), ``fix`` the hint the message ends with. Raised before the engine is reached, so
+    no engine's internal error stands in for it.
+    """
+
+    def __init__(self, method: str, problem: str, fix: str, *, argument: str | None = None) -> None:
+        self.method = method
+        self.argument = argument
+        self.fix = fix
+        super().__init__(f"strategy.{method}(): {problem}\n  hint: {fix}")
+
+
+class StrategyArgumentError(StrategyMisuseError, TypeError, ValueError):
+    """A :class:`~runtime.strategies.base.Strategy` method got an argument of the wrong type or value
+    (a ``TypeError`` and a ``ValueError`` too, for code that catches those)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -26,6 +27,7 @@ from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import DataLoaderWarning, stamp_failure_time
 from runtime.launchers.launched_rank import run_launched_rank
 from runtime.rank_environment import rendezvous_timeout, threads_applied
+from runtime.strategies.guard import BUILT, guard_methods
 from runtime.strategies.options import StrategyOptions, structure_options
 from runtime.tensor_tree import map_tensors
 
@@ -43,6 +45,10 @@ R = TypeVar("R")
 DataLoaderUse = Literal["train", "val", "test", "predict"]
 #: The values ``process_dataloader``'s ``use`` accepts.
 DATALOADER_USES: tuple[str, ...] = ("train", "val", "test", "predict")
+#: The call that sets up a module and its optimizer together (what misuse errors show).
+SETUP_CALL = (
+    "model, optimizer = strategy.setup_module_and_optimizer(model, lambda params: torch.optim.SGD(params, lr=0.01))"
+)
 
 
 class Strategy:
@@ -56,6 +62,21 @@ class Strategy:
 
     #: The options this strategy takes (declared once; ``runtime.build`` structures them).
     Options: ClassVar[type[StrategyOptions]] = StrategyOptions
+    #: Why ``optimizer_step`` takes only an optimizer from :meth:`setup_module_and_optimizer` (``None``:
+    #: any optimizer over the set-up module's parameters works).
+    optimizer_from_setup: ClassVar[str | None] = None
+    #: Whether the config gives this process's ranks before set-up (``False``: the engine assigns them
+    #: when the environment is set up, so rank-dependent calls wait for it).
+    ranks_from_config: ClassVar[bool] = True
+    #: Whether every method works without set-up too (one process, nothing to join: ``single_device``).
+    usable_unset: ClassVar[bool] = False
+    #: What :meth:`setup_module` does to the module's parameters that leaves the old ones behind (for
+    #: the error about an optimizer made before it).
+    replaces_parameters: ClassVar[str] = "setting the module up made new parameter tensors"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        guard_methods(cls)  # the misuse checks (runtime.strategies.guard) cover overrides too
 
     def __init__(
         self,
@@ -78,6 +99,11 @@ class Strategy:
         self.checkpoint_io: CheckpointIO = checkpoint_io if checkpoint_io is not None else TorchCheckpointIO()
         self.options: Any = options if options is not None else self.structure_options(config)
         collective.check_across_ranks = self.options.check_collectives
+        self._lifecycle = BUILT  # built -> set up -> torn down (runtime.strategies.guard)
+        self._set_up_optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._checked_optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+        # id -> parameter that setup_module replaced (by id: tensors compare elementwise, not by identity)
+        self._replaced_parameters: dict[int, weakref.ref[torch.Tensor]] = {}
 
     @classmethod
     def structure_options(cls, config: ResolvedConfig) -> StrategyOptions:
@@ -202,10 +228,48 @@ class Strategy:
     # -- modules and data ---------------------------------------------------------------------
 
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
-        """Cast ``module`` for the precision, move it to :attr:`root_device` and wrap it as needed."""
+        """Cast ``module`` for the precision, move it to :attr:`root_device` and wrap it as needed.
+
+        Make the optimizer afterwards, from the returned module's parameters (or use
+        :meth:`setup_module_and_optimizer`): FSDP shards parameters into new tensors, XLA moves them
+        into new ones, and an optimizer made before would update tensors the module no longer uses.
+        """
+        before = list(module.parameters())
         module = self._precision.convert_module(module)
         module = module.to(self.root_device)
-        return self.wrap_module(module)
+        wrapped = self.wrap_module(module)
+        self._remember_replaced(before, wrapped)
+        return wrapped
+
+    def _remember_replaced(self, before: list[torch.nn.Parameter], module: torch.nn.Module) -> None:
+        """Note the parameters set-up replaced, so :meth:`optimizer_step` can refuse an optimizer over them."""
+        kept = {id(p) for p in module.parameters()}
+        self._replaced_parameters.update({id(p): weakref.ref(p) for p in before if id(p) not in kept})
+
+    def _optimizer_problem(self, optimizer: Any) -> tuple[str, str] | None:
+        """Why ``optimizer_step`` cannot step ``optimizer`` (checked on its first step), or ``None``."""
+        if optimizer in self._checked_optimizers:
+            return None
+        setup_call = SETUP_CALL
+        if self.optimizer_from_setup is not None and optimizer not in self._set_up_optimizers:
+            return (
+                f"this optimizer was not made by strategy.setup_module_and_optimizer: {self.optimizer_from_setup}",
+                f"{setup_call}, then pass that optimizer to optimizer_step",
+            )
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                ref = self._replaced_parameters.get(id(parameter))
+                if ref is not None and ref() is parameter:
+                    return (
+                        "this optimizer holds the module's parameters from before strategy.setup_module "
+                        f"({self.replaces_parameters}); the set-up module no longer uses them, so stepping it would "
+                        "leave the model unchanged",
+                        "make the optimizer after setup_module, from the module it returns: "
+                        "model = strategy.setup_module(model); "
+                        f"optimizer = torch.optim.SGD(model.parameters(), lr=0.01); or in one call: {setup_call}",
+                    )
+        self._checked_optimizers.add(optimizer)
+        return None
 
     def setup_module_and_optimizer(
         self,
@@ -255,8 +319,6 @@ class Strategy:
         training loader is shuffled, and only if the original was. All other loader arguments
         are kept. Call ``loader.sampler.set_epoch(epoch)`` every epoch to reshuffle.
         """
-        if use not in DATALOADER_USES:
-            raise ValueError(f"unknown dataloader use {use!r}; use one of {', '.join(DATALOADER_USES)}")
         self._warn_about_loader(dataloader, use)
         if not self.use_distributed_sampler or self.world_size == 1:
             return dataloader
@@ -326,3 +388,6 @@ class Strategy:
             f"{type(self).__name__}(rank {self.global_rank}/{self.world_size}, device={self.root_device}, "
             f"precision={self._config.precision}, launcher={self._config.launcher})"
         )
+
+
+guard_methods(Strategy)

@@ -17,10 +17,10 @@ from typing import Any, Literal
 import attrs
 import torch
 
-from runtime.errors import MissingDependencyError, RuntimeConfigError
+from runtime.errors import MissingDependencyError, RuntimeConfigError, StrategyMisuseError
 from runtime.precision.sharded import EnginePrecision, deepspeed_precision_config
 from runtime.registry import register_strategy
-from runtime.strategies.base import Strategy
+from runtime.strategies.base import SETUP_CALL, Strategy
 from runtime.strategies.deepspeed_config import deepspeed_config
 from runtime.strategies.options import StrategyOptions
 
@@ -75,6 +75,10 @@ class DeepSpeedStrategy(Strategy):
     """
 
     Options = DeepSpeedOptions
+    optimizer_from_setup = (
+        "DeepSpeed steps through the optimizer it wrapped in its engine (partitioned by ZeRO); another optimizer "
+        "would not be stepped by the engine"
+    )
 
     def __init__(self, config: Any, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
@@ -137,13 +141,25 @@ class DeepSpeedStrategy(Strategy):
         self._adopt(engine)
         return engine, optimizer
 
+    def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Not for DeepSpeed: its engine takes the module and the optimizer together; see
+        :meth:`setup_module_and_optimizer`."""
+        raise self._needs_optimizer("setup_module")
+
     def wrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
-        """A DeepSpeed engine without optimizer (for evaluation); train with :meth:`setup_module_and_optimizer`."""
-        engine, _, _, _ = self._import().initialize(
-            model=module, config=self.deepspeed_config, dist_init_required=False
+        """Not for DeepSpeed (see :meth:`setup_module`)."""
+        raise self._needs_optimizer("wrap_module")
+
+    def _needs_optimizer(self, method: str) -> StrategyMisuseError:
+        # Without an optimizer, deepspeed.initialize fails for ZeRO stages 1 and 2 ("zero stage 2 requires an
+        # optimizer") and stage 3 gives an engine whose first backward fails inside DeepSpeed.
+        return StrategyMisuseError(
+            method,
+            f"DeepSpeed (ZeRO stage {self.deepspeed_config.get('zero_optimization', {}).get('stage', 0)}) wraps the "
+            "module and its optimizer in one engine, so it needs the optimizer when the module is set up; an "
+            "optimizer made afterwards would never be stepped by the engine",
+            f"{SETUP_CALL}; then strategy.backward(loss) and strategy.optimizer_step(optimizer)",
         )
-        self._adopt(engine)
-        return engine
 
     def _adopt(self, engine: Any) -> None:
         """Make ``engine`` the one :meth:`backward` uses, and again whenever it runs a forward pass
@@ -166,9 +182,10 @@ class DeepSpeedStrategy(Strategy):
     def engine(self) -> Any:
         """The ``DeepSpeedEngine`` that ran the last forward pass (or was set up last)."""
         if self._engine is None:
-            raise RuntimeError(
-                "the deepspeed strategy has no engine yet: call strategy.setup_module_and_optimizer(module, "
-                "make_optimizer) first"
+            raise StrategyMisuseError(
+                "engine",
+                "the deepspeed strategy has no engine yet",
+                "call model, optimizer = strategy.setup_module_and_optimizer(model, make_optimizer) first",
             )
         return self._engine
 

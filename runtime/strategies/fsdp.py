@@ -64,6 +64,7 @@ class FSDPStrategy(Strategy):
     """
 
     Options = FSDPOptions
+    replaces_parameters = "fully_shard replaces each parameter with a sharded DTensor"
 
     def __init__(self, config: Any, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

@@ -26,6 +26,13 @@ __all__ = ["HorovodStrategy"]
 class HorovodStrategy(Strategy):
     """Runs on Horovod's collective; ``setup_module_and_optimizer`` gives Horovod's distributed optimizer."""
 
+    ranks_from_config = False  # the engine numbers the processes when it is set up
+    optimizer_from_setup = (
+        "Horovod averages gradients across ranks inside the horovod.torch.DistributedOptimizer that "
+        "setup_module_and_optimizer returns; with another optimizer every rank would step on its own gradients "
+        "and the replicas would drift apart"
+    )
+
     def __init__(self, config: Any, **kwargs: Any) -> None:
         if importlib.util.find_spec("horovod") is None:
             raise MissingDependencyError("strategy 'horovod'", "horovod", HOROVOD_INSTALL_HINT)

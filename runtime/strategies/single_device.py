@@ -13,7 +13,12 @@ __all__ = ["SingleDeviceStrategy"]
 
 @register_strategy("single_device")
 class SingleDeviceStrategy(Strategy):
-    """No processes to coordinate: the collective is the identity and modules are not wrapped."""
+    """No processes to coordinate: the collective is the identity and modules are not wrapped.
+
+    Nothing to join, so its methods also work without ``launch`` (as in a notebook).
+    """
+
+    usable_unset = True
 
     def __init__(self, config: Any, **kwargs: Any) -> None:
         if config.world_size != 1:

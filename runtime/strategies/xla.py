@@ -77,6 +77,9 @@ class XLAStrategy(Strategy):
     Checkpoints go through :class:`XLACheckpointIO`: rank 0 writes CPU copies of the tensors.
     """
 
+    ranks_from_config = False  # the engine numbers the processes when it is set up
+    replaces_parameters = "moving a module onto an XLA device makes new parameter tensors there"
+
     def __init__(self, config: Any, **kwargs: Any) -> None:
         precision = kwargs.pop("precision")
         if not isinstance(precision, XLAPrecision):

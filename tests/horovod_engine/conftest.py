@@ -18,7 +18,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 CONTRACT = HERE.parent / "contract"
-for _path in (HERE, CONTRACT):
+RUNTIME_TESTS = HERE.parent / "runtime"  # misuse_workers: the strategy misuse sweep
+for _path in (HERE, CONTRACT, RUNTIME_TESTS):
     sys.path.insert(0, str(_path))
 
 HOROVOD_INSTALLED = importlib.util.find_spec("horovod") is not None
@@ -42,4 +43,4 @@ def _clean_rank_variables(monkeypatch: pytest.MonkeyPatch) -> None:
                                                    "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
             monkeypatch.delenv(name)
     inherited = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(CONTRACT), *inherited]))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(CONTRACT), str(RUNTIME_TESTS), *inherited]))

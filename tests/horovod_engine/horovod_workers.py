@@ -61,3 +61,17 @@ def train(strategy: Strategy, steps: int = 30) -> dict[str, Any]:
         "sampler": (loader.sampler.num_replicas, loader.sampler.rank),  # type: ignore[attr-defined]
         "batches": len(loader),
     }
+
+
+def optimizer_of_ones_own(strategy: Strategy) -> str:
+    """The DDP habit under Horovod: setup_module, then a plain torch optimizer (no gradient averaging)."""
+    from runtime.errors import StrategyMisuseError
+
+    module = strategy.setup_module(torch.nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    strategy.backward(module(torch.ones(2, 4)).sum())
+    try:
+        strategy.optimizer_step(optimizer)
+    except StrategyMisuseError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "stepped"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from horovod_workers import fail_on_rank_1, identity, train
+from horovod_workers import fail_on_rank_1, identity, optimizer_of_ones_own, train
 
 import runtime
 from runtime.errors import RankFailedError
@@ -83,3 +83,36 @@ def test_a_run_started_by_horovodrun(tmp_path: Path) -> None:
     assert result["ranks"] == [0, 1]
     assert result["last_loss"] < 0.5 * result["first_loss"]
     assert result["identical"]
+
+
+def test_a_plain_optimizer_after_setup_module_is_refused_not_left_unaveraged() -> None:
+    # Horovod averages gradients in its DistributedOptimizer: a plain one would let the replicas drift apart
+    message = runtime.launch(optimizer_of_ones_own, accelerator="cpu", devices=2, strategy="horovod", timeout=120)
+
+    assert message.startswith("StrategyArgumentError: strategy.optimizer_step(): this optimizer was not made by")
+    assert "horovod.torch.DistributedOptimizer" in message
+    assert "strategy.setup_module_and_optimizer(model, lambda params" in message
+
+
+def test_before_set_up_horovods_ranks_are_not_known() -> None:
+    from torch.utils.data import DataLoader
+
+    import resolver
+
+    strategy = runtime.build(resolver.resolve(accelerator="cpu", devices=2, strategy="horovod"))
+    with pytest.raises(runtime.StrategyMisuseError, match=r"process_dataloader\(\): called before the strategy"):
+        strategy.process_dataloader(DataLoader(list(range(8))), "train")
+
+
+def test_the_misuse_sweep_in_two_horovod_ranks() -> None:
+    from misuse_workers import sweep_in_rank
+
+    import resolver
+
+    config = resolver.resolve(accelerator="cpu", devices=2, strategy="horovod")
+    report = runtime.launch(sweep_in_rank, config, accelerator="cpu", devices=2, strategy="horovod", timeout=120)
+
+    assert report["wrong_types"] and all(r["argument_error"] for r in report["wrong_types"].values()), report
+    assert all(r["misuse"] for r in report["other_strategy"].values()), report["other_strategy"]
+    # Horovod numbers the ranks when it is set up: after teardown even process_dataloader is refused
+    assert all("called after strategy.teardown()" in r["message"] for r in report["after_teardown"].values())

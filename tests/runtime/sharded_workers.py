@@ -142,3 +142,29 @@ def shard_indices(strategy: Strategy, size: int, out: Path) -> None:
     from runtime_workers import shard_indices as ddp_shard_indices
 
     ddp_shard_indices(strategy, size, out)
+
+
+def optimizer_orders(strategy: Strategy) -> dict[str, dict[str, Any]]:
+    """Train with the optimizer made before ``setup_module`` (over the original parameters), and after
+    it from the original module object and from the returned one: the losses, or the error."""
+    from runtime.errors import StrategyMisuseError
+
+    def run(order: str) -> dict[str, Any]:
+        model = small_model()
+        if order == "made before setup_module":
+            optimizer = sgd(model.parameters())
+            module = strategy.setup_module(model)
+        else:
+            module = strategy.setup_module(model)
+            optimizer = sgd((model if "original" in order else module).parameters())
+        try:
+            return {"losses": train(strategy, module, optimizer, 20)}
+        except StrategyMisuseError as exc:  # raised on every rank alike, before the engine steps
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    orders = (
+        "made before setup_module",
+        "made after, from the original module",
+        "made after, from the returned module",
+    )
+    return {order: run(order) for order in orders}

@@ -103,7 +103,7 @@ def test_a_custom_sampler_cannot_be_sharded_silently() -> None:
 
 
 def test_an_unknown_use_is_rejected() -> None:
-    with pytest.raises(ValueError, match="unknown dataloader use 'training'"):
+    with pytest.raises(ValueError, match="process_dataloader.*use must be one of train, val, test, predict, got 'tra"):
         rank_strategy(0).process_dataloader(DataLoader([1]), "training")  # type: ignore[arg-type]
 
 

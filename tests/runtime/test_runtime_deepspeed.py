@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 import pytest
+from misuse_workers import at_this_time, deepspeed_misuse, public_methods
 from sharded_workers import checkpoint_round_trip, train_and_gather
 
 import resolver
@@ -88,3 +89,39 @@ def test_a_user_config_file_replaces_the_generated_one(tmp_path: Path) -> None:
     assert strategy.deepspeed_config == mine  # type: ignore[attr-defined]
     result = strategy.launch(train_and_gather)
     assert result["identical"] and result["losses"][-1] < result["losses"][0]
+
+
+@pytest.mark.parametrize("alias", ["deepspeed_stage_2", "deepspeed_stage_3"])
+def test_setup_module_says_deepspeed_needs_the_optimizer_and_every_misuse_is_refused(alias: str) -> None:
+    strategy = deepspeed_run(alias)
+    report = strategy.launch(deepspeed_misuse, strategy.config)
+
+    # the DDP habit: DeepSpeed itself would fail later ("zero stage 2 requires an optimizer", or stage 3's
+    # "'DeepSpeedZeRoOffload' object has no attribute 'set_gradient_accumulation_boundary'" at the first step)
+    setup = report["setup_module"]
+    assert setup["raised"] == "StrategyMisuseError", setup
+    stage = alias[-1]
+    assert setup["message"].startswith(f"strategy.setup_module(): DeepSpeed (ZeRO stage {stage}) wraps the module")
+    assert (
+        "strategy.setup_module_and_optimizer(model, lambda params: torch.optim.SGD(params, lr=0.01))"
+        in (setup["message"])
+    )
+    own = report["a torch optimizer of one's own"]
+    assert own["argument_error"] and "not made by strategy.setup_module_and_optimizer" in own["message"], own
+    assert report["the optimizer setup returned"]["raised"] is None
+
+    sweep = report["sweep"]
+    assert sweep["wrong_types"] and all(r["argument_error"] for r in sweep["wrong_types"].values()), sweep
+    assert all(r["misuse"] for r in sweep["other_strategy"].values()), sweep["other_strategy"]
+    after = {k: v for k, v in sweep["after_teardown"].items() if k != "process_dataloader"}
+    assert after and all("called after strategy.teardown()" in r["message"] for r in after.values()), after
+
+
+def test_before_set_up_deepspeeds_methods_say_so() -> None:
+    strategy = deepspeed_run("deepspeed_stage_3")
+    names = ["setup_module", "setup_module_and_optimizer", "backward", "optimizer_step", "save_checkpoint"]
+    assert set(names) <= set(public_methods(type(strategy)))
+    report = at_this_time(strategy, names)
+    assert all(
+        r["misuse"] and "called before the strategy is set up in this process" in r["message"] for r in report.values()
+    ), report

@@ -192,3 +192,29 @@ def test_torch_xla_is_imported_only_by_runs_that_use_xla() -> None:
     assert done.returncode == 0, done.stderr
     assert "after cpu: False" in done.stdout
     assert "after xla: True" in done.stdout
+
+
+def test_an_optimizer_made_before_setup_module_is_refused_at_its_first_step(in_fresh_process: Fresh) -> None:
+    # moving a module to an XLA device makes new parameters: stepping the old ones would leave the model unchanged
+    result = in_fresh_process(xla_workers.on_one_device, xla_workers.optimizer_made_before_setup)
+
+    # torch's Module.to() replaces a parameter moved to a device whose tensors cannot share the CPU's
+    # TensorImpl (XLA's); refused exactly then, and never where the parameters stayed the same objects
+    assert not result["same_parameters"], "XLA kept the parameter objects: no longer a case to refuse"
+    assert result["error"].startswith("StrategyArgumentError: strategy.optimizer_step(): this optimizer holds the")
+    assert "moving a module onto an XLA device makes new parameter tensors there" in result["error"]
+
+
+def test_every_public_xla_method_is_checked_and_ranks_wait_for_set_up() -> None:
+    from torch.utils.data import DataLoader
+
+    from runtime.strategies.guard import RULES
+    from runtime.strategies.xla import SingleXLAStrategy, XLAStrategy
+
+    for cls in (XLAStrategy, SingleXLAStrategy):
+        for name in [n for n in dir(cls) if not n.startswith("_") and callable(getattr(cls, n))]:
+            assert getattr(getattr(cls, name), "__strategy_guard__", None) is RULES[name], f"{cls.__name__}.{name}"
+    # torch_xla's runtime numbers the replicas at set-up: before it, every replica would take rank 0's shard
+    strategy = runtime.build(resolver.resolve(accelerator="xla", devices=1, strategy="xla"))
+    with pytest.raises(runtime.StrategyMisuseError, match=r"process_dataloader\(\): called before the strategy"):
+        strategy.process_dataloader(DataLoader(list(range(8))), "train")

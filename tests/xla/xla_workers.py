@@ -146,3 +146,20 @@ def sleep_forever(strategy: Strategy) -> None:
     import time
 
     time.sleep(3600)
+
+
+def optimizer_made_before_setup(strategy: Strategy) -> dict[str, Any]:
+    """Step an optimizer made over the CPU module's parameters, before setup_module moved it to the device."""
+    from runtime.errors import StrategyMisuseError
+
+    model = torch.nn.Linear(4, 1)
+    early = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = [id(p) for p in model.parameters()]
+    module = strategy.setup_module(model)
+    same = before == [id(p) for p in module.parameters()]
+    strategy.backward(module(strategy.to_device(torch.ones(2, 4))).sum())
+    try:
+        strategy.optimizer_step(early)
+    except StrategyMisuseError as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "same_parameters": same}
+    return {"error": None, "same_parameters": same}

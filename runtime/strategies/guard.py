@@ -1,0 +1,326 @@
+"""When each public :class:`~runtime.strategies.base.Strategy` method may be called, and what its
+arguments must be: one table (:data:`RULES`), applied to ``Strategy`` and every subclass.
+
+A strategy lives through three states in a process: *built* (``runtime.build`` made it), *set up*
+(``setup_environment`` selected the device and joined the process group: inside ``launch(fn)``'s
+``fn``) and *torn down*. Most methods work only while it is set up; a call at the wrong time,
+through a strategy object of another rank (the one ``runtime.build`` returned in the launching
+process, captured by the function a rank runs), or with an argument of the wrong type raises a
+:class:`~runtime.errors.StrategyMisuseError` naming the method, the argument and the fix, before
+any engine sees the call.
+
+Subclasses get the checks without doing anything: ``Strategy.__init_subclass__`` wraps every
+method named in :data:`RULES` that the subclass defines (overrides included).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import re
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import torch
+from torch.utils.data import DataLoader
+
+from runtime.errors import StrategyArgumentError, StrategyMisuseError
+
+if TYPE_CHECKING:
+    from runtime.strategies.base import Strategy
+
+__all__ = ["RULES", "Arg", "MethodRule", "guard_methods", "running_strategy"]
+
+BUILT, SET_UP, TORN_DOWN = "built", "set up", "torn down"
+#: ``any``: callable in every state; ``set_up``: only between setup_environment and teardown;
+#: ``idle``: only where this process runs no rank yet (launch, run, setup_environment); ``ranked``:
+#: needs only this process's ranks (known from the config before set-up, unless the class sets
+#: ``ranks_from_config = False``), never through another rank's strategy object.
+When = Literal["any", "set_up", "idle", "ranked"]
+
+_MISSING = object()
+# The strategy set up in this thread, if any. Per thread: torch_xla's launcher runs XLA:CPU replicas
+# as threads of one process, each with its own strategy.
+_local = threading.local()
+
+
+def running_strategy() -> Strategy | None:
+    """The strategy set up in this thread (between its ``setup_environment`` and ``teardown``)."""
+    ref: weakref.ref[Strategy] | None = getattr(_local, "running", None)
+    return ref() if ref is not None else None
+
+
+@attrs.frozen
+class Arg:
+    """One checked argument: ``problem(strategy, value)`` is ``None`` when the value is fine, else
+    ``(what is wrong, the fix)``."""
+
+    name: str
+    problem: Callable[[Strategy, Any], tuple[str, str] | None]
+
+
+def of_type(name: str, types: type | tuple[type, ...], expected: str, fix: str) -> Arg:
+    """An argument that must be an instance of ``types`` (``expected`` says so in words)."""
+
+    def problem(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+        return None if isinstance(value, types) else (f"{name} must be {expected}, got {_describe(value)}", fix)
+
+    return Arg(name, problem)
+
+
+def _callable(name: str, expected: str, fix: str) -> Arg:
+    def problem(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+        return None if callable(value) else (f"{name} must be {expected}, got {_describe(value)}", fix)
+
+    return Arg(name, problem)
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{type(value).__module__}.{type(value).__qualname__} ({text})".removeprefix("builtins.")
+
+
+def _loss(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    if not isinstance(value, torch.Tensor):
+        return f"loss must be a torch.Tensor, got {_describe(value)}", "pass the loss tensor itself, not loss.item()"
+    if not value.requires_grad:
+        return (
+            "loss does not require grad (it was computed under torch.no_grad(), detached, or from a module "
+            "whose parameters do not require grad)",
+            "compute the loss from the set-up module's output, outside torch.no_grad()",
+        )
+    return None
+
+
+def _optimizer(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    # DeepSpeed's optimizers are not torch.optim.Optimizer subclasses: accept what steps parameter groups
+    if not isinstance(value, torch.optim.Optimizer) and not (
+        hasattr(value, "param_groups") and callable(getattr(value, "step", None))
+    ):
+        return (
+            f"optimizer must be an optimizer (torch.optim.Optimizer), got {_describe(value)}",
+            "pass the optimizer whose parameters the loss was back-propagated to",
+        )
+    return strategy._optimizer_problem(value)
+
+
+def _use(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    from runtime.strategies.base import DATALOADER_USES
+
+    if value in DATALOADER_USES:
+        return None
+    return f"use must be one of {', '.join(DATALOADER_USES)}, got {value!r}", 'e.g. process_dataloader(loader, "train")'
+
+
+_MODULE = of_type("module", torch.nn.Module, "a torch.nn.Module", "pass the model (a torch.nn.Module) itself")
+_PATH = of_type("path", (str, os.PathLike), "a str or os.PathLike", 'pass a file or directory path, e.g. "ckpt.pt"')
+_STATE = of_type("state", Mapping, "a mapping of names to modules, optimizers and values",
+                 'e.g. {"model": model, "optimizer": optimizer, "step": step}')  # fmt: skip
+_FN = _callable("fn", "a function", "pass the function itself, e.g. strategy.launch(train, epochs), not train(...)")
+
+
+def _optional_state(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    return None if value is None else _STATE.problem(strategy, value)
+
+
+def _config(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    from resolver.config import ResolvedConfig
+
+    if isinstance(value, ResolvedConfig):
+        return None
+    return f"config must be a resolver.ResolvedConfig, got {_describe(value)}", "pass resolver.resolve(...)'s result"
+
+
+@attrs.frozen
+class MethodRule:
+    """When a method may be called, which arguments are checked, and what happens after it returns."""
+
+    when: When
+    args: tuple[Arg, ...] = ()
+    #: Why the method has no wrong time (``when="any"`` only; the sweep test requires a reason).
+    why_any: str = ""
+    after: Callable[[Strategy, Any], None] | None = None
+    #: Run ``after`` (with ``None``) even when the method raised (teardown: the group is left either way).
+    after_on_error: bool = False
+    #: Every rank must call it (it communicates): a collective failing inside it, in a run of several
+    #: ranks, is reported as the misuse it most likely is when a peer returned without calling it.
+    every_rank: bool = False
+
+
+def _entered(strategy: Strategy, result: Any) -> None:
+    strategy._lifecycle = SET_UP
+    _local.running = weakref.ref(strategy)
+
+
+def _left(strategy: Strategy, result: Any) -> None:
+    strategy._lifecycle = TORN_DOWN
+    if running_strategy() is strategy:
+        _local.running = None
+
+
+def _adopt_optimizer(strategy: Strategy, result: Any) -> None:
+    module, optimizer = result
+    if not hasattr(optimizer, "param_groups"):
+        raise StrategyArgumentError(
+            "setup_module_and_optimizer",
+            f"make_optimizer returned {_describe(optimizer)}, not an optimizer",
+            "make_optimizer(parameters) must return the optimizer, e.g. lambda params: torch.optim.SGD(params, lr=0.1)",
+            argument="make_optimizer",
+        )
+    strategy._set_up_optimizers.add(optimizer)
+
+
+_MAKE_OPTIMIZER = _callable(
+    "make_optimizer",
+    "a function of the parameters that returns the optimizer",
+    "pass e.g. lambda params: torch.optim.SGD(params, lr=0.1), not an optimizer made beforehand (it would hold "
+    "the parameters from before set-up)",
+)
+
+#: Every public method of the built-in strategies, by name. The sweep test
+#: (tests/runtime/test_strategy_misuse.py) fails for a public method missing here.
+RULES: dict[str, MethodRule] = {
+    "structure_options": MethodRule("any", (Arg("config", _config),), why_any="a classmethod used by runtime.build"),
+    "option_names": MethodRule("any", why_any="a classmethod: names of the options the class takes"),
+    "launch": MethodRule("idle", (_FN,)),
+    "run": MethodRule("idle", (_FN,)),
+    "setup_environment": MethodRule("idle", after=_entered),
+    "teardown": MethodRule(
+        "any",
+        after=_left,
+        after_on_error=True,
+        why_any="idempotent: run() calls it after fn even when fn or the set-up failed",
+    ),
+    "setup_module": MethodRule("set_up", (_MODULE,), every_rank=True),
+    "setup_module_and_optimizer": MethodRule(
+        "set_up", (_MODULE, _MAKE_OPTIMIZER), after=_adopt_optimizer, every_rank=True
+    ),
+    "wrap_module": MethodRule("set_up", (_MODULE,)),
+    "full_state_dict": MethodRule("set_up", (_MODULE,), every_rank=True),
+    "unwrap_module": MethodRule("any", (_MODULE,), why_any="looks inside a wrapper; no device or process group"),
+    "units": MethodRule("any", (_MODULE,), why_any="lists a module's FSDP units; no device or process group"),
+    "to_device": MethodRule("set_up"),
+    "backward": MethodRule("set_up", (Arg("loss", _loss),), every_rank=True),
+    "optimizer_step": MethodRule("set_up", (Arg("optimizer", _optimizer),), every_rank=True),
+    "process_dataloader": MethodRule(
+        "ranked",
+        (
+            of_type("dataloader", DataLoader, "a torch.utils.data.DataLoader", "pass the DataLoader, not the dataset"),
+            Arg("use", _use),
+        ),
+    ),
+    "save_checkpoint": MethodRule("set_up", (_PATH, _STATE), every_rank=True),
+    "load_checkpoint": MethodRule("set_up", (_PATH, Arg("state", _optional_state)), every_rank=True),
+    "sync": MethodRule("set_up"),
+}
+
+
+def _time_problem(strategy: Strategy, method: str, when: When) -> tuple[str, str] | None:
+    state = getattr(strategy, "_lifecycle", BUILT)
+    running = running_strategy()
+    mine = running is None or running is strategy  # not another rank's strategy object
+    if when == "ranked":
+        if state == SET_UP or (type(strategy).ranks_from_config and mine):
+            return None
+        when = "set_up"
+    if when == "set_up" and type(strategy).usable_unset and mine:
+        return None
+    if when == "set_up" and state != SET_UP:
+        if running is not None and running is not strategy:
+            return (
+                f"this strategy object is not set up in this process, which runs rank {running.global_rank} through "
+                f"another one (this one is probably what runtime.build returned in the launching process, captured "
+                f"by your function: every rank would act as rank {strategy.global_rank})",
+                "use the strategy your function receives: def train(strategy, ...): ...; strategy.launch(train, ...)",
+            )
+        if state == TORN_DOWN:
+            return (
+                "called after strategy.teardown(): the run this strategy belonged to has ended",
+                f"call strategy.{method}() inside the function given to strategy.launch(fn), before it returns",
+            )
+        return (
+            "called before the strategy is set up in this process (no device selected, no process group joined)",
+            f"call strategy.{method}() inside fn, through the strategy fn receives: strategy.launch(fn) (or "
+            "strategy.run(fn)) sets it up first",
+        )
+    if when == "idle" and running is not None:
+        return (
+            f"this process already runs rank {running.global_rank} of a launch; a rank cannot start or join another",
+            "launch from the main script only (under `if __name__ == '__main__':`); inside fn, use the strategy fn "
+            "receives",
+        )
+    return None
+
+
+def _guarded(name: str, function: Callable[..., Any], rule: MethodRule) -> Callable[..., Any]:
+    parameters = list(inspect.signature(function).parameters)[1:]  # after self/cls
+    positions = [(parameters.index(arg.name), arg) for arg in rule.args if arg.name in parameters]
+
+    @functools.wraps(function)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if rule.when != "any" and (problem := _time_problem(self, name, rule.when)) is not None:
+            raise StrategyMisuseError(name, *problem)
+        for index, arg in positions:
+            value = args[index] if index < len(args) else kwargs.get(arg.name, _MISSING)
+            if value is not _MISSING and (problem := arg.problem(self, value)) is not None:
+                raise StrategyArgumentError(name, *problem, argument=arg.name)
+        if rule.after is None and not rule.every_rank:
+            return function(self, *args, **kwargs)
+        try:
+            result = function(self, *args, **kwargs)
+        except BaseException as exc:
+            if rule.after_on_error:
+                rule.after(self, None)
+            if rule.every_rank:
+                _raise_if_a_peer_did_not_come(self, name, exc)
+            raise
+        if rule.after is not None:
+            rule.after(self, result)
+        return result
+
+    guarded.__strategy_guard__ = rule  # type: ignore[attr-defined]
+    return guarded
+
+
+def _raise_if_a_peer_did_not_come(strategy: Strategy, name: str, exc: BaseException) -> None:
+    """A collective failed inside ``name``, which every rank must call: say so, and how to call it.
+
+    It is marked as an echo of a peer's fault, so a launcher still blames a rank that crashed; when
+    no rank crashed, the launcher blames the rank that returned without calling ``name`` and quotes
+    this message's first line.
+    """
+    from runtime.launchers.reports import is_communication_error, mark_as_echo
+
+    if isinstance(exc, StrategyMisuseError) and getattr(exc, "peer_missing", False) and exc.method != name:
+        exc = exc.__cause__ or exc  # raised by a method this one called: name the one the user called
+    elif isinstance(exc, StrategyMisuseError) or not isinstance(exc, Exception) or not is_communication_error(exc):
+        return
+    if getattr(strategy, "_lifecycle", BUILT) != SET_UP or strategy.world_size < 2:
+        return
+    cause = (str(exc).splitlines() or [type(exc).__name__])[0]
+    cause = re.sub(r"^\[[^\]]*\]\s*", "", cause)[:120]  # gloo prefixes its source location: "[.../pair.cc:537] "
+    misuse = StrategyMisuseError(
+        name,
+        f"every rank must call it, and a peer never did (the collective in it failed: {cause})",
+        f"call strategy.{name}() on every rank, not under `if strategy.is_global_zero:` (for checkpoints, rank 0 "
+        "alone writes the file anyway); if a peer crashed instead, its own error comes first",
+    )
+    misuse.peer_missing = True  # type: ignore[attr-defined]
+    mark_as_echo(misuse)
+    raise misuse from exc
+
+
+def guard_methods(cls: type) -> None:
+    """Wrap each method of :data:`RULES` that ``cls`` itself defines (classmethods included)."""
+    for name, rule in RULES.items():
+        member = cls.__dict__.get(name)
+        if isinstance(member, classmethod):
+            if not hasattr(member.__func__, "__strategy_guard__"):
+                setattr(cls, name, classmethod(_guarded(name, member.__func__, rule)))
+        elif inspect.isfunction(member) and not hasattr(member, "__strategy_guard__"):
+            setattr(cls, name, _guarded(name, member, rule))
