@@ -151,12 +151,13 @@ def neighbour(example: Example, step: int) -> Region | None:
     if not 0 <= index < len(regions):
         return None
     other = regions[index]
-    between = example.document.text[other.end : example.region.start] if step < 0 else (
-        example.document.text[example.region.end : other.start]
+    between = (
+        example.document.text[other.end : example.region.start]
+        if step < 0
+        else (example.document.text[example.region.end : other.start])
     )
-    if other.evaluator is evaluate_block and is_invisible(other) and language(other) == "python" and not between.strip():
-        return other
-    return None
+    hidden_python = other.evaluator is evaluate_block and is_invisible(other) and language(other) == "python"
+    return other if hidden_python and not between.strip() else None
 
 
 def run(command: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
@@ -193,6 +194,7 @@ def rank_order(text: str) -> str:
 def console_commands(source: str) -> Iterator[tuple[str, int, str]]:
     """(command, expected exit status, expected output) for each ``$`` line of a console block."""
     command: str | None = None
+    status = 0
     output: list[str] = []
     for line in source.splitlines():
         if line.startswith("$ "):
