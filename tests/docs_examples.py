@@ -56,7 +56,7 @@ from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer, FencedCod
 ROOT = Path(__file__).resolve().parents[1]
 OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 NOT_CODE = {"mermaid"}
-NAMED_FILE = re.compile(r"# (?:docs example: )?(?P<name>[\w.-]+\.(?:py|toml))$")
+NAMED_FILE = re.compile(r"# (?:docs example: )?(?P<name>[\w.-]+(?:/[\w.-]+)*\.(?:py|toml))$")
 EXIT_STATUS = re.compile(r"\s+# exit (?P<code>\d+)$")
 RANK_LINE = re.compile(r"\[rank (?P<rank>\d+)\]: ")
 TIMEOUT_S = 280
@@ -130,9 +130,11 @@ def page_folder(example: Example) -> Path:
         (folder / "docs").mkdir()  # a folder where a page's command expects one (`resolver run docs`)
         (folder / "tests").mkdir()
         (folder / "tests" / "golden").symlink_to(ROOT / "tests" / "golden")
+        (folder / "examples").symlink_to(ROOT / "examples")
         for _, region in example.document.regions:
             name = named_file(str(region.parsed)) if region.evaluator is evaluate_block else None
             if name is not None:
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
                 (folder / name).write_text(str(region.parsed), encoding="utf-8")
         namespace["docs_folder"] = folder
     return namespace["docs_folder"]
@@ -170,9 +172,11 @@ def run(command: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
 def run_script(example: Example, folder: Path) -> str | None:
     before, after = neighbour(example, -1), neighbour(example, 1)
     parts = [str(region.parsed) for region in (before, example.region, after) if region is not None]
-    script = folder / f"block_line_{example.line}.py"
+    # Beside the page's files, not among them (a command that lists the folder's scripts must not see it).
+    script = folder / ".blocks" / f"line_{example.line}.py"
+    script.parent.mkdir(exist_ok=True)
     script.write_text("\n".join(parts), encoding="utf-8")
-    done = run([sys.executable, script.name], folder)
+    done = run([sys.executable, str(script.relative_to(folder))], folder)
     if done.returncode != 0:
         return f"the python block (run as {script}) exited with {done.returncode}:\n{done.stdout}"
     return None
