@@ -159,7 +159,8 @@ def neighbour(example: Example, step: int) -> Region | None:
         else (example.document.text[example.region.end : other.start])
     )
     hidden_python = other.evaluator is evaluate_block and is_invisible(other) and language(other) == "python"
-    return other if hidden_python and not between.strip() else None
+    # A directive's region ends before its closing "-->".
+    return other if hidden_python and not between.replace("-->", "").strip() else None
 
 
 def run(command: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
