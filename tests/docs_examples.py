@@ -287,3 +287,12 @@ DOCS = Sybil(
     setup=set_up_page,
     teardown=tear_down_page,
 )
+
+
+def named_file_block(page: str, name: str) -> str:
+    """The text of the block of ``page`` (relative to the project) that is the file ``name``, for a
+    test that runs it in an environment of its own (the XLA example) or in more ways than the page."""
+    document = DOCS.parse(ROOT / page)
+    found = [str(region.parsed) for _, region in document.regions if named_file(str(region.parsed)) == name]
+    assert len(found) == 1, f"{page} has {len(found)} blocks that are the file {name}"
+    return found[0]
