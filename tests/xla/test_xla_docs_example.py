@@ -19,6 +19,7 @@ if os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
         reason="torch_xla is not installed here; the XLA tests run in the XLA environment (.ci/xla-env.sh)",
     )
 
+
 def xla_example() -> str:
     return named_file_block("docs/runtime.md", "train_xla.py")
 
