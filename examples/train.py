@@ -2,10 +2,13 @@
 
     python examples/train.py --devices 2 --strategy ddp --epochs 5
     python examples/train.py --devices 2 --strategy ddp_spawn --precision bf16-mixed
+    python examples/train.py --devices 2 --strategy fsdp
+    python examples/train.py --devices 2 --strategy deepspeed      # with the deepspeed extra
     NODE_RANK=0 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 python examples/train.py --devices 2 --num-nodes 2
 
 Rank 0 prints the loss of every epoch, then one JSON line (prefixed ``RESULT``) with the
-initial and final loss and a checksum of the parameters of every rank (identical under DDP).
+initial and final loss and a checksum of every rank's full parameters (gathered from the shards
+under FSDP and DeepSpeed), identical on every rank.
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ def synthetic_regression(samples: int = 256, features: int = 8, seed: int = 0) -
     return TensorDataset(x, y)
 
 
-def parameter_checksum(module: torch.nn.Module) -> str:
+def parameter_checksum(strategy: Strategy, model: torch.nn.Module) -> str:
+    """A digest of the full parameters; every rank takes part (a sharding strategy gathers them)."""
     digest = hashlib.sha256()
-    for parameter in module.parameters():
-        digest.update(parameter.detach().to("cpu", torch.float64).numpy().tobytes())
+    for name, value in sorted(strategy.full_state_dict(model).items()):
+        digest.update(name.encode())
+        digest.update(value.detach().to("cpu", torch.float64).numpy().tobytes())
     return digest.hexdigest()[:16]
 
 
@@ -62,15 +67,15 @@ def train(strategy: Strategy, epochs: int, lr: float, batch_size: int) -> dict[s
     eval_loader = strategy.process_dataloader(DataLoader(dataset, batch_size=64), "val")
     with strategy.precision.module_init_context():
         network = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-    model = strategy.setup_module(network)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    # In this order for every strategy: FSDP and DeepSpeed need the optimizer made over their parameters.
+    model, optimizer = strategy.setup_module_and_optimizer(
+        network, lambda parameters: torch.optim.SGD(parameters, lr=lr)
+    )
 
     initial_loss = dataset_loss(strategy, model, eval_loader)
     if strategy.is_global_zero:
         print(f"{strategy!r}\ninitial loss {initial_loss:.4f}", flush=True)
-    for epoch in range(epochs):
-        if hasattr(train_loader.sampler, "set_epoch"):
-            train_loader.sampler.set_epoch(epoch)
+    for epoch in range(epochs):  # each pass over train_loader is the next epoch, reshuffled
         model.train()
         for x, y in train_loader:
             x, y = strategy.to_device((x, y))
@@ -83,7 +88,7 @@ def train(strategy: Strategy, epochs: int, lr: float, batch_size: int) -> dict[s
         if strategy.is_global_zero:
             print(f"epoch {epoch + 1}/{epochs} loss {epoch_loss:.4f}", flush=True)
 
-    checksums = strategy.collective.all_gather_object(parameter_checksum(strategy.unwrap_module(model)))
+    checksums = strategy.collective.all_gather_object(parameter_checksum(strategy, model))
     summary = {
         "initial_loss": initial_loss,
         "final_loss": epoch_loss if epochs else initial_loss,

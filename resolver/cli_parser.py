@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from resolver.api import builtin_table
@@ -36,6 +36,8 @@ class _Parser(argparse.ArgumentParser):
         self.command = command
         #: Options whose help is written when help is printed.
         self.help_texts: dict[argparse.Action, Callable[[], str]] = {}
+        #: The --rules files read so far: help printed after them lists the values they add.
+        self.rule_files: list[str] = []
 
     def _formatter(self, prog: str, **options: Any) -> argparse.HelpFormatter:
         """argparse makes a formatter for every option it adds, to check it; only one that writes
@@ -77,12 +79,36 @@ def _devices(text: str) -> int | str:
 _CLI_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "devices": _devices}
 
 
-def _flag_help(flag: Flag) -> str:
-    """A flag's help: its declaration's text, the values its domain accepts in the loaded table,
-    and its default."""
+class _RuleFilesAction(argparse._AppendAction):
+    """``--rules FILE``: appended as usual, and noted on the parser for the help printed after it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        super().__call__(parser, namespace, values, option_string)
+        if isinstance(parser, _Parser):
+            parser.rule_files.append(values)
+
+
+def _help_domains(parser: _Parser) -> Mapping[str, Any]:
+    """The domains of the table the command would load: the built-in one plus the --rules files
+    given before --help (a file that does not load leaves the built-in values; running says why)."""
+    if parser.rule_files:
+        from resolver.api import load_rules
+        from resolver.errors import ResolutionError, RuleTableError
+
+        try:
+            return load_rules(parser.rule_files).domains
+        except (OSError, RuleTableError, ResolutionError):
+            pass
+    return builtin_table().domains
+
+
+def _flag_help(flag: Flag, parser: _Parser) -> str:
+    """A flag's help: its declaration's text, the values its domain accepts in the loaded table
+    (with the --rules files given before --help), and its default."""
     text = flag.help
     if flag.listed_domains:
-        domains = builtin_table().domains
+        domains = _help_domains(parser)
         values = sorted({value for name in flag.listed_domains for value in domains.get(name, ())})
         text += f"; {'any' if flag.repeatable else 'one'} of: {', '.join(values)}"
     if flag.default not in (None, ()):
@@ -108,11 +134,12 @@ def _add_flags(parser: _Parser, *, can_simulate: bool = True) -> None:
             options["default"] = flag.default
             if flag.cli_type is not None:
                 options["type"] = _CLI_TYPES[flag.cli_type]
-        parser.help_texts[flags.add_argument(*flag.cli_spellings(), **options)] = functools.partial(_flag_help, flag)
+        action = flags.add_argument(*flag.cli_spellings(), **options)
+        parser.help_texts[action] = functools.partial(_flag_help, flag, parser)
     where = parser.add_argument_group("rules and machine")
     where.add_argument(
         "--rules",
-        action="append",
+        action=_RuleFilesAction,
         default=[],
         metavar="FILE",
         help="an extra rule file (or folder) on top of the built-in table (repeatable)",

@@ -169,8 +169,7 @@ class Environment:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = dict(self.facts)
         data["variables"] = dict(self.variables)
-        if self.files:
-            data["files"] = dict(self.files)
+        data["files"] = dict(self.files)  # always there, empty or not: `explain --format json` documents the key
         return data
 
     def replace(

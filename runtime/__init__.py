@@ -35,11 +35,14 @@ if TYPE_CHECKING:
     from runtime.collectives.base import CollectiveGroup as CollectiveGroup
     from runtime.collectives.errors import CollectiveMisuseError as CollectiveMisuseError
     from runtime.collectives.errors import CollectiveNotSupportedError as CollectiveNotSupportedError
+    from runtime.collectives.errors import ReduceOpDtypeError as ReduceOpDtypeError
     from runtime.errors import DataLoaderWarning as DataLoaderWarning
     from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
     from runtime.errors import MissingDependencyError as MissingDependencyError
     from runtime.errors import PortInUseError as PortInUseError
     from runtime.errors import RankFailedError as RankFailedError
+    from runtime.errors import RendezvousTimeoutError as RendezvousTimeoutError
+    from runtime.errors import RendezvousWaitError as RendezvousWaitError
     from runtime.errors import RuntimeConfigError as RuntimeConfigError
     from runtime.errors import StrategyArgumentError as StrategyArgumentError
     from runtime.errors import StrategyMisuseError as StrategyMisuseError
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
     from runtime.script import run_script as run_script
     from runtime.strategies.base import Strategy as Strategy
     from runtime.strategies.options import StrategyOptions as StrategyOptions
+    from runtime.strategies.xla import XLACheckpointIO as XLACheckpointIO
 
 # Imported here, not on first access: they share their name with their module, which would
 # otherwise take their place as an attribute once something imports it. Neither imports torch.
@@ -79,12 +83,16 @@ _MODULES = {
     "Precision": "runtime.precision.base",
     "RankFailedError": "runtime.errors",
     "RankOutput": "runtime.launchers.rank_output",
+    "ReduceOpDtypeError": "runtime.collectives.errors",
+    "RendezvousTimeoutError": "runtime.errors",
+    "RendezvousWaitError": "runtime.errors",
     "RuntimeConfigError": "runtime.errors",
     "Strategy": "runtime.strategies.base",
     "StrategyArgumentError": "runtime.errors",
     "StrategyMisuseError": "runtime.errors",
     "StrategyOptions": "runtime.strategies.options",
     "TorchCheckpointIO": "runtime.checkpoint",
+    "XLACheckpointIO": "runtime.strategies.xla",  # needs torch_xla: importing it without raises ImportError
     "launched_config": "runtime.rank_environment",
     "register_accelerator": "runtime.registry",
     "register_cluster_environment": "runtime.registry",
@@ -95,7 +103,8 @@ _MODULES = {
     "run_script": "runtime.script",
 }
 
-__all__ = sorted([*_MODULES, "build", "launch"])
+# XLACheckpointIO is left out of the star-import list: it needs torch_xla (runtime.XLACheckpointIO imports it).
+__all__ = sorted([*(name for name in _MODULES if name != "XLACheckpointIO"), "build", "launch"])
 
 
 def __getattr__(name: str) -> Any:

@@ -1,17 +1,33 @@
-"""Giving each rank its shard of a DataLoader: rebuild it around a DistributedSampler."""
+"""Giving each rank its shard of a DataLoader: rebuild it around a DistributedSampler that counts epochs."""
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 from torch.utils.data.distributed import DistributedSampler
 
-__all__ = ["is_shuffled", "with_distributed_sampler"]
+__all__ = ["EpochDistributedSampler", "is_shuffled", "with_distributed_sampler"]
 
 # Arguments of DataLoader that describe the sampling, replaced by the distributed sampler.
 _SAMPLING_ARGUMENTS = frozenset({"self", "shuffle", "sampler", "batch_sampler"})
+
+
+class EpochDistributedSampler(DistributedSampler):  # type: ignore[type-arg]
+    """A ``DistributedSampler`` whose every pass over the data is the next epoch.
+
+    A training loop need not call ``set_epoch``: pass ``n`` (from 0) is shuffled as epoch ``n``,
+    as Lightning does for you. ``set_epoch(n)`` still works, the plain sampler's way: the next pass
+    is epoch ``n`` (a loop that calls it every epoch gets what it asks for; a resumed run starts
+    where it left off), and the passes after it go on from there.
+    """
+
+    def __iter__(self) -> Iterator[Any]:
+        indices = super().__iter__()  # computed now, from the current epoch
+        self.epoch += 1
+        return indices
 
 
 def is_shuffled(loader: DataLoader[Any]) -> bool:
@@ -41,7 +57,7 @@ def with_distributed_sampler(
 
     Everything else the loader was built with (batch size, workers, collate function,
     ``drop_last``, pinning, ...) is kept. Iterable datasets are returned unchanged: they must
-    shard themselves. Call ``loader.sampler.set_epoch(epoch)`` each epoch to reshuffle.
+    shard themselves. Each pass over the copy is a new epoch, reshuffled (:class:`EpochDistributedSampler`).
     """
     if isinstance(loader.dataset, IterableDataset):
         return loader
@@ -59,9 +75,7 @@ def with_distributed_sampler(
             "strategy cannot shard across ranks\n  hint: pass use_distributed_sampler=False to the "
             "strategy and build a sampler that yields only this rank's indices"
         )
-    sampler: DistributedSampler[Any] = DistributedSampler(
-        loader.dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed
-    )
+    sampler = EpochDistributedSampler(loader.dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
     arguments = _loader_arguments(loader)
     try:
         return type(loader)(sampler=sampler, **arguments)

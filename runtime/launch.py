@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -17,7 +18,10 @@ from runtime.rank_environment import launched_config
 from runtime.worker import check_worker_entry, run_worker
 
 if TYPE_CHECKING:
+    from resolver.api import RulesArg
     from resolver.environment import Environment
+    from resolver.flagsfile import FlagsFile
+    from resolver.reporter import Reporter
 
 __all__ = ["launch"]
 
@@ -38,14 +42,18 @@ def launch(
     master_addr: str | None = None,
     master_port: int | None = None,
     environment: Environment | None = None,
+    rules: RulesArg = None,
+    config_file: str | os.PathLike[str] | FlagsFile | None = None,
+    reporter: Reporter | None = None,
     timeout: float | None = None,
     strategy_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> R:
     """Run ``fn(strategy, *args, **kwargs)`` in every process of the run the flags describe.
 
-    The flags (declared in ``resolver.flags.FLAGS``) go through ``resolver.resolve``; the strategy
-    is built from the result and launches the processes. ``fn`` runs after this process's device
+    The flags (declared in ``resolver.flags.FLAGS``), ``environment``, ``rules`` (your rule files),
+    ``config_file`` (a flags file) and ``reporter`` go through ``resolver.resolve`` as they are;
+    the strategy is built from the result and launches the processes. ``fn`` runs after this process's device
     is selected and the process group is joined, and ``launch`` returns rank 0's return value (on
     other nodes, the node's first rank's). ``timeout`` (seconds) bounds the whole run and every collective.
 
@@ -56,6 +64,11 @@ def launch(
     flags = collect_flags(locals())
     launched = launched_config()
     if launched is not None:
+        if config_file is not None:  # the flags the run was started with include the file's
+            from resolver.flags import FLAG_DEFAULTS
+            from resolver.flagsfile import flags_with_file
+
+            flags = flags_with_file(flags, FLAG_DEFAULTS, config_file)[0]
         return run_launched_rank(_run_checked_worker, launched, flags, fn, *args, **kwargs)
     import resolver
 
@@ -63,7 +76,10 @@ def launch(
     if timeout is not None:
         options["timeout"] = timeout
     with collector_paused():
-        strategy = build(resolver.resolve(**flags, environment=environment), **options)
+        config = resolver.resolve(
+            **flags, environment=environment, rules=rules, config_file=config_file, reporter=reporter
+        )
+        strategy = build(config, **options)
     return strategy.launch(fn, *args, **kwargs)
 
 

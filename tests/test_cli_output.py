@@ -103,6 +103,7 @@ def test_explain_json_has_schema_version_and_environment_and_no_decisions_by_def
     assert data["schema_version"] == 1
     assert data["environment"]["cuda_device_count"] == 2
     assert data["environment"]["hostname"] == "node7"
+    assert (data["environment"]["variables"], data["environment"]["files"]) == ({}, {})  # documented keys, even empty
     assert data["config"]["num_devices"] == 2
     assert "decisions" not in data
 

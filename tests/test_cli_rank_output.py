@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,15 +16,26 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.timeout(200)
 
 SCRIPTS = ROOT / "tests" / "runtime" / "scripts"
-RANK_VARIABLES = {"RESOLVER_CONFIG", "RUNTIME_REPORT_DIR", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "RANK",
-                  "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK"}
+RANK_VARIABLES = {
+    "RESOLVER_CONFIG",
+    "RUNTIME_REPORT_DIR",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NODE_RANK",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+}
 
 
 def resolver_run(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
     """``resolver run ARGS`` as a user types it; output as bytes (ranks may write any)."""
     environ = {**{k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}, **env}
-    return subprocess.run([str(resolver_command()), "run", *args], cwd=cwd, env=environ, capture_output=True,
-                          timeout=180)
+    return subprocess.run(
+        [str(resolver_command()), "run", *args], cwd=cwd, env=environ, capture_output=True, timeout=180
+    )
 
 
 # Each rank writes its lines in pieces, flushing after each, plus bytes that are not UTF-8 and a
@@ -62,33 +72,6 @@ def test_every_line_is_whole_and_prefixed_with_its_rank_and_stderr_stays_stderr(
     assert len(lines) == 2 * 302 + 1  # nothing else, nothing mixed
     warnings = [line for line in done.stderr.decode().splitlines() if "warns" in line]
     assert sorted(warnings) == ["[rank 0]: rank 0 warns", "[rank 1]: rank 1 warns"]
-
-
-def usage_example(name: str) -> tuple[str, str]:
-    """The python block ``# docs example: NAME`` of docs/usage.md and the console block after it."""
-    text = (ROOT / "docs" / "usage.md").read_text()
-    found = re.search(rf"```python\n(# docs example: {re.escape(name)}\n.*?)```\s*```console\n(.*?)```", text, re.S)
-    assert found, f"docs/usage.md has no example {name} followed by a console block"
-    return found.group(1), found.group(2)
-
-
-def test_the_usage_doc_example_runs_as_written(tmp_path: Path) -> None:
-    code, console = usage_example("hello_ranks.py")
-    (tmp_path / "hello_ranks.py").write_text(code)
-    commands = re.split(r"^\$ ", console, flags=re.M)[1:]
-    (run_command, *run_output), (cat_command, *log_lines) = (block.splitlines() for block in commands)
-
-    done = resolver_run(*shlex.split(run_command)[2:], cwd=tmp_path)
-
-    assert done.returncode == 0, done.stderr.decode()
-    stderr = done.stderr.decode().splitlines()
-    shown = done.stdout.decode().splitlines() + [line for line in stderr if line.startswith("[rank")]
-    assert sorted(shown) == sorted(line for line in run_output if line.startswith("[rank"))
-    assert [line for line in run_output if "logged to" in line] == [line for line in stderr if "logged to" in line]
-    assert stderr[0].startswith("resolver: accelerator=cpu devices=[0, 1]")
-    assert cat_command.startswith("cat ")
-    assert (tmp_path / cat_command.split()[1]).read_text().splitlines() == log_lines
-    assert (tmp_path / "logs" / "rank_1.log").read_text() == "hello from rank 1 of 2\nrank 1 is done\n"
 
 
 def test_tee_without_a_log_dir_makes_a_folder_and_says_where(tmp_path: Path) -> None:
@@ -158,8 +141,19 @@ def test_the_fault_table_holds_with_rank_output(kind: str, code: int, tmp_path: 
     out = tmp_path / "out"
     out.mkdir()
 
-    done = resolver_run("--devices", "2", "--strategy", "ddp", "--timeout", "120",
-                        str(SCRIPTS / "fault_script.py"), "run", kind, str(out), cwd=tmp_path)
+    done = resolver_run(
+        "--devices",
+        "2",
+        "--strategy",
+        "ddp",
+        "--timeout",
+        "120",
+        str(SCRIPTS / "fault_script.py"),
+        "run",
+        kind,
+        str(out),
+        cwd=tmp_path,
+    )
 
     stderr = done.stderr.decode()
     assert done.returncode == code, stderr
@@ -177,8 +171,13 @@ def test_the_fault_table_holds_with_rank_output(kind: str, code: int, tmp_path: 
 def test_a_console_reader_that_goes_away_does_not_hang_the_run_or_show_a_traceback(tmp_path: Path) -> None:
     (tmp_path / "loud.py").write_text("for i in range(200000):\n    print('line', i)\n")
     environ = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
-    with subprocess.Popen([str(resolver_command()), "run", "--devices", "2", "loud.py"], cwd=tmp_path, env=environ,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+    with subprocess.Popen(
+        [str(resolver_command()), "run", "--devices", "2", "loud.py"],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
         assert process.stdout is not None and process.stderr is not None
         assert process.stdout.readline().startswith(b"[rank ")
         process.stdout.close()  # like `resolver run ... | head -1`

@@ -118,3 +118,13 @@ def test_resolve_reads_each_flag_as_the_flag_it_is():
     assert (config.num_nodes, config.cluster_environment, config.node_rank) == (2, "local", 1)
     assert (config.main_address, config.main_port, config.global_rank, config.world_size) == ("10.0.0.1", 29501, 2, 4)
     assert config.provenance["main_port"].describe().startswith("flag master_port=29501")
+
+
+def test_runtime_launch_accepts_every_keyword_resolve_takes_with_its_default():
+    runtime = pytest.importorskip("runtime")
+    launch = inspect.signature(runtime.launch).parameters
+    for name, parameter in inspect.signature(resolver.resolve).parameters.items():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            continue  # removed flags (gpus=...), which resolve() refuses with their replacement
+        assert name in launch, f"runtime.launch() does not take {name}=, which resolve() takes"
+        assert launch[name].default == parameter.default, name

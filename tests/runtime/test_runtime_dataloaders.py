@@ -24,15 +24,34 @@ def rank_strategy(rank: int, **config_overrides: object) -> runtime.Strategy:
 
 
 def test_a_distributed_loader_keeps_every_other_argument() -> None:
-    original = DataLoader(list(range(20)), batch_size=4, shuffle=True, num_workers=1, collate_fn=collate_pairs,
-                          drop_last=True, pin_memory=False, timeout=5.0, prefetch_factor=3, persistent_workers=True)
+    original = DataLoader(
+        list(range(20)),
+        batch_size=4,
+        shuffle=True,
+        num_workers=1,
+        collate_fn=collate_pairs,
+        drop_last=True,
+        pin_memory=False,
+        timeout=5.0,
+        prefetch_factor=3,
+        persistent_workers=True,
+    )
 
     loader = rank_strategy(1).process_dataloader(original, "train")
 
     assert isinstance(loader.sampler, DistributedSampler)
     assert (loader.sampler.num_replicas, loader.sampler.rank, loader.sampler.shuffle) == (2, 1, True)
-    for name in ("dataset", "batch_size", "num_workers", "collate_fn", "drop_last", "pin_memory", "timeout",
-                 "prefetch_factor", "persistent_workers"):
+    for name in (
+        "dataset",
+        "batch_size",
+        "num_workers",
+        "collate_fn",
+        "drop_last",
+        "pin_memory",
+        "timeout",
+        "prefetch_factor",
+        "persistent_workers",
+    ):
         assert getattr(loader, name) == getattr(original, name), name
 
 
@@ -55,8 +74,10 @@ def test_a_shuffled_evaluation_loader_is_pointed_out() -> None:
 
 
 def test_the_shards_of_all_ranks_are_disjoint_and_cover_the_dataset() -> None:
-    shards = [list(rank_strategy(rank).process_dataloader(DataLoader(list(range(10)), batch_size=2), "val"))
-              for rank in (0, 1)]
+    shards = [
+        list(rank_strategy(rank).process_dataloader(DataLoader(list(range(10)), batch_size=2), "val"))
+        for rank in (0, 1)
+    ]
     seen = [[int(i) for batch in shard for i in batch] for shard in shards]
     assert not set(seen[0]) & set(seen[1])
     assert sorted(seen[0] + seen[1]) == list(range(10))
@@ -83,7 +104,8 @@ def test_no_worker_warning_for_persistent_workers_or_other_launchers() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", runtime.DataLoaderWarning)
         rank_strategy(0, launcher="spawn").process_dataloader(
-            DataLoader(list(range(8)), num_workers=2, persistent_workers=True), "train")
+            DataLoader(list(range(8)), num_workers=2, persistent_workers=True), "train"
+        )
         rank_strategy(0, launcher="subprocess").process_dataloader(DataLoader(list(range(8)), num_workers=2), "train")
 
 
@@ -125,3 +147,38 @@ def test_two_ranks_iterate_disjoint_shards_that_cover_the_dataset(tmp_path: Path
         assert not set(rank0) & set(rank1)
         assert sorted(rank0 + rank1) == list(range(10))
     assert seen[0]["val"] == [0, 2, 4, 6, 8]  # evaluation order is not shuffled
+
+
+def passes(loader: DataLoader, count: int) -> list[list[int]]:
+    return [[int(i) for batch in loader for i in batch] for _ in range(count)]
+
+
+def plain_sampler_orders(epochs: list[int], rank: int = 1) -> list[list[int]]:
+    """What torch's own DistributedSampler yields for these epochs (set by hand)."""
+    sampler = DistributedSampler(list(range(16)), num_replicas=2, rank=rank, shuffle=True)
+    orders = []
+    for epoch in epochs:
+        sampler.set_epoch(epoch)
+        orders.append(list(sampler))
+    return orders
+
+
+def test_each_pass_over_a_sharded_training_loader_is_the_next_epoch_without_set_epoch() -> None:
+    loader = rank_strategy(1).process_dataloader(DataLoader(list(range(16)), batch_size=4, shuffle=True), "train")
+
+    orders = passes(loader, 3)
+
+    assert orders == plain_sampler_orders([0, 1, 2])
+    assert orders[0] != orders[1]  # reshuffled
+
+
+def test_set_epoch_still_chooses_the_epoch_of_the_next_pass_and_the_passes_go_on_from_there() -> None:
+    loader = rank_strategy(1).process_dataloader(DataLoader(list(range(16)), batch_size=4, shuffle=True), "train")
+    every_epoch = []
+    for epoch in range(2):  # a loop written for torch's sampler, which calls set_epoch itself
+        loader.sampler.set_epoch(epoch)
+        every_epoch += passes(loader, 1)
+    loader.sampler.set_epoch(7)  # resuming at epoch 7
+
+    assert every_epoch == plain_sampler_orders([0, 1])
+    assert passes(loader, 2) == plain_sampler_orders([7, 8])

@@ -18,6 +18,7 @@ import pytest
 
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.rank_output import MAX_LINE, RankOutput, RankOutputPump
+from tests.docs_examples import named_file_block
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -178,11 +179,7 @@ def test_tee_takes_torchruns_values_only() -> None:
 
 
 def docs_example(name: str) -> str:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text()
-    found = [code for code, title in re.findall(r"```python\n(# docs example: (\S+)\n.*?)```", text, re.S)
-             if title == name]
-    assert len(found) == 1
-    return found[0]
+    return named_file_block("docs/runtime.md", name)
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn", "ddp_fork"])
@@ -190,8 +187,14 @@ def test_the_runtime_launch_example_prefixes_and_logs_the_ranks_it_starts(strate
     code = docs_example("rank_output_example.py")  # as written: ddp
     (tmp_path / "rank_output_example.py").write_text(code.replace('strategy="ddp"', f"strategy={strategy!r}"))
 
-    done = subprocess.run([sys.executable, "rank_output_example.py"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=100, env=os.environ)
+    done = subprocess.run(
+        [sys.executable, "rank_output_example.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=os.environ,
+    )
 
     both = done.stdout + done.stderr
     assert done.returncode == 0, both
@@ -209,13 +212,16 @@ def test_the_runtime_launch_example_prefixes_and_logs_the_ranks_it_starts(strate
 
 
 def test_ranks_started_by_runtime_launch_keep_their_streams_by_default(tmp_path: Path) -> None:
-    code = docs_example("rank_output_example.py").replace(
-        ', strategy_options={"rank_output": {"log_dir": "logs"}}', ""
-    ).replace('print(open("logs/rank_1.log").read(), end="", file=sys.stderr)', "pass")
+    code = (
+        docs_example("rank_output_example.py")
+        .replace(', strategy_options={"rank_output": {"log_dir": "logs"}}', "")
+        .replace('print(open("logs/rank_1.log").read(), end="", file=sys.stderr)', "pass")
+    )
     (tmp_path / "plain.py").write_text(code)
 
-    done = subprocess.run([sys.executable, "plain.py"], cwd=tmp_path, capture_output=True, text=True, timeout=100,
-                          env=os.environ)
+    done = subprocess.run(
+        [sys.executable, "plain.py"], cwd=tmp_path, capture_output=True, text=True, timeout=100, env=os.environ
+    )
 
     assert done.returncode == 0, done.stderr
     # Straight through, unprefixed: two ranks' lines may even interleave (PYTHONUNBUFFERED writes a
@@ -254,8 +260,11 @@ def test_a_failing_rank_is_still_blamed_once_with_rank_output_on(
     out = tmp_path / "out"
     out.mkdir()
     script = tmp_path / "fault.py"
-    script.write_text(FAULT_WITH_RANK_OUTPUT.format(tests=str(tests), root=str(tests.parents[1]), kind=kind,
-                                                    out=str(out), strategy=strategy))
+    script.write_text(
+        FAULT_WITH_RANK_OUTPUT.format(
+            tests=str(tests), root=str(tests.parents[1]), kind=kind, out=str(out), strategy=strategy
+        )
+    )
 
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100, env=os.environ)
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs_examples import named_file_block
+
 # CI's XLA phase sets RESOLVER_REQUIRE_XLA=1: there a missing torch_xla fails instead of skipping.
 if os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
     pytest.importorskip(
@@ -17,13 +19,9 @@ if os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
         reason="torch_xla is not installed here; the XLA tests run in the XLA environment (.ci/xla-env.sh)",
     )
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "runtime.md"
-
 
 def xla_example() -> str:
-    blocks = re.findall(r"```python\n(# train_xla\.py\n.*?)```", DOC.read_text(), flags=re.DOTALL)
-    assert len(blocks) == 1, "docs/runtime.md should hold one train_xla.py example"
-    return blocks[0]
+    return named_file_block("docs/runtime.md", "train_xla.py")
 
 
 @pytest.mark.timeout(300)
