@@ -33,9 +33,13 @@ if TYPE_CHECKING:
     from runtime.cluster.base import ClusterEnvironment as ClusterEnvironment
     from runtime.collectives.base import Collective as Collective
     from runtime.collectives.base import CollectiveGroup as CollectiveGroup
+    from runtime.collectives.errors import BarrierTimeoutError as BarrierTimeoutError
+    from runtime.collectives.errors import CollectiveArgumentTypeError as CollectiveArgumentTypeError
     from runtime.collectives.errors import CollectiveMisuseError as CollectiveMisuseError
+    from runtime.collectives.errors import CollectiveNotSetUpError as CollectiveNotSetUpError
     from runtime.collectives.errors import CollectiveNotSupportedError as CollectiveNotSupportedError
     from runtime.collectives.errors import ReduceOpDtypeError as ReduceOpDtypeError
+    from runtime.collectives.handles import CollectiveHandle as CollectiveHandle
     from runtime.errors import DataLoaderWarning as DataLoaderWarning
     from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
     from runtime.errors import MissingDependencyError as MissingDependencyError
@@ -69,11 +73,15 @@ from runtime.launch import launch as launch  # noqa: E402
 #: Each public name (but build and launch) and the module that defines it.
 _MODULES = {
     "Accelerator": "runtime.accelerators.base",
+    "BarrierTimeoutError": "runtime.collectives.errors",
     "CheckpointIO": "runtime.checkpoint",
     "ClusterEnvironment": "runtime.cluster.base",
     "Collective": "runtime.collectives.base",
+    "CollectiveArgumentTypeError": "runtime.collectives.errors",
     "CollectiveGroup": "runtime.collectives.base",
+    "CollectiveHandle": "runtime.collectives.handles",
     "CollectiveMisuseError": "runtime.collectives.errors",
+    "CollectiveNotSetUpError": "runtime.collectives.errors",
     "CollectiveNotSupportedError": "runtime.collectives.errors",
     "DataLoaderWarning": "runtime.errors",
     "LaunchTimeoutError": "runtime.errors",

@@ -81,6 +81,8 @@ def user_environment() -> dict[str, str]:
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH", "")]))
     environ["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleave as they were written
     environ["CUDA_VISIBLE_DEVICES"] = ""
+    if os.geteuid() == 0:  # the tests run as root in CI: what a root user passes to Open MPI's mpirun
+        environ["OMPI_ALLOW_RUN_AS_ROOT"] = environ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     return environ
 
 
