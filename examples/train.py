@@ -55,7 +55,9 @@ def dataset_loss(strategy: Strategy, model: torch.nn.Module, loader: DataLoader[
             x, y = strategy.to_device((x, y))
             with strategy.precision.forward_context():
                 loss = torch.nn.functional.mse_loss(model(x), y, reduction="sum")
-            total += torch.stack([loss.double(), torch.tensor(float(y.numel()), dtype=torch.float64)])
+            total += torch.stack(
+                [loss.double(), torch.tensor(float(y.numel()), dtype=torch.float64, device=total.device)]
+            )
     total = strategy.collective.all_reduce(total, "sum")
     return float(total[0] / total[1])
 

@@ -114,3 +114,58 @@ def test_explain_on_this_machine_picks_cuda() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     first = done.stdout.splitlines()[0].split()
     assert first[:2] == ["accelerator", "cuda"], done.stdout
+
+
+def _newer_collectives(strategy: runtime.Strategy) -> dict[str, Any]:
+    collective = strategy.collective
+    device = strategy.root_device
+    out: dict[str, Any] = {}
+    handle = collective.all_reduce(torch.ones(3, device=device), op="product", async_op=True)
+    out["async_product"] = handle.wait().tolist()
+    out["async_completed"] = handle.is_completed()
+    target = torch.empty(4, device=device)
+    out["all_to_all_single"] = collective.all_to_all_single(target, torch.arange(4.0, device=device)).tolist()
+    out["gather_object"] = collective.gather_object({"rank": strategy.global_rank}, 0)
+    out["scatter_object_list"] = collective.scatter_object_list(["only"], 0)
+    out["avg"] = collective.all_reduce(torch.full((2,), 3.0, device=device), op="avg").tolist()
+    refused = {}
+    for name, call in {
+        "bor": lambda: collective.all_reduce(torch.ones(2, dtype=torch.int32, device=device), op="bor"),
+        "monitored_barrier": lambda: collective.monitored_barrier(timeout=5),
+    }.items():
+        try:
+            call()
+            refused[name] = None
+        except runtime.CollectiveMisuseError as exc:
+            refused[name] = f"{type(exc).__name__}: {exc}"
+    out["refused"] = refused
+    return out
+
+
+def test_the_newer_collective_operations_over_nccl() -> None:
+    config = resolver.resolve(accelerator="cuda", devices=1, strategy="ddp")
+    result = runtime.build(config).launch(_newer_collectives)
+    assert result["async_product"] == [1.0, 1.0, 1.0] and result["async_completed"]
+    assert result["all_to_all_single"] == [0.0, 1.0, 2.0, 3.0]
+    assert result["gather_object"] == [{"rank": 0}]
+    assert result["scatter_object_list"] == "only"
+    assert result["avg"] == [3.0, 3.0]
+    # What NCCL lacks is refused by name, before anything is sent (None: it ran, which NCCL may also allow).
+    for name, message in result["refused"].items():
+        assert message is None or "nccl" in message.lower(), (name, message)
+
+
+def _guarded(strategy: runtime.Strategy) -> str:
+    """DDP on CUDA keeps the parameter objects: an optimizer made before setup_module still steps."""
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model = strategy.setup_module(model)
+    loss = model(strategy.to_device(torch.ones(2, 4))).sum()
+    strategy.backward(loss)
+    strategy.optimizer_step(optimizer)
+    return "stepped"
+
+
+def test_ddp_on_cuda_does_not_refuse_an_optimizer_made_before_setup_module() -> None:
+    config = resolver.resolve(accelerator="cuda", devices=1, strategy="ddp")
+    assert runtime.build(config).launch(_guarded) == "stepped"
