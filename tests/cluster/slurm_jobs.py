@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,8 @@ def start_cluster() -> tuple[Cluster | None, str]:
     values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k not in _INHERITED_RUN}
     env["SLURM_CONF"] = values["SLURM_CONF"]
+    # the venv's python and resolver first, for job scripts that call them by name (docs/usage.md's)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), *filter(None, env.get("PYTHONPATH", "").split(":"))])
     node = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
     return Cluster(Path(values["TEST_CLUSTER_DIR"]), Path(values["SLURM_CONF"]), node, env), ""
@@ -119,7 +122,7 @@ _ENDED = (
 )
 
 
-def run_batch(cluster: Cluster, script: Path, name: str, *, timeout: float = 240) -> Job:
+def run_batch(cluster: Cluster, script: Path, name: str, *, timeout: float = 240, cwd: Path | None = None) -> Job:
     """Submit ``script`` with sbatch and poll ``scontrol show job`` until it ends, at most ``timeout`` seconds.
 
     (``sbatch --wait`` polls at growing intervals, up to half a minute late.) The job's output file
@@ -128,7 +131,7 @@ def run_batch(cluster: Cluster, script: Path, name: str, *, timeout: float = 240
     output = script.with_suffix(".out")
     submitted = time.time()
     command = ["sbatch", "--parsable", f"--job-name={name}", f"--time={JOB_MINUTES}", f"--output={output}", str(script)]
-    done = subprocess.run(command, env=cluster.env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(command, env=cluster.env, capture_output=True, text=True, timeout=60, cwd=cwd)
     assert done.returncode == 0, f"sbatch failed:\n{done.stdout}{done.stderr}"
     job_id = done.stdout.strip().split(";")[0]
     state, exit_code = "", ""

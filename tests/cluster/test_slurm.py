@@ -44,20 +44,14 @@ def _srun(name: str, *shape: str) -> list[str]:
     return ["srun", f"--job-name={name}", f"--time={JOB_MINUTES}", *shape, "--label"]
 
 
-# Each shape: the command that starts a two-task job around the entry's command.
+# Each shape: the command that starts a two-task job around the entry's command, and the job's
+# name (to cancel it on a timeout). salloc keeps the name SLURM gives it, 'interactive', as a user's would.
 SHAPES = {
     "srun -n 2": lambda name: _srun(name, "-n", "2"),
     "srun -N1 --ntasks-per-node=2": lambda name: _srun(name, "-N1", "--ntasks-per-node=2"),
-    "salloc -n 2 srun": lambda name: [
-        "salloc",
-        f"--job-name={name}",
-        f"--time={JOB_MINUTES}",
-        "-n",
-        "2",
-        "srun",
-        "--label",
-    ],
+    "salloc -n 2 srun": lambda name: ["salloc", f"--time={JOB_MINUTES}", "-n", "2", "srun", "--label"],
 }
+JOB_NAMES = {"salloc -n 2 srun": "interactive"}
 
 
 def check_training(cluster: Cluster, job: Job, entry: str) -> dict[int, dict[str, Any]]:
@@ -88,7 +82,7 @@ def check_training(cluster: Cluster, job: Job, entry: str) -> dict[int, dict[str
 @pytest.mark.parametrize("entry", ENTRIES)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_two_tasks_train_with_slurms_ranks(slurm_cluster: Cluster, shape: str, entry: str) -> None:
-    name = f"resolver-test-{shape.split()[0]}-{entry.split()[-1]}"
+    name = JOB_NAMES.get(shape, f"resolver-test-{shape.split()[0]}-{entry.split()[-1]}")
     job = run_job(slurm_cluster, [*SHAPES[shape](name), *ENTRIES[entry]], name)
     record_figures(shape, entry, job, check_training(slurm_cluster, job, entry))
 
