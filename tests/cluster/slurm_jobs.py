@@ -175,6 +175,8 @@ def rank_reports(job: Job) -> dict[int, dict[str, Any]]:
     for line in job.stdout.splitlines():
         if "RANK_REPORT " in line:
             report = json.loads(line.split("RANK_REPORT ", 1)[1])
+            # two processes of one rank: a task launched ranks of its own beside SLURM's
+            assert report["global_rank"] not in reports, f"rank {report['global_rank']} reported twice:\n{job.output}"
             reports[report["global_rank"]] = report
     return reports
 

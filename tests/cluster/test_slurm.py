@@ -10,7 +10,10 @@ fails on every rank within seconds with the conflict.
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,8 +21,10 @@ from typing import Any
 
 import pytest
 from slurm_jobs import (
+    CANNOT_RUN,
     JOB_MINUTES,
     REQUIRED,
+    SCRIPT,
     Cluster,
     Job,
     rank_reports,
@@ -148,3 +153,13 @@ def _read(path: Path) -> str:
         return path.read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:  # the process ended meanwhile
         return ""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"), reason="needs root and runuser to act as nobody")
+def test_a_user_who_cannot_start_the_cluster_is_told_why() -> None:
+    # the script on stdin: user 'nobody' may not read the checkout
+    command = ["runuser", "-u", "nobody", "--", "bash", "-s", "start"]
+    done = subprocess.run(command, input=SCRIPT.read_text(), capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == CANNOT_RUN, done  # the fixture's skip (or, in CI, failure) with this line
+    assert done.stderr.strip().splitlines()[-1].endswith("run as root"), done.stderr
+    assert done.stdout == ""
