@@ -117,6 +117,9 @@ start() {
   [ "$(id -u)" -eq 0 ] || cannot_run "slurmd runs jobs as any user only as root (uid $(id -u)); run as root"
   install
   NODE=$(hostname -s)
+  # The ranks meet at the job's first node by its name, as on a real cluster: it must resolve.
+  getent hosts "$NODE" > /dev/null \
+    || cannot_run "this machine's name '$NODE' (hostname -s) does not resolve: add it to /etc/hosts"
   local dir
   dir=$(mktemp -d "${TMPDIR:-/tmp}/test-cluster.XXXXXX")
   # From here on a failure stops what was started and removes the folder.
@@ -138,7 +141,7 @@ start() {
   first_job=$((1000 + RANDOM % 8000))
   cat > "$dir/slurm.conf" << EOF
 ClusterName=resolvertest
-SlurmctldHost=$NODE
+SlurmctldHost=$NODE(127.0.0.1)
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=root
