@@ -101,6 +101,22 @@ def test_a_batch_script_that_calls_srun_trains(slurm_cluster: Cluster, entry: st
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
+def test_training_started_by_the_batch_script_itself_fails_at_once(
+    slurm_cluster: Cluster, entry: str, tmp_path: Path
+) -> None:
+    # The batch script has the job's SLURM_NTASKS=2 and SLURM_PROCID=0 but is no task: without srun,
+    # rank 1 never starts, and rank 0 would wait for it the whole rendezvous timeout (300 s).
+    script = tmp_path / "no-srun.sbatch"
+    script.write_text(f"#!/bin/bash\n#SBATCH --ntasks=2\n{shlex.join(ENTRIES[entry])}\n")
+    job = run_batch(slurm_cluster, script, f"resolver-test-no-srun-{entry.split()[-1]}", timeout=180)
+    assert job.returncode != 0, job.output
+    assert job.seconds < 120, job.output
+    assert "is the batch script of SLURM job" in job.stdout and "not one of its 2 tasks" in job.stdout, job.output
+    assert "start the training with srun in the batch script" in job.stdout, job.output
+    assert "RANK_REPORT" not in job.stdout
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
 def test_more_tasks_than_devices_fail_on_every_rank_at_once(slurm_cluster: Cluster, entry: str) -> None:
     name = f"resolver-test-mismatch-{entry.split()[-1]}"
     job = run_job(slurm_cluster, [*_srun(name, "-n", "3"), *ENTRIES[entry]], name, timeout=120)
