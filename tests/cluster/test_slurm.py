@@ -116,6 +116,19 @@ def test_training_started_by_the_batch_script_itself_fails_at_once(
     assert "RANK_REPORT" not in job.stdout
 
 
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="needs Open MPI's mpirun (openmpi-bin)")
+def test_mpirun_in_a_batch_script_fails_at_once_naming_the_fix(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    # mpirun's ranks inherit the batch script's SLURM_PROCID=0: by SLURM's variables both are rank 0.
+    script = tmp_path / "mpirun.sbatch"
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", *ENTRIES["runtime.launch"]]
+    script.write_text(f"#!/bin/bash\n#SBATCH --ntasks=2\n{shlex.join(mpirun)}\n")
+    job = run_batch(slurm_cluster, script, "resolver-test-mpirun-in-sbatch", timeout=180)
+    assert job.returncode != 0, job.output
+    assert job.seconds < 120, job.output
+    assert job.stdout.count("is a process mpirun started in the batch script of SLURM job") == 2, job.output
+    assert "pass cluster_environment='mpi'" in job.stdout, job.output
+
+
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_more_tasks_than_devices_fail_on_every_rank_at_once(slurm_cluster: Cluster, entry: str) -> None:
     name = f"resolver-test-mismatch-{entry.split()[-1]}"

@@ -79,6 +79,10 @@ def test_a_slurm_batch_script_is_not_one_of_the_jobs_tasks() -> None:
     assert "srun python train.py" in str(e.value)
     SLURMEnvironment(config, environ={**batch, "SLURM_STEP_ID": "0"}).check_started_by_cluster()  # srun's task
     SLURMEnvironment(ddp_config(devices=1, launcher=None), environ=batch).check_started_by_cluster()  # alone
+    mpirun = {**batch, "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"}  # mpirun in the batch script
+    with pytest.raises(runtime.RuntimeConfigError, match="a process mpirun started in the batch script") as e:
+        SLURMEnvironment(config, environ=mpirun).check_started_by_cluster()
+    assert "cluster_environment='mpi'" in str(e.value)
 
 
 def test_lsf_meets_on_the_first_compute_host_of_the_rank_file(tmp_path: Path) -> None:
