@@ -78,7 +78,9 @@ def run_script(
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     address, port = cluster.main_address, cluster.main_port
     started_by_cluster = config.launcher is None
-    if not started_by_cluster:
+    if started_by_cluster:
+        cluster.check_started_by_cluster()  # e.g. a SLURM batch script is not one of the job's tasks
+    else:
         check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
     # One id for the run, alike on every node (each node's resolver run computes it from the same

@@ -47,6 +47,12 @@ class ClusterEnvironment:
     def environ(self) -> Mapping[str, str]:
         return os.environ if self._environ is None else self._environ
 
+    def check_started_by_cluster(self) -> None:
+        """Raise :class:`RuntimeConfigError` where this process cannot be one of the ranks the
+        cluster started; a no-op unless a cluster can tell. Called before a rank of a run whose
+        cluster starts the processes (``launcher=None``) joins the rendezvous, so that a process
+        no launcher started fails at once instead of waiting for peers that never come."""
+
     @property
     def main_address(self) -> str:
         """Host name or IP address of the machine that runs global rank 0: the resolved

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from runtime.cluster.base import ClusterEnvironment
 from runtime.cluster.hostlist import first_host
+from runtime.errors import RuntimeConfigError
 from runtime.registry import register_cluster_environment
 
 __all__ = ["SLURMEnvironment"]
@@ -26,3 +27,29 @@ class SLURMEnvironment(ClusterEnvironment):
             return explicit
         nodes = self.environ.get("SLURM_JOB_NODELIST") or self.environ.get("SLURM_NODELIST")
         return first_host(nodes) if nodes else self._required("MASTER_ADDR")
+
+    def check_started_by_cluster(self) -> None:
+        """A batch script is not a task: sbatch gives it the job's variables (``SLURM_NTASKS``,
+        ``SLURM_PROCID=0``) but only srun's tasks run in a step (``SLURM_STEP_ID``). Training
+        started there directly (or by mpirun there, whose ranks inherit the batch script's
+        variables) would be rank 0 of ranks nobody starts, waiting the rendezvous out."""
+        environ = self.environ
+        if self.config.world_size < 2 or not environ.get("SLURM_JOB_ID") or "SLURM_PROCID" not in environ:
+            return
+        if environ.get("SLURM_STEP_ID", "").strip() or environ.get("SLURM_STEPID", "").strip():
+            return
+        job, tasks = environ["SLURM_JOB_ID"], environ.get("SLURM_NTASKS", str(self.config.world_size))
+        if environ.get("OMPI_COMM_WORLD_SIZE", "").strip():
+            where = "a process mpirun started in the batch script of SLURM job"
+            hint = (
+                "pass cluster_environment='mpi' to take the ranks from mpirun (with MASTER_ADDR and "
+                "MASTER_PORT passed by mpirun -x), or start the ranks with srun instead of mpirun"
+            )
+        else:
+            where = "the batch script of SLURM job"
+            hint = "start the training with srun in the batch script (srun python train.py ...): one process per task"
+        raise RuntimeConfigError(
+            f"this process is {where} {job}, not one of its {tasks} tasks (SLURM_NTASKS={tasks}, but "
+            f"SLURM_STEP_ID is not set: srun did not start it), so it would wait in the rendezvous for "
+            f"{self.config.world_size - 1} rank(s) that SLURM never starts\n  hint: {hint}"
+        )

@@ -186,6 +186,7 @@ class Strategy:
         group joined) before ``fn`` runs and torn down after.
         """
         if self._launcher is None:
+            self._cluster_environment.check_started_by_cluster()  # before waiting for the others
             # A rank some launcher started reports its failure to it (no-op otherwise).
             with threads_applied(self._config):
                 return run_launched_rank(self.run, fn, *args, **kwargs)

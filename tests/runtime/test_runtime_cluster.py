@@ -72,6 +72,20 @@ def test_slurm_meets_on_the_first_node_at_a_port_derived_from_the_job_id() -> No
     assert (env.main_address, env.main_port, env.main_port_source) == ("gpu03", 17987, "SLURM_JOB_ID")
 
 
+def test_a_slurm_batch_script_is_not_one_of_the_jobs_tasks() -> None:
+    batch = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "2", "SLURM_PROCID": "0", "SLURM_LOCALID": "0"}
+    config = ddp_config(launcher=None, cluster_environment="slurm")
+    with pytest.raises(runtime.RuntimeConfigError, match="batch script of SLURM job 4242, not one of its 2 tasks") as e:
+        SLURMEnvironment(config, environ=batch).check_started_by_cluster()
+    assert "srun python train.py" in str(e.value)
+    SLURMEnvironment(config, environ={**batch, "SLURM_STEP_ID": "0"}).check_started_by_cluster()  # srun's task
+    SLURMEnvironment(ddp_config(devices=1, launcher=None), environ=batch).check_started_by_cluster()  # alone
+    mpirun = {**batch, "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"}  # mpirun in the batch script
+    with pytest.raises(runtime.RuntimeConfigError, match="a process mpirun started in the batch script") as e:
+        SLURMEnvironment(config, environ=mpirun).check_started_by_cluster()
+    assert "cluster_environment='mpi'" in str(e.value)
+
+
 def test_lsf_meets_on_the_first_compute_host_of_the_rank_file(tmp_path: Path) -> None:
     rankfile = tmp_path / "ranks"
     rankfile.write_text("batch1\ncompute7\ncompute7\ncompute8\n")
