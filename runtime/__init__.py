@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from runtime.accelerators.base import Accelerator as Accelerator
     from runtime.checkpoint import CheckpointIO as CheckpointIO
     from runtime.checkpoint import TorchCheckpointIO as TorchCheckpointIO
+    from runtime.preflight import check as check
     from runtime.cluster.base import ClusterEnvironment as ClusterEnvironment
     from runtime.collectives.base import Collective as Collective
     from runtime.collectives.base import CollectiveGroup as CollectiveGroup
@@ -81,6 +82,7 @@ _MODULES = {
     "Strategy": "runtime.strategies.base",
     "StrategyOptions": "runtime.strategies.options",
     "TorchCheckpointIO": "runtime.checkpoint",
+    "check": "runtime.preflight",
     "launched_config": "runtime.rank_environment",
     "register_accelerator": "runtime.registry",
     "register_cluster_environment": "runtime.registry",
