@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from runtime.accelerators.base import Accelerator as Accelerator
     from runtime.checkpoint import CheckpointIO as CheckpointIO
     from runtime.checkpoint import TorchCheckpointIO as TorchCheckpointIO
-    from runtime.preflight import check as check
     from runtime.cluster.base import ClusterEnvironment as ClusterEnvironment
     from runtime.collectives.base import Collective as Collective
     from runtime.collectives.base import CollectiveGroup as CollectiveGroup
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
     from runtime.launchers.base import Launcher as Launcher
     from runtime.launchers.rank_output import RankOutput as RankOutput
     from runtime.precision.base import Precision as Precision
+    from runtime.preflight import check as check
     from runtime.rank_environment import launched_config as launched_config
     from runtime.registry import register_accelerator as register_accelerator
     from runtime.registry import register_cluster_environment as register_cluster_environment

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
+from runtime.collectives.base import Collective
 from runtime.preflight.faults import fault_at
 from runtime.preflight.report import FAIL, OK, Check
-from runtime.collectives.base import Collective
 
 __all__ = ["ELEMENTS", "check_operation", "ring"]
 

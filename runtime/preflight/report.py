@@ -88,14 +88,15 @@ class RankState:
     output: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "host": self.host, "current": self.current, "exit": self.exit,
-                "stopped": self.stopped, "silent": self.silent, "output": self.output, "checks": [c.to_dict() for c in self.checks]}  # fmt: skip
+        data = attrs.asdict(self, recurse=False)
+        data["checks"] = [c.to_dict() for c in self.checks]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RankState:
         checks = tuple(Check.from_dict(c) for c in data.get("checks", ()))
-        return cls(int(data["rank"]), str(data.get("host", "?")), checks, data.get("current"),
-                   data.get("exit"), bool(data.get("stopped", False)), bool(data.get("silent", False)), str(data.get("output", "")))  # fmt: skip
+        names = {a.name for a in attrs.fields(cls)} - {"rank", "checks"}
+        return cls(int(data["rank"]), checks=checks, **{k: v for k, v in data.items() if k in names})
 
 
 @attrs.frozen
@@ -144,7 +145,8 @@ class CheckReport:
             if check.table:
                 widths = [max(len(row[i]) for row in check.table) for i in range(len(check.table[0]))]
                 for row in check.table:
-                    lines.append("       " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+                    cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+                    lines.append(("       " + "  ".join(cells)).rstrip())
             for figure in check.figures:
                 lines.append("       " + _figure_text(figure))
             if check.status == FAIL and check.fix:
@@ -208,10 +210,11 @@ def merge(states: Sequence[RankState], world_size: int, *, timeout: float, summa
         failures = [e for e in entries if e.status == FAIL]
         causes = [e for e in failures if not e.echo]
         if gone:
-            blame = [s.rank for s in gone]
-            text = "; ".join(_ended(s, timeout) for s in gone)
-            merged.append(Check(name, FAIL, text, blame, [hosts.get(r, "?") for r in blame],
-                                fix=_death_fix(gone, timeout)))  # fmt: skip
+            # a rank that failed here on its own (rank 0 that cannot listen) is the cause of the others' end
+            blame = sorted({r for e in causes for r in e.blame}) or [s.rank for s in gone]
+            text = "; ".join([*dict.fromkeys(e.detail for e in causes), *(_ended(s, timeout) for s in gone)])
+            fix = "; ".join(dict.fromkeys(e.fix for e in causes if e.fix)) or _death_fix(gone, timeout)
+            merged.append(Check(name, FAIL, text, blame, [hosts.get(r, "?") for r in blame], fix=fix))
             broken = True
             continue
         if failures and not causes and silent:
@@ -269,6 +272,6 @@ def _blocking(check: Check) -> bool:
 
 def _death_fix(gone: Sequence[RankState], timeout: float) -> str:
     if any(s.stopped for s in gone):
-        return ("look at that rank's stack (py-spy dump --pid) or its output above; if it is only slow, "
+        return ("look at that rank's stack while it hangs (py-spy dump --pid PID); if it is only slow, "
                 f"raise --timeout (now {timeout:g} s)")  # fmt: skip
-    return "read that rank's output above for its error; the other ranks only waited for it"
+    return "find why that rank ended (its last line is quoted when it printed one); the other ranks only waited for it"

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from runtime.preflight.report import FAIL, OK, Check
 from runtime.collectives.base import Collective
+from runtime.preflight.report import FAIL, OK, Check
 
 __all__ = ["SIZES", "measure"]
 

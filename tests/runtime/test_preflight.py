@@ -1,0 +1,204 @@
+"""``resolver check`` / ``runtime.check`` with real rank processes and real faults: a healthy run
+passes with figures; a busy port, ranks that differ, a rank that dies, hangs or gets a wrong
+value are each named (rank, host, what) within the timeout, and nothing is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.ports import find_free_port
+
+pytestmark = pytest.mark.timeout(240)
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+HOST = socket.gethostname()
+
+
+def _env(**extra: str) -> dict[str, str]:
+    rank_variables = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK")
+    foreign = ("MASTER_", "RESOLVER_", "SLURM_", "TORCHELASTIC_", "OMPI_", "PMI")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(foreign) and k not in rank_variables}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
+    env.update(extra)
+    return env
+
+
+def _leftovers(timeout: str) -> list[str]:
+    """Rank processes of a check started with ``--timeout timeout`` that are still alive."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"runtime.preflight.rank" in words and timeout.encode() in words:
+            found.append(entry.name)
+    return found
+
+
+def _check(*args: str, timeout: str, env: dict[str, str] | None = None, limit: float = 120):
+    """``resolver check ... --timeout timeout --format json``: (exit code, report, stderr, seconds)."""
+    temp_before = set(Path(tempfile.gettempdir()).glob("resolver-check-*"))
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", *args,
+                           "--timeout", timeout, "--format", "json"],
+                          capture_output=True, text=True, env=env or _env(), timeout=limit)  # fmt: skip
+    seconds = time.monotonic() - start
+    assert _leftovers(timeout) == [], "rank processes left behind"
+    assert set(Path(tempfile.gettempdir()).glob("resolver-check-*")) <= temp_before, "files left behind"
+    report = json.loads(done.stdout) if done.stdout.strip().startswith("{") else None
+    return done.returncode, report, done.stderr, seconds
+
+
+def _by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {check["name"]: check for check in report["checks"]}
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_a_healthy_run_passes_with_figures(devices):
+    code, report, err, _ = _check("--devices", str(devices), timeout="20.5")
+    assert code == 0, err
+    checks = _by_name(report)
+    assert report["ok"] and report["world_size"] == devices
+    assert all(checks[name]["status"] == "ok" for name in checks), checks
+    pairs = {f["pair"] for f in checks["ring"]["figures"]}
+    assert pairs == {f"{r}->{(r + 1) % devices} ({HOST}->{HOST})" for r in range(devices)}
+    speed = checks["speed"]["figures"]
+    assert {f["op"] for f in speed} == {"all_reduce", "broadcast", "all_gather"}
+    assert all(f["latency_us"] > 0 and f["busbw_gbps"] >= 0 for f in speed)
+
+
+def test_the_text_report_has_one_line_per_check_and_the_python_api_returns_the_same_as_data():
+    done = subprocess.run([sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "2",
+                           "--timeout", "20"], capture_output=True, text=True, env=_env(), timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for name in ("rendezvous", "agreement", "barrier", "all_reduce", "broadcast", "all_gather", "ring", "speed"):
+        assert any(line.startswith(f"ok   {name}") for line in lines), done.stdout
+    assert lines[-1].startswith("8 checks, passed, 2 ranks")
+    script = "import runtime; r = runtime.check(devices=2, accelerator='cpu', timeout=20); print(r.ok, r['ring'].ok)"
+    api = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_env(), timeout=120)
+    assert api.stdout.split() == ["True", "True"], api.stderr
+
+
+def test_a_rank_that_dies_is_named_with_the_step():
+    env = _env(RESOLVER_CHECK_FAULT="1:die@all_reduce")
+    code, report, err, seconds = _check("--devices", "3", timeout="5.25", env=env)
+    assert code == 1, err
+    failed = _by_name(report)["all_reduce"]
+    assert failed["status"] == "fail" and failed["blame"] == [1] and failed["hosts"] == [HOST]
+    assert f"rank 1 ({HOST}) exited with code 3 during all_reduce" in failed["detail"]
+    assert _by_name(report)["barrier"]["status"] == "ok"
+    assert _by_name(report)["broadcast"]["status"] == "skip"
+
+
+def test_a_rank_that_hangs_is_stopped_and_named_within_the_timeout():
+    env = _env(RESOLVER_CHECK_FAULT="2:hang@broadcast")
+    code, report, err, seconds = _check("--devices", "3", timeout="4.75", env=env)
+    assert code == 1, err
+    failed = _by_name(report)["broadcast"]
+    assert failed["blame"] == [2]
+    assert f"rank 2 ({HOST}) hung in broadcast: stopped after the 4.75 s timeout" in failed["detail"]
+    # start-up, the others' wait (one timeout) and the grace before stopping it (one timeout + 3 s)
+    assert report["seconds"] < 60 and seconds < 90
+
+
+def test_a_rank_that_gets_a_wrong_all_reduce_value_is_named():
+    env = _env(RESOLVER_CHECK_FAULT="1:wrong@all_reduce")
+    code, report, err, _ = _check("--devices", "2", timeout="5.5", env=env)
+    assert code == 1, err
+    failed = _by_name(report)["all_reduce"]
+    assert failed["blame"] == [1]
+    assert f"rank 1 ({HOST}): got 4, expected 3 (the sum of 1..2" in failed["detail"]
+
+
+def test_a_wrong_value_in_the_ring_names_the_pair():
+    env = _env(RESOLVER_CHECK_FAULT="2:wrong@ring")
+    code, report, err, _ = _check("--devices", "3", timeout="5.75", env=env)
+    assert code == 1, err
+    failed = _by_name(report)["ring"]
+    assert failed["blame"] == [0, 2]
+    assert f"pair 2->0 ({HOST}->{HOST})" in failed["detail"]
+
+
+def test_a_busy_main_port_is_named_on_rank_0():
+    with socket.socket() as holder:
+        holder.bind(("", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        code, report, err, _ = _check("--devices", "2", "--master-port", str(port), timeout="3.5")
+    assert code == 1, err
+    failed = _by_name(report)["rendezvous"]
+    assert failed["blame"] == [0]
+    assert (
+        f"rank 0 on {HOST} cannot listen on port {port} (from master_port): another process uses it"
+        in (failed["detail"])
+    )
+    assert "pick a free port" in failed["fix"]
+
+
+def test_ranks_started_by_someone_else_that_differ_are_shown_as_a_table_before_any_collective():
+    port = find_free_port()
+    common = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                  TORCHELASTIC_RUN_ID="check", GROUP_RANK="0")  # fmt: skip
+    command = [sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "2", "--timeout", "10"]
+    other = subprocess.Popen(command, env=_env(**common, RANK="1", LOCAL_RANK="1", OMP_NUM_THREADS="3",
+                                                RESOLVER_PRECISION="bf16-mixed"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        first = subprocess.run(command, env=_env(**common, RANK="0", LOCAL_RANK="0", OMP_NUM_THREADS="1"),
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        out, err = other.communicate(timeout=60)
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.communicate()
+    assert first.returncode == 1 and other.returncode == 1, first.stderr + err
+    text = first.stdout
+    assert "FAIL agreement   the ranks differ in $OMP_NUM_THREADS, $RESOLVER_PRECISION, config.precision" in text
+    rows = [" ".join(line.split()) for line in text.splitlines()]
+    assert f"config.precision 32-true rank 0 ({HOST})" in rows
+    assert f"bf16-mixed rank 1 ({HOST})" in rows
+    assert f"$OMP_NUM_THREADS 1 rank 0 ({HOST})" in rows and f"3 rank 1 ({HOST})" in rows
+    assert "ok   all_reduce" in text  # a difference in threads or precision does not stop the collectives
+    assert "resolver check: rank 1: agreement: the ranks differ in" in err  # the other rank says it too
+    assert out == ""  # only rank 0 prints the report
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists(),
+                    reason="torchrun is not installed")  # fmt: skip
+def test_under_torchrun_rank_0_prints_the_report():
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    done = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", str(find_free_port()), "-m",
+                           "resolver", "check", "--accelerator", "cpu", "--devices", "2", "--timeout", "20"],
+                          capture_output=True, text=True, env=_env(), timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cluster=torchelastic world_size=2" in done.stdout
+    assert "8 checks, passed, 2 ranks" in done.stdout
+
+
+def test_under_resolver_run_each_rank_runs_the_check():
+    done = subprocess.run([sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--devices", "3", "-m",
+                           "resolver", "check", "--accelerator", "cpu", "--devices", "3", "--timeout", "20"],
+                          capture_output=True, text=True, env=_env(), timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "8 checks, passed, 3 ranks" in done.stdout
+
+
+@pytest.mark.parametrize("args", [["--timeout", "0"], ["--timeout", "soon"], ["--frobnicate"]])
+def test_usage_errors_exit_2(args):
+    done = subprocess.run([sys.executable, "-m", "resolver", "check", *args], capture_output=True, text=True,
+                          env=_env(), timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--timeout" in done.stderr or "unrecognized arguments: --frobnicate" in done.stderr
