@@ -85,7 +85,10 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
         states[r] = RankState(r, state.host if state.host != "?" else os.uname().nodename, state.checks,
                               state.current, exit_code, r in stopped, output=last)  # fmt: skip
     _remove(folder)
-    return merge([states[r] for r in sorted(states)], config.world_size, timeout=timeout, summary=config.summary(),
+    summary = config.summary()
+    if config.node_rank != 0:
+        summary = f"node {config.node_rank}'s ranks (rank 0's node reports the whole run): {summary}"
+    return merge([states[r] for r in sorted(states)], config.world_size, timeout=timeout, summary=summary,
                  seconds=time.monotonic() - started)  # fmt: skip
 
 

@@ -124,7 +124,8 @@ def meet(address: str, port: int, rank: int, world_size: int, timeout: float,
             names = ", ".join(f"rank {r}" for r in waiting)
             raise RendezvousFailed(_fail(
                 f"{names} did not reach rank 0's rendezvous at {address}:{port} within {timeout:g} s",
-                "see those ranks' lines: they could not connect (address, port, firewall) or did not start",
+                "see those ranks' own report (on their node, or their job output): they could not connect "
+                "(address, port, firewall) or did not start",
                 rank, blame=tuple(waiting)), store)  # fmt: skip
     else:
         try:
