@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -202,3 +203,34 @@ def test_usage_errors_exit_2(args):
                           env=_env(), timeout=60)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "--timeout" in done.stderr or "unrecognized arguments: --frobnicate" in done.stderr
+
+
+def _doc_examples() -> list[tuple[str, list[str]]]:
+    """The console examples of docs/usage.md's "Before a long job" section: (command, shown lines)."""
+    text = (REPOSITORY / "docs" / "usage.md").read_text(encoding="utf-8")
+    section = text.split("## Before a long job: resolver check", 1)[1].split("\n## ", 1)[0]
+    examples: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", section, re.S):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                examples.append((line[2:], []))
+            elif line.strip():
+                examples[-1][1].append(line)
+    return examples
+
+
+def _masked(line: str) -> str:
+    """A report line with what changes from run to run (numbers, this host's name) taken out."""
+    return " ".join(re.sub(r"\d+(\.\d+)?", "#", line.replace(f"({HOST}", "(vm").replace(f"{HOST}->", "vm->")).split())
+
+
+@pytest.mark.parametrize("command, shown", _doc_examples(), ids=[c for c, _ in _doc_examples()])
+def test_the_usage_doc_shows_what_the_check_prints(command, shown, tmp_path):
+    """docs/usage.md's examples here start with a variable or torchrun, which the doc's own test
+    (tests/test_cli_usage_examples.py) leaves to the section's test: this one, numbers aside."""
+    if command.startswith("torchrun") and shutil.which("torchrun") is None:
+        command = f"{Path(sys.executable).with_name('torchrun')}{command[len('torchrun') :]}"
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=180)
+    assert done.returncode == (1 if "FAIL" in "".join(shown) else 0), done.stdout + done.stderr
+    printed = [_masked(line) for line in done.stdout.splitlines()]
+    assert [_masked(line) for line in shown] == printed
