@@ -6,7 +6,8 @@
 * ``die``: exits at once with code 3 (as a crash would);
 * ``hang``: sleeps for ever (as a deadlock would);
 * ``wrong``: takes part, but its result of ``STEP`` is off by one (all_reduce, broadcast,
-  all_gather: a corrupted value, as a faulty link or device would give).
+  all_gather, ring: a corrupted value, as a faulty link or device would give; engine: the loss
+  after the step).
 """
 
 from __future__ import annotations

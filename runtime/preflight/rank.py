@@ -155,8 +155,15 @@ def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int
         progress.record(Check("ring", SKIP, "one rank: no pair to check"))
     progress.enter("speed")
     fault_at(rank, "speed")
-    progress.record(measure(collective))
+    speed = measure(collective)
+    progress.record(speed)
     collective.teardown()
+    if not speed.ok:
+        return
+    progress.enter("engine")
+    from runtime.preflight.engine import engine_step
+
+    progress.record(engine_step(config, timeout))
 
 
 def _everyone(store: Any, mine: RankState, world: int, timeout: float) -> list[RankState]:

@@ -26,6 +26,7 @@ STEPS = (
     "all_gather",
     "ring",
     "speed",
+    "engine",
 )
 
 OK, FAIL, SKIP = "ok", "fail", "skip"

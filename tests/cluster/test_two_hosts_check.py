@@ -66,10 +66,10 @@ def test_a_check_across_two_hosts_passes_with_a_figure_per_host_pair(hosts):
     main = hosts.hosts[0].address
     (code0, out0, err0), (code1, out1, err1) = _finish(_check_on(hosts, [main, main], find_free_port(), "30"))
     assert (code0, code1) == (0, 0), out0 + err0 + out1 + err1
-    assert "8 checks, passed, 2 ranks" in out0
+    assert "9 checks, passed, 2 ranks" in out0
     assert "0->1 (node-0->node-1)" in out0 and "1->0 (node-1->node-0)" in out0
     assert f"2 ranks met at {main}:" in out0
-    assert "8 checks, passed" in out1  # node 1's launcher reports its own rank
+    assert "9 checks, passed" in out1  # node 1's launcher reports its own rank
 
 
 def test_a_main_address_one_host_cannot_reach_names_that_host_and_address(hosts):

@@ -85,9 +85,10 @@ def test_the_text_report_has_one_line_per_check_and_the_python_api_returns_the_s
                            "--timeout", "20"], capture_output=True, text=True, env=_env(), timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    for name in ("rendezvous", "agreement", "barrier", "all_reduce", "broadcast", "all_gather", "ring", "speed"):
+    names = ("rendezvous", "agreement", "barrier", "all_reduce", "broadcast", "all_gather", "ring", "speed", "engine")
+    for name in names:
         assert any(line.startswith(f"ok   {name}") for line in lines), done.stdout
-    assert lines[-1].startswith("8 checks, passed, 2 ranks")
+    assert lines[-1].startswith("9 checks, passed, 2 ranks")
     script = "import runtime; r = runtime.check(devices=2, accelerator='cpu', timeout=20); print(r.ok, r['ring'].ok)"
     api = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_env(), timeout=120)
     assert api.stdout.split() == ["True", "True"], api.stderr
@@ -186,7 +187,7 @@ def test_under_torchrun_rank_0_prints_the_report():
                           capture_output=True, text=True, env=_env(), timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cluster=torchelastic world_size=2" in done.stdout
-    assert "8 checks, passed, 2 ranks" in done.stdout
+    assert "9 checks, passed, 2 ranks" in done.stdout
 
 
 def test_under_resolver_run_each_rank_runs_the_check():
@@ -194,7 +195,26 @@ def test_under_resolver_run_each_rank_runs_the_check():
                            "resolver", "check", "--accelerator", "cpu", "--devices", "3", "--timeout", "20"],
                           capture_output=True, text=True, env=_env(), timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "8 checks, passed, 3 ranks" in done.stdout
+    assert "9 checks, passed, 3 ranks" in done.stdout
+
+
+def test_one_deepspeed_step_matches_a_single_process_step():
+    code, report, err, _ = _check("--devices", "2", "--strategy", "deepspeed", timeout="30.25", limit=180)
+    assert code == 0, err
+    engine = _by_name(report)["engine"]
+    assert engine["status"] == "ok" and "one deepspeed step of a tiny model" in engine["detail"]
+
+
+def test_an_engine_step_that_differs_from_one_process_is_named():
+    env = _env(RESOLVER_CHECK_FAULT="1:wrong@engine")
+    code, report, err, _ = _check("--devices", "2", timeout="20.25", env=env)
+    assert code == 1, err
+    engine = _by_name(report)["engine"]
+    assert engine["blame"] == [1]
+    assert (
+        f"rank 1 ({HOST}): one ddp step differs from a single-process step in the loss after the step"
+        in (engine["detail"])
+    )
 
 
 @pytest.mark.parametrize("args", [["--timeout", "0"], ["--timeout", "soon"], ["--frobnicate"]])
