@@ -254,3 +254,26 @@ def test_the_usage_doc_shows_what_the_check_prints(command, shown, tmp_path):
     assert done.returncode == (1 if "FAIL" in "".join(shown) else 0), done.stdout + done.stderr
     printed = [_masked(line) for line in done.stdout.splitlines()]
     assert [_masked(line) for line in shown] == printed
+
+
+def test_in_a_job_started_by_someone_else_rank_0_names_a_rank_that_died():
+    port = find_free_port()
+    common = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                  TORCHELASTIC_RUN_ID="check", GROUP_RANK="0", RESOLVER_CHECK_FAULT="1:die@all_reduce")  # fmt: skip
+    command = [sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "2", "--timeout", "5"]
+    other = subprocess.Popen(command, env=_env(**common, RANK="1", LOCAL_RANK="1"), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        start = time.monotonic()
+        first = subprocess.run(command, env=_env(**common, RANK="0", LOCAL_RANK="0"), capture_output=True,
+                               text=True, timeout=120)  # fmt: skip
+        seconds = time.monotonic() - start
+        other.communicate(timeout=60)
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.communicate()
+    assert first.returncode == 1 and other.returncode == 3, first.stdout + first.stderr
+    assert f"FAIL all_reduce  no word from rank 1 ({HOST}) since the rendezvous: it hung or died" in first.stdout
+    assert "ok   barrier" in first.stdout
+    assert seconds < 60
