@@ -211,10 +211,18 @@ def merge(states: Sequence[RankState], world_size: int, *, timeout: float, summa
         failures = [e for e in entries if e.status == FAIL]
         causes = [e for e in failures if not e.echo]
         if gone:
-            # a rank that failed here on its own (rank 0 that cannot listen) is the cause of the others' end
-            blame = sorted({r for e in causes for r in e.blame}) or [s.rank for s in gone]
-            text = "; ".join([*dict.fromkeys(e.detail for e in causes), *(_ended(s, timeout) for s in gone)])
-            fix = "; ".join(dict.fromkeys(e.fix for e in causes if e.fix)) or _death_fix(gone, timeout)
+            # A rank that died is the cause; one stopped while waiting (hung) is the consequence of
+            # another rank's own failure here when there is one (rank 0 that cannot listen).
+            died = [s for s in gone if not s.stopped]
+            if died or not causes:
+                culprits = died or gone
+                blame = [s.rank for s in culprits]
+                text = "; ".join(_ended(s, timeout) for s in gone)
+                fix = _death_fix(culprits, timeout)
+            else:
+                blame = sorted({r for e in causes for r in e.blame})
+                text = "; ".join([*dict.fromkeys(e.detail for e in causes), *(_ended(s, timeout) for s in gone)])
+                fix = "; ".join(dict.fromkeys(e.fix for e in causes if e.fix))
             merged.append(Check(name, FAIL, text, blame, [hosts.get(r, "?") for r in blame], fix=fix))
             broken = True
             continue

@@ -277,3 +277,12 @@ def test_in_a_job_started_by_someone_else_rank_0_names_a_rank_that_died():
     assert f"FAIL all_reduce  no word from rank 1 ({HOST}) since the rendezvous: it hung or died" in first.stdout
     assert "ok   barrier" in first.stdout
     assert seconds < 60
+
+
+def test_rank_0_dying_before_the_rendezvous_is_blamed_not_the_rank_that_waited_for_it():
+    env = _env(RESOLVER_CHECK_FAULT="0:die@rendezvous")
+    code, report, err, _ = _check("--devices", "2", timeout="3.25", env=env)
+    assert code == 1, err
+    failed = _by_name(report)["rendezvous"]
+    assert failed["blame"] == [0]
+    assert f"rank 0 ({HOST}) exited with code 3 during rendezvous" in failed["detail"]
