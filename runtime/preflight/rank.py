@@ -126,10 +126,14 @@ def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int
     if "collectives skipped" in agreement.detail:
         return
     hosts = {r: str(data["host"]) for r, data in everyone.items()}
-    if config.collective != "torch":
+    if config.collective != "torch" or world == 1:
+        why = (
+            "one process: there is no collective to check"
+            if world == 1 or config.collective == "single_device"
+            else f"the check runs on torch.distributed only, not on the {config.collective} collective yet"
+        )
         for name in STEPS[2:]:
-            progress.record(Check(name, SKIP, f"the check runs on torch.distributed only, not on the "
-                                  f"{config.collective} collective yet"))  # fmt: skip
+            progress.record(Check(name, SKIP, why))
         return
     progress.enter("barrier")
     try:

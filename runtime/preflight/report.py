@@ -153,7 +153,8 @@ class CheckReport:
             if check.status == FAIL and check.fix:
                 lines.append(f"       = help: {check.fix}")
         verdict = "passed" if self.ok else f"FAILED ({', '.join(c.name for c in self.failed)})"
-        lines.append(f"{len(self.checks)} checks, {verdict}, {self.world_size} ranks, {self.seconds:.1f} s")
+        ranks = f"{self.world_size} rank{'s' if self.world_size != 1 else ''}"
+        lines.append(f"{len(self.checks)} checks, {verdict}, {ranks}, {self.seconds:.1f} s")
         return "\n".join(lines)
 
 

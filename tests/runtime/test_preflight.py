@@ -198,11 +198,20 @@ def test_under_resolver_run_each_rank_runs_the_check():
     assert "9 checks, passed, 3 ranks" in done.stdout
 
 
-def test_one_deepspeed_step_matches_a_single_process_step():
-    code, report, err, _ = _check("--devices", "2", "--strategy", "deepspeed", timeout="30.25", limit=180)
+@pytest.mark.parametrize("strategy", ["deepspeed", "fsdp"])
+def test_one_step_of_a_sharding_strategy_matches_a_single_process_step(strategy):
+    code, report, err, _ = _check("--devices", "2", "--strategy", strategy, timeout="30.25", limit=180)
     assert code == 0, err
     engine = _by_name(report)["engine"]
-    assert engine["status"] == "ok" and "one deepspeed step of a tiny model" in engine["detail"]
+    assert engine["status"] == "ok" and f"one {strategy} step of a tiny model" in engine["detail"]
+
+
+def test_one_process_passes_with_nothing_to_exchange():
+    code, report, err, _ = _check("--devices", "1", timeout="10.25")
+    assert code == 0, err
+    checks = _by_name(report)
+    assert checks["rendezvous"]["status"] == "ok" and checks["engine"]["status"] == "skip"
+    assert checks["barrier"]["detail"] == "one process: there is no collective to check"
 
 
 def test_an_engine_step_that_differs_from_one_process_is_named():
