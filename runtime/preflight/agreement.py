@@ -68,6 +68,12 @@ def rank_facts(config: ResolvedConfig) -> dict[str, str]:
     facts["threads"] = str(torch.get_num_threads())
     for name, value in _variables().items():
         facts[f"${name}"] = value
+    visible = facts.pop("$CUDA_VISIBLE_DEVICES", None)
+    if visible is not None:
+        # schedulers bind each task to its own GPUs (SLURM --gpus-per-task): the ids differ by
+        # design, how many a rank sees must not
+        count = len([part for part in visible.split(",") if part.strip()])
+        facts["$CUDA_VISIBLE_DEVICES (devices listed)"] = str(count)
     return facts
 
 

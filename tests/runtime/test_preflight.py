@@ -295,3 +295,22 @@ def test_rank_0_dying_before_the_rendezvous_is_blamed_not_the_rank_that_waited_f
     failed = _by_name(report)["rendezvous"]
     assert failed["blame"] == [0]
     assert f"rank 0 ({HOST}) exited with code 3 during rendezvous" in failed["detail"]
+
+
+def test_a_node_that_sees_fewer_gpus_is_the_one_blamed_and_per_task_gpu_ids_are_not_a_difference():
+    from runtime.preflight.agreement import compare
+
+    def facts(visible: str) -> dict[str, str]:
+        return {"torch": "2.13.0", "$CUDA_VISIBLE_DEVICES (devices listed)": str(len(visible.split(",")))}
+
+    # SLURM --gpus-per-task=1: every task sees one GPU with its own id; that is the same setup
+    bound = {r: {"host": f"node-{r // 2}", "facts": facts(str(r % 2))} for r in range(4)}
+    assert compare(bound, 0).status == "ok"
+    # node 1 was started with CUDA_VISIBLE_DEVICES=0 where the others see four
+    uneven = {r: {"host": f"node-{r // 2}", "facts": facts("0" if r >= 2 else "0,1,2,3")} for r in range(4)}
+    check = compare(uneven, 0)
+    assert check.status == "fail" and check.blame == (2, 3) and check.hosts == ("node-1", "node-1")
+    assert check.table[1:] == (
+        ("$CUDA_VISIBLE_DEVICES (devices listed)", "4", "rank 0,1 (node-0)"),
+        ("", "1", "rank 2,3 (node-1)"),
+    )
