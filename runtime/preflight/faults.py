@@ -5,6 +5,7 @@
 
 * ``die``: exits at once with code 3 (as a crash would);
 * ``hang``: sleeps for ever (as a deadlock would);
+* ``raise``: raises an exception the check does not expect (as a bug or a broken install would);
 * ``wrong``: takes part, but its result of ``STEP`` is off by one (all_reduce, broadcast,
   all_gather, ring: a corrupted value, as a faulty link or device would give; engine: the loss
   after the step).
@@ -29,6 +30,8 @@ def fault_at(rank: int, step: str) -> str | None:
             kind = kind.strip()
             if kind == "die":
                 os._exit(3)
+            if kind == "raise":
+                raise RuntimeError(f"injected failure at {step} ({FAULT_VARIABLE})")
             if kind == "hang":
                 while True:
                     time.sleep(3600)

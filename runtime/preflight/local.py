@@ -81,7 +81,8 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
     for r, process in processes.items():
         state = _read_state(folder / f"rank-{r}.json", r)
         exit_code = process.returncode
-        last = _last_line(logs[r]) if exit_code not in (0, 1) or r in stopped else ""
+        finished = state.current == "done" and r not in stopped
+        last = "" if finished else _last_line(logs[r])  # its error, when it ended before the end
         states[r] = RankState(r, state.host if state.host != "?" else os.uname().nodename, state.checks,
                               state.current, exit_code, r in stopped, output=last)  # fmt: skip
     _remove(folder)

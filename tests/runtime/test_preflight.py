@@ -314,3 +314,13 @@ def test_a_node_that_sees_fewer_gpus_is_the_one_blamed_and_per_task_gpu_ids_are_
         ("$CUDA_VISIBLE_DEVICES (devices listed)", "4", "rank 0,1 (node-0)"),
         ("", "1", "rank 2,3 (node-1)"),
     )
+
+
+def test_a_rank_that_raises_is_named_with_its_last_line():
+    env = _env(RESOLVER_CHECK_FAULT="1:raise@broadcast")
+    code, report, err, _ = _check("--devices", "2", timeout="5.1", env=env)
+    assert code == 1, err
+    failed = _by_name(report)["broadcast"]
+    assert failed["blame"] == [1]
+    assert f"rank 1 ({HOST}) exited with code 1 during broadcast" in failed["detail"]
+    assert "RuntimeError: injected failure at broadcast (RESOLVER_CHECK_FAULT)" in failed["detail"]
