@@ -79,6 +79,22 @@ def _why_unreachable(address: str, port: int, deadline: float, rank: int, source
     return _fail(detail, fix, rank)
 
 
+def _holds(address: str) -> bool:
+    """Whether this host holds ``address`` (it can bind to it); True where that cannot be told."""
+    try:
+        infos = socket.getaddrinfo(address, None, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return False
+    for family, _, _, _, sockaddr in infos:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((sockaddr[0], 0))
+                return True
+            except OSError:
+                continue
+    return False
+
+
 def _store(address: str, port: int, rank: int, world_size: int, timeout: float, source: str) -> dist.TCPStore:
     host = socket.gethostname()
     try:
@@ -90,6 +106,12 @@ def _store(address: str, port: int, rank: int, world_size: int, timeout: float, 
                 f"rank 0 on {host} cannot listen on port {port} (from {source}): another process uses it",
                 "pick a free port (MASTER_PORT, or --master-port), or stop what holds it (`ss -ltnp sport = :"
                 f"{port}`)", rank)) from None  # fmt: skip
+        if rank == 0 and not _holds(address):
+            raise RendezvousFailed(_fail(
+                f"rank 0 on {host}: the main address {address} is not an address of this host, "
+                "so rank 0 cannot host the rendezvous there (the other ranks look for rank 0 on that machine)",
+                f"set MASTER_ADDR (or --master-addr) to rank 0's host ({host}) or one of its addresses", rank,
+            )) from None  # fmt: skip
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise RendezvousFailed(_fail(
             f"rank {rank} on {host} reached {address}:{port} but no rendezvous store answered there: {first}",

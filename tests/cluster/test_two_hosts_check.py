@@ -85,3 +85,12 @@ def test_a_main_address_one_host_cannot_reach_names_that_host_and_address(hosts)
     # node 0 names the rank that never came, within its timeout
     assert "FAIL rendezvous  rank 1 did not reach rank 0's rendezvous at" in out0, out0
     assert time.monotonic() - start < 120
+
+
+def test_a_main_address_of_another_host_is_named_on_rank_0(hosts):
+    other = hosts.hosts[1].address  # node-1's own address: rank 1 looks for rank 0 on its own host
+    (code0, out0, err0), (code1, out1, err1) = _finish(_check_on(hosts, [other, other], find_free_port(), "5"))
+    assert code0 == 1 and code1 == 1, out0 + err0 + out1 + err1
+    assert f"rank 0 on node-0: the main address {other} is not an address of this host" in out0, out0
+    assert "set MASTER_ADDR (or --master-addr) to rank 0's host (node-0)" in out0
+    assert f"rank 1 on node-1: nothing listens at {other}:" in out1, out1
