@@ -181,6 +181,41 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
 
+def _check(args: argparse.Namespace) -> int:
+    """``resolver check``: resolve, then prove the setup works (``runtime.preflight``)."""
+    if not args.timeout > 0:
+        print(f"error: --timeout must be a positive number of seconds, got {args.timeout:g}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        _check_removed(args)
+        config = _resolve(args, environment=_environment(None, args.rules), rules=args.rules or None)
+    except ResolutionError as error:
+        print(error.diagnostic(), file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        import runtime
+        from runtime.preflight import check_config
+    except ImportError as exc:
+        print(
+            f"error: `resolver check` needs the runtime (torch): {exc}\n  = help: pip install 'resolver[runtime]'",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    try:
+        report = check_config(config, timeout=args.timeout)
+    except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if config.launcher is None and config.global_rank != 0:
+        # a rank of a job someone else started: rank 0 prints the run's report; this rank only its failures
+        if not report.ok:
+            for check in report.failed:
+                print(f"resolver check: rank {config.global_rank}: {check.name}: {check.detail}", file=sys.stderr)
+        return EXIT_OK if report.ok else EXIT_ERROR
+    print(report.to_json() if args.format == "json" else report.to_text())
+    return EXIT_OK if report.ok else EXIT_ERROR
+
+
 def _target_problem(target: str, *, module: bool, program: bool = False) -> str | None:
     """Why ``resolver run`` cannot start ``target`` (a script path, a module with ``-m``, or a program
     with ``--no-python``), or None."""
@@ -266,7 +301,7 @@ def _before_exit() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command in ``argv`` (default: this process's command line, which then exits)."""
     args = _parse(argv)
-    handlers = {"explain": _explain, "run": _run, "env": _env, "golden": _golden, "rules": _rules}
+    handlers = {"explain": _explain, "run": _run, "check": _check, "env": _env, "golden": _golden, "rules": _rules}
     try:
         code = handlers[args.command](args)
         sys.stdout.flush()  # here, so that a closed pipe is seen below and not at exit

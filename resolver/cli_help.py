@@ -79,6 +79,21 @@ COMMANDS: dict[str, CommandHelp] = {
         ),
         trailer=EXIT_CODES + " Otherwise the script's own exit code.",
     ),
+    "check": CommandHelp(
+        summary="prove the resolved setup works: rendezvous, agreement, collectives, speed",
+        description="Resolve the flags, start the ranks (or, under srun, mpirun or torchrun -m resolver check, "
+        "run as this rank) and "
+        "check, each step bounded by --timeout: every rank reaches rank 0's address and port; all ranks resolved "
+        "the same config on the same software; barrier, all_reduce, broadcast and all_gather give the right "
+        "values; each rank reaches the next (a ring, so a broken pair of hosts is named); and how fast each "
+        "collective is. One line per check; a failure names the rank, host and fix.",
+        examples=(
+            "resolver check --devices 2",
+            "resolver check --devices 4 --timeout 5 --format json",
+            "resolver check --num-nodes 2 --node-rank 1 --master-addr node-0 --master-port 29500",
+        ),
+        trailer="exit codes: 0 every check passed, 1 a check failed (the report says which), 2 usage error.",
+    ),
     "env": CommandHelp(
         summary="print this machine's versions, devices, cluster and variables, for a bug report",
         description="Print what a bug report needs: resolver, Python and OS versions; torch (with its CUDA, "

@@ -308,6 +308,19 @@ def _run_options(run: _Parser) -> None:
     )
 
 
+def _check_options(check: _Parser) -> None:
+    _add_flags(check, can_simulate=False)
+    _add_config(check)
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="the longest any step may take before the check names who it waits for (default: 10)",
+    )
+    check.add_argument("--format", choices=("text", "json"), default="text", help="text (default), or json")
+
+
 def _env_options(env: _Parser) -> None:
     env.add_argument("--format", choices=("text", "json"), default="text", help="text to paste (default), or json")
 
@@ -328,6 +341,7 @@ def _rules_options(rules: _Parser) -> None:
 _OPTIONS: dict[str, Callable[[_Parser], None]] = {
     "explain": _explain_options,
     "run": _run_options,
+    "check": _check_options,
     "env": _env_options,
     "golden": _golden_options,
     "rules": _rules_options,

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from runtime.launchers.base import Launcher as Launcher
     from runtime.launchers.rank_output import RankOutput as RankOutput
     from runtime.precision.base import Precision as Precision
+    from runtime.preflight import check as check
     from runtime.rank_environment import launched_config as launched_config
     from runtime.registry import register_accelerator as register_accelerator
     from runtime.registry import register_cluster_environment as register_cluster_environment
@@ -101,6 +102,7 @@ _MODULES = {
     "StrategyOptions": "runtime.strategies.options",
     "TorchCheckpointIO": "runtime.checkpoint",
     "XLACheckpointIO": "runtime.strategies.xla",  # needs torch_xla: importing it without raises ImportError
+    "check": "runtime.preflight",
     "launched_config": "runtime.rank_environment",
     "register_accelerator": "runtime.registry",
     "register_cluster_environment": "runtime.registry",

@@ -1,0 +1,80 @@
+"""``runtime.check`` / ``resolver check``: prove that the resolved setup works before the real job.
+
+Steps (each bounded by ``timeout`` seconds; see :data:`~runtime.preflight.report.STEPS`): the
+rendezvous at rank 0's ``main_address:main_port``; the ranks' agreement on config and machine
+facts; barrier, all_reduce, broadcast and all_gather with their values checked; a point-to-point
+ring that names a broken pair of hosts; and the speed of each collective. Modules:
+``rendezvous``, ``agreement``, ``collectives``, ``speed`` (a rank's steps, driven by ``rank``),
+``local`` (starting the ranks on this machine) and ``report`` (the merged result).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from runtime.preflight.report import Check, CheckReport, RankState, merge
+
+if TYPE_CHECKING:
+    from resolver.config import ResolvedConfig
+    from resolver.environment import Environment
+
+__all__ = ["DEFAULT_TIMEOUT", "Check", "CheckReport", "RankState", "check", "check_config"]
+
+#: Seconds each step may take: short, so that a broken setup is found in seconds, not torch's 30 minutes.
+DEFAULT_TIMEOUT = 10.0
+
+
+def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT) -> CheckReport:
+    """Check ``config``: start its local ranks (a launcher resolved), or, where someone else started
+    the ranks (``config.launcher`` is None: srun, mpirun, torchrun), run as this process's rank.
+
+    In a rank started by someone else, rank 0 returns the whole run's report; another rank returns
+    its own view (its checks; the others' are rank 0's to report).
+    """
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if config.launcher is not None and config.launcher not in ("subprocess", "spawn", "fork"):
+        from runtime.errors import RuntimeConfigError
+
+        raise RuntimeConfigError(
+            f"resolver check starts local ranks as processes; the {config.launcher} launcher starts its own\n"
+            f"  hint: run the check under that launcher (e.g. horovodrun ... resolver check), where each rank runs it"
+        )
+    if config.launcher is not None:
+        from runtime.preflight.local import check_locally
+
+        return check_locally(config, timeout=timeout)
+    return _check_this_rank(config, timeout)
+
+
+def _check_this_rank(config: ResolvedConfig, timeout: float) -> CheckReport:
+    import time
+
+    from runtime.preflight.rank import check_rank
+    from runtime.registry import CLUSTER_ENVIRONMENTS
+
+    started = time.monotonic()
+    cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
+    state, everyone = check_rank(config, cluster.main_address, cluster.main_port, timeout=timeout,
+                                 source=cluster.main_port_source)  # fmt: skip
+    seconds = time.monotonic() - started
+    if everyone is not None:
+        return merge(everyone, config.world_size, timeout=timeout, summary=config.summary(), seconds=seconds)
+    # not rank 0: this rank's own checks only (a peer's silence is rank 0's to report)
+    mine = merge([state], 1, timeout=timeout, summary=f"rank {config.global_rank}'s view; rank 0 reports the run",
+                 seconds=seconds)  # fmt: skip
+    return CheckReport(mine.checks, config.world_size, (state.host,), mine.summary, seconds)
+
+
+def check(
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    environment: Environment | None = None,
+    **flags: Any,
+) -> CheckReport:
+    """Resolve ``flags`` (as :func:`resolver.resolve`) and check that the setup works; see
+    :func:`check_config`. Returns the report; ``report.ok`` says whether every check passed."""
+    import resolver
+
+    config = resolver.resolve(**flags, environment=environment)
+    return check_config(config, timeout=timeout)

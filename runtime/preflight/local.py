@@ -1,0 +1,128 @@
+"""``resolver check`` on this machine: start the resolved local ranks, watch them, merge the report.
+
+Each rank is a fresh ``python -m runtime.preflight.rank`` with the variables ``resolver run``
+gives a rank (``RESOLVER_CONFIG``, ``MASTER_ADDR``, ...). The launcher reads each rank's state
+file, so it can say in which step a rank died or hung; a rank that has not exited ``timeout``
+seconds (and a grace) after the first one did is stopped (its whole process group), and every rank
+is reaped before the report is made: nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from resolver.config import ResolvedConfig
+from runtime.preflight.report import STEPS, CheckReport, RankState, merge
+from runtime.rank_environment import rank_config, rank_variables
+from runtime.registry import CLUSTER_ENVIRONMENTS
+
+__all__ = ["check_locally"]
+
+#: Seconds a rank may take to import torch and start, on top of the steps' timeouts.
+STARTUP_ALLOWANCE = 60.0
+#: Seconds, after the first rank exits, that the others get on top of the timeout before being stopped.
+GRACE = 3.0
+
+
+def _read_state(path: Path, rank: int) -> RankState:
+    try:
+        return RankState.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError):
+        return RankState(rank)  # it never wrote one: it died (or hung) before its first step
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
+    """Start this node's ranks of ``config`` with the check and return the merged report."""
+    started = time.monotonic()
+    cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
+    address, port = cluster.main_address, cluster.main_port
+    ranks = [rank_config(config, local) for local in range(config.num_devices)]
+    folder = Path(tempfile.mkdtemp(prefix="resolver-check-"))
+    processes: dict[int, subprocess.Popen[bytes]] = {}
+    logs = {}
+    try:
+        for rank in ranks:
+            r = rank.global_rank
+            environ = {**os.environ, **rank_variables(rank, address, port)}
+            environ["RESOLVER_CHECK_SOURCE"] = cluster.main_port_source
+            logs[r] = folder / f"rank-{r}.log"
+            with open(logs[r], "wb") as log:
+                processes[r] = subprocess.Popen(
+                    [sys.executable, "-m", "runtime.preflight.rank", "--timeout", str(timeout),
+                     "--state-file", str(folder / f"rank-{r}.json"), "--report-file", str(folder / "everyone.json")],
+                    env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # its own process group: stopped whole, children included
+                )  # fmt: skip
+        stopped = _watch(processes, timeout)
+    finally:
+        for process in processes.values():  # an interrupt (or an error above): stop and reap every rank
+            if process.poll() is None:
+                _stop(process)
+    states: dict[int, RankState] = {}
+    everyone = folder / "everyone.json"
+    if everyone.exists():  # rank 0's view of every rank (other nodes' ranks included)
+        for data in json.loads(everyone.read_text(encoding="utf-8")):
+            states[int(data["rank"])] = RankState.from_dict(data)
+    for r, process in processes.items():
+        state = _read_state(folder / f"rank-{r}.json", r)
+        exit_code = process.returncode
+        finished = state.current == "done" and r not in stopped
+        last = "" if finished else _last_line(logs[r])  # its error, when it ended before the end
+        states[r] = RankState(r, state.host if state.host != "?" else os.uname().nodename, state.checks,
+                              state.current, exit_code, r in stopped, output=last)  # fmt: skip
+    _remove(folder)
+    summary = config.summary()
+    if config.node_rank != 0:
+        summary = f"node {config.node_rank}'s ranks (rank 0's node reports the whole run): {summary}"
+    return merge([states[r] for r in sorted(states)], config.world_size, timeout=timeout, summary=summary,
+                 seconds=time.monotonic() - started)  # fmt: skip
+
+
+def _watch(processes: dict[int, subprocess.Popen[bytes]], timeout: float) -> set[int]:
+    """Wait for every rank; stop those still running ``timeout + GRACE`` s after the first exit, or
+    when the whole check's bound passes. Returns the ranks stopped."""
+    overall = time.monotonic() + STARTUP_ALLOWANCE + timeout * len(STEPS) + 30
+    first_exit: float | None = None
+    stopped: set[int] = set()
+    while True:
+        running = [r for r, p in processes.items() if p.poll() is None]
+        if not running:
+            return stopped
+        now = time.monotonic()
+        if first_exit is None and len(running) < len(processes):
+            first_exit = now
+        if now > overall or (first_exit is not None and now > first_exit + timeout + GRACE):
+            for r in running:
+                _stop(processes[r])
+                stopped.add(r)
+            return stopped
+        time.sleep(0.02)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _remove(folder: Path) -> None:
+    for item in folder.iterdir():
+        item.unlink()
+    folder.rmdir()

@@ -1,0 +1,164 @@
+"""Check step 1: reach rank 0's ``main_address:main_port`` and meet every rank in its TCPStore.
+
+The store is the rendezvous the real job uses (rank 0 hosts it, the others connect); the check
+then carries its own exchange (facts, results) through it, which needs no collective backend.
+Before a rank connects, a plain TCP connection tells *why* it cannot (no route, refused,
+filtered, a name that does not resolve), so the failure names this host, the address tried and
+the likely fix instead of a client that retries until the timeout.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import socket
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+
+from runtime.gloo_interface import choose_gloo_interface
+from runtime.ports import port_is_free
+from runtime.preflight.report import FAIL, OK, Check
+
+__all__ = ["RendezvousFailed", "meet"]
+
+ARRIVED = "check/arrived/"
+GO = "check/go"
+
+
+class RendezvousFailed(Exception):
+    """This rank could not take part; ``check`` says why (and ``store`` is what it still has)."""
+
+    def __init__(self, check: Check, store: Any = None) -> None:
+        super().__init__(check.detail)
+        self.check = check
+        self.store = store
+
+
+def _fail(detail: str, fix: str, rank: int, *, echo: bool = False, blame: tuple[int, ...] | None = None) -> Check:
+    host = socket.gethostname()
+    blamed = (rank,) if blame is None else blame
+    return Check("rendezvous", FAIL, detail, blamed, [host] * len(blamed), fix=fix, echo=echo)
+
+
+def _why_unreachable(address: str, port: int, deadline: float, rank: int, source: str) -> Check | None:
+    """Try a plain TCP connection to rank 0 until it works or ``deadline``; None once it works."""
+    host = socket.gethostname()
+    where = f"{address}:{port} (from {source})"
+    try:
+        choose_gloo_interface(address, {})  # resolves the name and finds a route, or says why not
+    except Exception as exc:  # RuntimeConfigError, with this host and the address in its text
+        text, _, hint = str(exc).partition("\n  hint: ")
+        return _fail(f"rank {rank} on {host}: {text}", hint or "set MASTER_ADDR to an address of rank 0's host", rank)
+    last: OSError | None = None
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            with socket.create_connection((address, port), timeout=min(left, 2.0)):
+                return None
+        except OSError as exc:
+            last = exc
+            if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+                break  # no route now will not be one in a second
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    if last is not None and last.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+        detail = f"rank {rank} on {host} cannot reach {where}: {last.strerror}"
+        fix = "MASTER_ADDR must be an address of rank 0's host that this host can route to (check `ip route get`)"
+    elif last is not None and last.errno == errno.ECONNREFUSED:
+        detail = f"rank {rank} on {host}: nothing listens at {where} (connection refused until the timeout)"
+        fix = ("rank 0 did not open the rendezvous (see its line), or MASTER_ADDR names another machine "
+               "than rank 0's: set it to rank 0's host")  # fmt: skip
+    else:
+        why = "no answer" if last is None or isinstance(last, TimeoutError) else (last.strerror or str(last))
+        detail = f"rank {rank} on {host}: connecting to {where} timed out ({why})"
+        fix = f"a firewall may drop port {port} between the hosts, or MASTER_ADDR is not rank 0's host: open the port or fix the address"  # noqa: E501
+    return _fail(detail, fix, rank)
+
+
+def _holds(address: str) -> bool:
+    """Whether this host holds ``address`` (it can bind to it); True where that cannot be told."""
+    try:
+        infos = socket.getaddrinfo(address, None, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return False
+    for family, _, _, _, sockaddr in infos:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((sockaddr[0], 0))
+                return True
+            except OSError:
+                continue
+    return False
+
+
+def _store(address: str, port: int, rank: int, world_size: int, timeout: float, source: str) -> dist.TCPStore:
+    host = socket.gethostname()
+    try:
+        return dist.TCPStore(address, port, world_size, is_master=rank == 0,
+                             timeout=timedelta(seconds=timeout), wait_for_workers=False)  # fmt: skip
+    except (dist.DistError, RuntimeError, OSError) as exc:
+        if rank == 0 and not port_is_free(port):
+            raise RendezvousFailed(_fail(
+                f"rank 0 on {host} cannot listen on port {port} (from {source}): another process uses it",
+                "pick a free port (MASTER_PORT, or --master-port), or stop what holds it (`ss -ltnp sport = :"
+                f"{port}`)", rank)) from None  # fmt: skip
+        if rank == 0 and not _holds(address):
+            raise RendezvousFailed(_fail(
+                f"rank 0 on {host}: the main address {address} is not an address of this host, "
+                "so rank 0 cannot host the rendezvous there (the other ranks look for rank 0 on that machine)",
+                f"set MASTER_ADDR (or --master-addr) to rank 0's host ({host}) or one of its addresses", rank,
+            )) from None  # fmt: skip
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RendezvousFailed(_fail(
+            f"rank {rank} on {host} reached {address}:{port} but no rendezvous store answered there: {first}",
+            "something else listens on that port, or MASTER_ADDR/MASTER_PORT name another run's rank 0", rank,
+        )) from None  # fmt: skip
+
+
+def meet(address: str, port: int, rank: int, world_size: int, timeout: float,
+         source: str = "MASTER_ADDR/MASTER_PORT") -> tuple[dist.TCPStore, Check]:  # fmt: skip
+    """Connect to (rank 0: host) the rendezvous store, announce this rank, and wait for every rank.
+
+    Returns the store and this rank's passing check; raises :class:`RendezvousFailed` when this
+    rank cannot reach it or not every rank arrived within ``timeout``. Rank 0 names the ranks that
+    never came; the others learn it from rank 0 (the ``go`` key) and fail as echoes.
+    """
+    start = time.monotonic()
+    deadline = start + timeout
+    if rank != 0:
+        problem = _why_unreachable(address, port, deadline, rank, source)
+        if problem is not None:
+            raise RendezvousFailed(problem)
+    store = _store(address, port, rank, world_size, max(0.1, deadline - time.monotonic()), source)
+    store.set(f"{ARRIVED}{rank}", socket.gethostname())
+    if rank == 0:
+        waiting = list(range(1, world_size))
+        while waiting and time.monotonic() < deadline:
+            waiting = [peer for peer in waiting if not store.check([f"{ARRIVED}{peer}"])]
+            if waiting:
+                time.sleep(0.01)
+        store.set(GO, json.dumps(waiting))
+        if waiting:
+            names = ", ".join(f"rank {r}" for r in waiting)
+            raise RendezvousFailed(_fail(
+                f"{names} did not reach rank 0's rendezvous at {address}:{port} within {timeout:g} s",
+                "see those ranks' own report (on their node, or their job output): they could not connect "
+                "(address, port, firewall) or did not start",
+                rank, blame=tuple(waiting)), store)  # fmt: skip
+    else:
+        try:
+            store.wait([GO], timedelta(seconds=max(0.1, deadline - time.monotonic() + 1.0)))
+            missing = json.loads(store.get(GO))
+        except (dist.DistError, RuntimeError) as exc:
+            raise RendezvousFailed(_fail(f"rank {rank}: rank 0 did not open the check ({exc})".splitlines()[0],
+                                         "see rank 0's line", rank, echo=True)) from None  # fmt: skip
+        if missing:
+            raise RendezvousFailed(_fail(f"ranks {missing} did not arrive", "", rank, echo=True, blame=tuple(missing)),
+                                   store)  # fmt: skip
+    seconds = time.monotonic() - start
+    return store, Check("rendezvous", OK, f"{world_size} ranks met at {address}:{port} in {seconds:.2f} s",
+                        seconds=seconds)  # fmt: skip

@@ -1,0 +1,59 @@
+"""``resolver check`` inside jobs that mpirun or srun started: every rank runs it, rank 0 prints
+the whole run's report. Skipped where the launcher is missing (srun: or has no controller)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.ports import find_free_port
+
+pytestmark = pytest.mark.timeout(240)
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "RESOLVER_", "SLURM_", "OMPI_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
+    return env
+
+
+def _slurm_answers() -> bool:
+    if shutil.which("srun") is None or shutil.which("sinfo") is None:
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+CHECK = [sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "2", "--timeout", "20"]
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+def test_under_mpirun_rank_0_prints_the_report():
+    port = find_free_port()
+    command = ["mpirun", "-np", "2", "--oversubscribe", "-x", "PYTHONPATH", "-x", "PATH", "-x",
+               "MASTER_ADDR=127.0.0.1", "-x", f"MASTER_PORT={port}", *CHECK]  # fmt: skip
+    if os.geteuid() == 0:
+        command.insert(1, "--allow-run-as-root")
+    done = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cluster=mpi world_size=2" in done.stdout
+    assert "9 checks, passed, 2 ranks" in done.stdout
+    assert done.stdout.count("resolver check:") == 1  # rank 1 prints nothing when it passes
+
+
+@pytest.mark.skipif(not _slurm_answers(), reason="srun is missing or no SLURM controller answers here")
+def test_under_srun_rank_0_prints_the_report():
+    done = subprocess.run(["srun", "--ntasks", "2", "--ntasks-per-node", "2", *CHECK], capture_output=True,
+                          text=True, env=_env(), timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cluster=slurm world_size=2" in done.stdout
+    assert "9 checks, passed, 2 ranks" in done.stdout
