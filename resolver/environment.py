@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from resolver.config import FrozenMapping, Provenance
 from resolver.errors import ResolutionError
-from resolver.probing import PROBES, register_probe
+from resolver.probing import PROBES, read_facts, register_probe
 
 if TYPE_CHECKING:
     from resolver.compiler import CompiledTable
@@ -216,33 +216,83 @@ class Environment:
     # -- probing the real machine ---------------------------------------------------------------
 
     @classmethod
-    def probe(cls, environ: Mapping[str, str] | None = None, *, table: CompiledTable | None = None) -> Environment:
+    def probe(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        table: CompiledTable | None = None,
+        refresh: bool = False,
+    ) -> Environment:
         """Read the real machine, cheaply.
 
         Every registered probe reads its fact (GPUs are counted from the NVIDIA driver's files,
         respecting ``CUDA_VISIBLE_DEVICES``; package availability uses ``importlib.util.find_spec``,
         no import). The snapshot keeps the variables ``table`` reads (default: the built-in table)
         plus the built-in relevant ones, and the text of each file a ``file.NAME`` slot names.
+
+        Facts that cannot change within a process (which packages are importable, the driver's
+        GPUs, ``per_process`` probes) are read at the first probe and kept; variables, files and the
+        other facts are read on every call. ``refresh=True`` reads the kept facts again (after
+        installing a package into the running process, say).
         """
         if table is None:
             from resolver.api import builtin_table
 
             table = builtin_table()
-        env = dict(os.environ if environ is None else environ)
-        read = set(table.variables.values())
-        variables = {k: v for k, v in env.items() if k in read or is_relevant_variable(k)}
+        env = os.environ if environ is None else environ
+        read = _variables_read(table)
+        # Only the names are looked at first: os.environ decodes a value when it is read.
+        variables = {k: env[k] for k in env if k in read or k.startswith(RELEVANT_VARIABLE_PREFIXES)}
         files = {}
-        for slot_name in table.slots:
-            if slot_name.startswith(_FILE_PREFIX):
-                name = slot_name.removeprefix(_FILE_PREFIX)
-                path = env.get(name)
-                if path:
-                    variables[name] = path
-                    text = _read_named_file(path)
-                    if text is not None:
-                        files[name] = text
-        facts = {name: probe.read(env) for name, probe in PROBES.items()}
-        return cls(variables=variables, files=files, **facts)
+        for name in _files_read(table):
+            path = env.get(name)
+            if path:
+                variables[name] = path
+                text = _read_named_file(path)
+                if text is not None:
+                    files[name] = text
+        facts = read_facts(env, refresh=refresh)
+        # The same machine probed again gives the same snapshot object, whose inputs are kept
+        # (Environment.input_values): equal facts, variables and files, so nothing is left unread.
+        last = _LAST_PROBE.get(id(table))
+        if (
+            last is not None
+            and last[0] is table
+            and last[1].facts._data == facts
+            and last[1].variables._data == variables
+            and last[1].files._data == files
+        ):
+            return last[1]
+        made = cls(variables=variables, files=files, **facts)
+        if len(_LAST_PROBE) > 8:
+            _LAST_PROBE.clear()
+        _LAST_PROBE[id(table)] = (table, made)
+        return made
+
+
+#: The last snapshot probed for each table (by id, the table kept beside it): see Environment.probe.
+_LAST_PROBE: dict[int, tuple[CompiledTable, Environment]] = {}
+
+
+def _variables_read(table: CompiledTable) -> frozenset[str]:
+    """The variables a probe keeps for ``table``: those it reads and the relevant ones (kept per table)."""
+    found = _READ.get(id(table))
+    if found is None or found[0] is not table:
+        names = frozenset(table.variables.values()) | RELEVANT_VARIABLES
+        files = tuple(slot.removeprefix(_FILE_PREFIX) for slot in table.slots if slot.startswith(_FILE_PREFIX))
+        if len(_READ) > 8:
+            _READ.clear()
+        found = _READ[id(table)] = (table, names, files)
+    return found[1]
+
+
+def _files_read(table: CompiledTable) -> tuple[str, ...]:
+    """The variables naming a file whose text ``table`` reads (``file.NAME`` slots)."""
+    _variables_read(table)
+    return _READ[id(table)][2]
+
+
+_READ: dict[int, tuple[CompiledTable, frozenset[str], tuple[str, ...]]] = {}
 
 
 class InputPlan:
