@@ -114,6 +114,22 @@ def test_compile_with_inert_rules(benchmark, tmp_path, factor, monkeypatch):
     benchmark.extra_info["rules"] = len(table.rules)
 
 
+def test_load_site_files_from_cache(benchmark, tmp_path, monkeypatch):
+    """100 extra site rule files (3 inert rules each) loaded from the disk cache: the cache entry is
+    found by reading the files, not by compiling them."""
+    monkeypatch.setenv("RESOLVER_CACHE_DIR", str(tmp_path / "cache"))
+    paths = []
+    for i in range(100):
+        path = tmp_path / f"site{i:03}.toml"
+        path.write_text(inert_rules(3).replace("inert.", f"site{i}.").replace("INERT_", f"SITE{i}_"))
+        paths.append(path)
+    table = load_rules(paths)  # compiled once, then cached
+    benchmark.group = "rules: load from cache"
+    benchmark.extra_info["rules"] = len(table.rules)
+    loaded = benchmark.pedantic(lambda: load_rules(paths), rounds=5 if not benchmark.disabled else 1, iterations=1)
+    assert len(loaded.rules) == len(table.rules)
+
+
 @pytest.mark.parametrize("entry", ["python -m resolver", "console script"])
 def test_cold_explain_process(benchmark, tmp_path, entry):
     """A new ``resolver explain`` process against ``python -c pass``, interleaved, warm disk caches
