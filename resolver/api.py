@@ -267,8 +267,8 @@ def resolve(
 
     ``environment=None`` probes the real machine (:meth:`Environment.probe`), keeping every
     variable and file the rule table in use reads (what cannot change within a process, such as
-    which packages are importable, is read once: ``Environment.probe(refresh=True)`` reads it again). ``rules`` adds rule
-    files (paths) to the built-in table, or replaces it with a compiled table. Raises
+    which packages are importable, is read once: ``Environment.probe(refresh=True)`` reads it again).
+    ``rules`` adds rule files (paths) to the built-in table, or replaces it with a compiled table. Raises
     :class:`ResolutionError` (a ``ValueError``); :class:`ConflictError` when two sources disagree.
     ``config_file`` reads flags from a TOML flags file (:mod:`resolver.flagsfile`); a keyword
     given here with a value other than its default wins over the file.
