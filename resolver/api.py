@@ -12,7 +12,7 @@ from resolver.cache import cached_table
 from resolver.compiler import CompiledTable, compile_table
 from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
-from resolver.environment import Environment
+from resolver.environment import Environment, InputPlan
 from resolver.errors import ResolutionError
 from resolver.flag_values import DEFAULT_INPUTS, by_name, flag_inputs, given_flags
 from resolver.flags import FLAG_DEFAULTS, FLAGS, flag_rules_source, flags_fingerprint
@@ -187,20 +187,17 @@ def _flag_provenance(
     return Provenance("flag", f"{name}={flags.get(name, default)!r}") if given else _NOT_GIVEN
 
 
-def _environment_values(evaluator: Evaluator, environment: Environment) -> tuple[dict[str, Any], dict[str, Provenance]]:
-    """The env.*, file.* and var.* inputs of a snapshot (kept per evaluator: snapshots are frozen)."""
-    cache = evaluator.__dict__.setdefault("_environment_inputs", {})
-    found = cache.get(environment)
+def _input_plan(evaluator: Evaluator) -> tuple[InputPlan, dict[str, Any]]:
+    """What a snapshot fills for this evaluator's table, and the dict a run's values start from:
+    the snapshot's inputs (unset), every flag at its default (a run writes the given ones) and room
+    for every decided slot (a run writes each), so a run's copy never grows."""
+    found = evaluator.__dict__.get("_input_plan")
     if found is None:
-        values, provenance = environment.inputs(evaluator.table)
-        # Every flag at its default (a run writes the given ones) and room for every decided slot
-        # (a run writes each): a run's copy never grows.
-        values.update(DEFAULT_INPUTS)
-        values.update(dict.fromkeys(evaluator.decided_slots))
-        found = values, provenance
-        if len(cache) > 64:
-            cache.clear()
-        cache[environment] = found
+        plan = InputPlan(evaluator.table)
+        template = dict.fromkeys(plan.slots)
+        template.update(DEFAULT_INPUTS)
+        template.update(dict.fromkeys(evaluator.decided_slots))
+        found = evaluator.__dict__["_input_plan"] = (plan, template)
     return found
 
 
@@ -227,15 +224,16 @@ def _run(
 ) -> tuple[Evaluation, FrozenMapping]:
     """:func:`run_rules`, and the flags given (normalized), for ``ResolvedConfig.flags``."""
     evaluator = _evaluator(rules)
-    env_values, env_provenance = _environment_values(evaluator, environment)
+    plan, template = _input_plan(evaluator)
     # A copy of a same-shaped dict (no rehashing, however many variables) that the given flags update.
-    values, given = flag_inputs(flags, dict(env_values))
+    values, given = flag_inputs(flags, environment.input_values(plan, template))
 
     named: Mapping[str, Any] | None = None  # the flags by name, made at the first look
 
     def inputs(slot: str) -> Provenance | None:
+        """Where an input came from, made only when someone asks (most resolutions never do)."""
         nonlocal named
-        found = env_provenance.get(slot)
+        found = plan.provenance(environment, slot)
         if found is not None:
             return found
         if named is None:
@@ -268,8 +266,9 @@ def resolve(
     The flags are declared in :data:`resolver.flags.FLAGS` (``docs/usage.md`` lists them).
 
     ``environment=None`` probes the real machine (:meth:`Environment.probe`), keeping every
-    variable and file the rule table in use reads. ``rules`` adds rule
-    files (paths) to the built-in table, or replaces it with a compiled table. Raises
+    variable and file the rule table in use reads (what cannot change within a process, such as
+    which packages are importable, is read once: ``Environment.probe(refresh=True)`` reads it again).
+    ``rules`` adds rule files (paths) to the built-in table, or replaces it with a compiled table. Raises
     :class:`ResolutionError` (a ``ValueError``); :class:`ConflictError` when two sources disagree.
     ``config_file`` reads flags from a TOML flags file (:mod:`resolver.flagsfile`); a keyword
     given here with a value other than its default wins over the file.

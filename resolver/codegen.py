@@ -73,13 +73,7 @@ def generate(
         # most of them compare with a constant, then the notes follow in the table's order.
         conflicts = [atoms(rule.when) for rule, _ in stage.checks if rule.conflict is not None]
         _conflicts(w, tests, 1, conflicts)
-        for rule, _ in stage.checks:
-            if rule.conflict is None:
-                inner = 1
-                if rule.when:
-                    w.emit(1, f"if {tests.all_of(rule.when)}:")
-                    inner = 2
-                w.emit(inner, f"notes.append(RENDER({w.name('n', rule.templates.get('note'))}, v))")
+        _notes(w, tests, [rule for rule, _ in stage.checks if rule.conflict is None])
         if stage.verify is not None:
             # The whole stage is verified: inputs and defaults too, where a default would fail
             # (values set by rules were verified where they were set).
@@ -280,6 +274,35 @@ def _switch(w: Writer, depth: int, var: str, bodies: Sequence[Callable[..., Any]
             split(depth + 1, mid, hi)
 
     split(depth + 1, 0, len(bodies))
+
+
+def _notes(w: Writer, tests: Tests, rules: Sequence[Any]) -> None:
+    """The note rules, in the table's order. Consecutive rules whose first test is the same are
+    nested under one ``if`` of it (a site's rules often share one, ``num_devices > 0``): the test is
+    made once where each rule made it, and a rule's other tests only where it holds, as before; a
+    test has no effect but its answer (or its error, which the first rule's test raised too)."""
+    tested = [tests.parts(rule.when) for rule in rules]
+    i = 0
+    while i < len(rules):
+        first = tested[i][0] if tested[i] else None
+        j = i + 1
+        while first is not None and j < len(rules) and tested[j] and tested[j][0] == first:
+            j += 1
+        if j - i == 1:
+            depth = 1
+            if tested[i]:
+                w.emit(1, f"if {' and '.join(tested[i])}:")
+                depth = 2
+            w.emit(depth, f"notes.append(RENDER({w.name('n', rules[i].templates.get('note'))}, v))")
+        else:
+            w.emit(1, f"if {first}:")
+            for rule, parts in zip(rules[i:j], tested[i:j], strict=True):
+                depth = 2
+                if len(parts) > 1:
+                    w.emit(2, f"if {' and '.join(parts[1:])}:")
+                    depth = 3
+                w.emit(depth, f"notes.append(RENDER({w.name('n', rule.templates.get('note'))}, v))")
+        i = j
 
 
 def _conflicts(w: Writer, tests: Tests, depth: int, checks: list[tuple[Atom, ...]]) -> None:

@@ -107,11 +107,15 @@ class Tests:
 
     def all_of(self, conditions: Sequence[Condition] | Sequence[Atom]) -> str:
         """Every operator of ``conditions`` (or atoms), in order, joined by ``and``; empty if none."""
+        return " and ".join(self.parts(conditions))
+
+    def parts(self, conditions: Sequence[Condition] | Sequence[Atom]) -> list[str]:
+        """Every operator of ``conditions`` (or atoms) as its own test, in order."""
         parts = []
         for slot, op, operand, test in atoms(conditions):
             inline = self._inline(slot, op, operand)
             parts.append(inline if inline is not None else f"{self._w.name('t', test)}(v)")
-        return " and ".join(parts)
+        return parts
 
     def _inline(self, slot: str, op: str, operand: Any) -> str | None:
         w = self._w

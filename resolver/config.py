@@ -104,6 +104,10 @@ class ProvenanceView(Mapping[str, "Provenance"]):
     def __repr__(self) -> str:
         return f"ProvenanceView({dict(self)!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as what it shows (a config sent to another process): the evaluator it reads from stays here.
+        return (FrozenMapping, (dict(self),))
+
 
 def _to_frozen_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
     return value if type(value) is FrozenMapping or isinstance(value, FrozenMapping) else FrozenMapping(value)

@@ -9,6 +9,13 @@ slot ``env.NAME``. Support for a new accelerator or package registers one more p
 
 Nothing here imports torch unless the NVIDIA driver is loaded and its device list cannot be read
 from ``/proc``; package availability is answered by ``importlib.util.find_spec`` without imports.
+
+What cannot change within a process is read once per process and kept: which packages are
+importable, the NVIDIA driver's device count (``CUDA_VISIBLE_DEVICES`` is applied to it on every
+probe), and the facts of probes registered with ``per_process=True``. Variables, the host name,
+the CPU affinity and whether the interpreter is interactive are read on every probe.
+``Environment.probe(refresh=True)`` (or :func:`forget_kept_facts`) reads everything again, e.g.
+after installing a package into the running process.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import attrs
 
 from resolver.integers import parse_int
 
-__all__ = ["PROBES", "Probe", "register_probe"]
+__all__ = ["PROBES", "Probe", "forget_kept_facts", "read_facts", "register_probe"]
 
 # Paths with os.path: probing runs in every process, and pathlib costs a few milliseconds to import.
 _NVIDIA_PROC = "/proc/driver/nvidia/gpus"
@@ -38,6 +45,8 @@ class Probe:
     default: bool | int | str
     read: Reader = attrs.field(eq=False)
     doc: str = ""
+    #: The fact cannot change within a process: read at the first probe and kept.
+    per_process: bool = False
 
     def check(self, value: Any) -> Any:
         """The value if it has this fact's type, else a ValueError saying what was expected."""
@@ -53,13 +62,43 @@ class Probe:
 
 #: Every registered machine fact, by name.
 PROBES: dict[str, Probe] = {}
+#: What this process read once and keeps ("fact:NAME", "module:NAME", "nvidia"): see the module's doc.
+_KEPT: dict[str, Any] = {}
 
 
-def register_probe(name: str, *, default: bool | int | str, doc: str = "") -> Callable[[Reader], Reader]:
+def forget_kept_facts() -> None:
+    """Forget what was read once per process (packages importable, the driver's devices, facts of
+    ``per_process`` probes): the next probe reads them again."""
+    _KEPT.clear()
+
+
+def read_facts(environ: Mapping[str, str], *, refresh: bool = False) -> dict[str, Any]:
+    """Every registered probe's fact, by name; a ``per_process`` probe's as first read (``refresh``: read again)."""
+    if refresh:
+        forget_kept_facts()
+    facts = {}
+    for name, probe in PROBES.items():
+        if probe.per_process:
+            key = "fact:" + name
+            value = _KEPT.get(key, _KEPT)
+            if value is _KEPT:
+                value = _KEPT[key] = probe.read(environ)
+            facts[name] = value
+        else:
+            facts[name] = probe.read(environ)
+    return facts
+
+
+def register_probe(
+    name: str, *, default: bool | int | str, doc: str = "", per_process: bool = False
+) -> Callable[[Reader], Reader]:
     """Register ``read(environ) -> value`` as the probe of the machine fact ``name`` (rules read ``env.NAME``).
 
     ``default`` is the value of a snapshot that does not give the fact, and fixes its type (bool,
-    int >= 0, or text). Registering a name again replaces its probe.
+    int >= 0, or text). Registering a name again replaces its probe. ``per_process=True``: the
+    fact cannot change while the process runs (hardware present, a package installed), so it is
+    read at the first probe and kept (``Environment.probe(refresh=True)`` reads it again); it must
+    not depend on ``environ``'s variables.
     """
     if not name.isidentifier() or name in ("variables", "files"):
         raise ValueError(f"a machine fact needs an identifier name other than variables/files, got {name!r}")
@@ -67,7 +106,8 @@ def register_probe(name: str, *, default: bool | int | str, doc: str = "") -> Ca
         raise TypeError(f"the default of fact {name!r} must be a bool, int or str, got {default!r}")
 
     def decorate(read: Reader) -> Reader:
-        PROBES[name] = Probe(name, default, read, doc or (read.__doc__ or "").strip().split("\n")[0])
+        PROBES[name] = Probe(name, default, read, doc or (read.__doc__ or "").strip().split("\n")[0], per_process)
+        _KEPT.pop("fact:" + name, None)
         return read
 
     return decorate
@@ -78,6 +118,15 @@ def module_available(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+def module_importable(name: str) -> bool:
+    """:func:`module_available`, asked once per process (kept: see the module's doc)."""
+    key = "module:" + name
+    found = _KEPT.get(key)
+    if found is None:
+        found = _KEPT[key] = module_available(name)
+    return found
 
 
 def _apply_visible_devices(total: int, environ: Mapping[str, str]) -> int:
@@ -96,17 +145,25 @@ def _apply_visible_devices(total: int, environ: Mapping[str, str]) -> int:
 
 def cuda_device_count(environ: Mapping[str, str]) -> int:
     """Visible CUDA devices: the driver's device list, filtered by ``CUDA_VISIBLE_DEVICES``."""
-    if os.path.isdir(_NVIDIA_PROC):
-        try:
-            total = len(os.listdir(_NVIDIA_PROC))
-        except OSError:
-            total = 0
-        if total:
-            return _apply_visible_devices(total, environ)
-    if os.path.exists("/dev/nvidiactl") and module_available("torch"):
+    total = _KEPT.get("nvidia")
+    if total is None:
+        total = _KEPT["nvidia"] = _nvidia_devices()
+    if total:
+        return _apply_visible_devices(total, environ)
+    if os.path.exists("/dev/nvidiactl") and module_importable("torch"):
         import torch  # the only way left; happens on containers without /proc/driver/nvidia
 
-        return int(torch.cuda.device_count())
+        return int(torch.cuda.device_count())  # torch applies CUDA_VISIBLE_DEVICES (and keeps the count)
+    return 0
+
+
+def _nvidia_devices() -> int:
+    """How many GPUs the NVIDIA driver lists in ``/proc`` (read once per process: see the module's doc)."""
+    if os.path.isdir(_NVIDIA_PROC):
+        try:
+            return len(os.listdir(_NVIDIA_PROC))
+        except OSError:
+            pass
     return 0
 
 
@@ -115,12 +172,12 @@ def mps_available() -> bool:
 
     if sys.platform != "darwin" or platform.machine() != "arm64":
         return False
-    return module_available("torch")
+    return module_importable("torch")
 
 
 def xla_device_count(environ: Mapping[str, str]) -> int:
     """TPU chips visible through /dev/accel* or /dev/vfio; XLA on CPU when PJRT_DEVICE=CPU."""
-    if not module_available("torch_xla"):
+    if not module_importable("torch_xla"):
         return 0
     from pathlib import Path
 
@@ -175,10 +232,10 @@ def _register_builtin() -> None:
         ("cuda_device_count", 0, lambda environ: cuda_device_count(environ), "visible CUDA devices"),
         ("mps_available", False, lambda environ: mps_available(), "Apple MPS usable"),
         ("xla_device_count", 0, lambda environ: xla_device_count(environ), "XLA devices (TPU chips, or XLA on CPU)"),
-        ("torch_xla_available", False, lambda environ: module_available("torch_xla"), "torch_xla installed"),
-        ("horovod_available", False, lambda environ: module_available("horovod"), "horovod installed"),
-        ("deepspeed_available", False, lambda environ: module_available("deepspeed"), "deepspeed installed"),
-        ("mpi4py_available", False, lambda environ: module_available("mpi4py"), "mpi4py installed"),
+        ("torch_xla_available", False, lambda environ: module_importable("torch_xla"), "torch_xla installed"),
+        ("horovod_available", False, lambda environ: module_importable("horovod"), "horovod installed"),
+        ("deepspeed_available", False, lambda environ: module_importable("deepspeed"), "deepspeed installed"),
+        ("mpi4py_available", False, lambda environ: module_importable("mpi4py"), "mpi4py installed"),
         ("interactive", False, lambda environ: is_interactive(), "a notebook or interactive interpreter"),
         ("fork_available", True, lambda environ: fork_available(), "the fork start method exists"),
         ("hostname", "localhost", lambda environ: hostname(), "this machine's host name"),

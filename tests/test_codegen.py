@@ -144,3 +144,53 @@ def test_rule_text_never_reaches_the_generated_source(tmp_path: Path) -> None:
     assert evaluation.notes[-1] == _NOTE.replace("{site.motto}", _MOTTO)
     compare(evaluator, {}, environment, strict=True)
     compare(evaluator, {}, Environment(), strict=True)
+
+
+#: Note rules sharing their first test (nested under one ``if`` in the generated code), one of them
+#: between others that do not share it, and a shared test that raises for a variable that is not a number.
+_SHARED = "\n".join(
+    [
+        *(
+            f'[[rule]]\nid = "site.shared.{i}"\nstage = "placed"\n'
+            f'when = {{ "var.A_LIMIT" = {{ gt = 1 }}, "var.SITE_{i}" = {{ set = true }} }}\n'
+            f'note = "site note {i}"\n'
+            for i in range(3)
+        ),
+        '[[rule]]\nid = "site.alone"\nstage = "placed"\nwhen = { "var.A_LIMIT" = { gt = 1 } }\nnote = "limit"\n',
+        '[[rule]]\nid = "site.other"\nstage = "placed"\nwhen = { "var.SITE_OTHER" = { set = true } }\nnote = "other"\n',
+        *(
+            f'[[rule]]\nid = "site.again.{i}"\nstage = "placed"\n'
+            f'when = {{ "var.A_LIMIT" = {{ gt = 1 }}, "var.SITE_{i}" = {{ set = false }} }}\n'
+            f'note = "again {i}"\n'
+            for i in range(2)
+        ),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {},
+        {"A_LIMIT": "2"},
+        {"A_LIMIT": "2", "SITE_1": "x", "SITE_OTHER": "y"},
+        {"A_LIMIT": "1", "SITE_0": "x"},
+        {"A_LIMIT": "many", "SITE_2": "x"},
+        {"SITE_OTHER": "y", "SITE_0": "x"},
+    ],
+)
+def test_note_rules_sharing_a_first_test_decide_alike(tmp_path: Path, variables: dict[str, str]) -> None:
+    site = tmp_path / "shared.toml"
+    site.write_text(_SHARED, encoding="utf-8")
+    evaluator = Evaluator(load_rules([site]))
+    warm_up(evaluator)
+    # The shared test (on var.A_LIMIT, first in each rule's tests) is written once for each run of
+    # rules, with each rule's own test nested under it.
+    assert evaluator.generated_source is not None and "\n            notes.append(" in evaluator.generated_source
+    compare(evaluator, {}, Environment(variables=variables), strict=True)
+    if variables.get("A_LIMIT") == "2" and "SITE_1" in variables:
+        notes = evaluator.run(inputs_for(evaluator, {}, Environment(variables=variables)), given).notes
+        assert sorted(notes) == ["again 0", "limit", "other", "site note 1"]
+    if variables.get("A_LIMIT") == "many":
+        with pytest.raises(ResolutionError, match="A_LIMIT='many' is not an integer"):
+            evaluator.run(inputs_for(evaluator, {}, Environment(variables=variables)), given)

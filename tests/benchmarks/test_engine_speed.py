@@ -10,10 +10,12 @@ with PyTorch Lightning's ``_AcceleratorConnector`` runs when ``pytorch_lightning
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import statistics
 import sys
+from typing import Any
 
 import pytest
 from cold_explain import FLAGS, process_times
@@ -35,11 +37,42 @@ def test_warm_resolve(benchmark, case):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+def test_warm_resolve_new_snapshot(benchmark, case):
+    """A snapshot never seen before on every call (sweeps, golden runs, each worker), made outside
+    the timed call: nothing a snapshot's inputs were read into is reused."""
+    benchmark.group = f"warm: {case}"
+    flags, _ = CASES[case]
+    for _ in range(2):
+        resolve(**flags, environment=LAPTOP)
+    counter = itertools.count()
+
+    def setup() -> tuple[tuple[()], dict[str, Any]]:
+        return (), {**flags, "environment": Environment(hostname=f"node{next(counter)}")}
+
+    rounds = 2000 if not benchmark.disabled else 1
+    config = benchmark.pedantic(resolve, setup=setup, rounds=rounds, warmup_rounds=10)
+    assert config.world_size >= 1
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_resolve_probing(benchmark, case):
+    """``resolve()`` as users call it: it probes this machine on every call (variables read each
+    time; what cannot change within the process read once)."""
+    benchmark.group = f"warm: {case}"
+    flags, _ = CASES[case]
+    for _ in range(2):
+        resolve(**flags)
+    config = benchmark(lambda: resolve(**flags))
+    assert config.world_size >= 1
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_lightning_connector(benchmark, case):
-    """The reference: Lightning 2.x's connector on the same flags, in the same run."""
+    """The reference: Lightning 2.x's connector on the same flags, in the same run (it detects the
+    machine on every construction)."""
     connector = pytest.importorskip(
         "pytorch_lightning.trainer.connectors.accelerator_connector",
-        reason="pytorch_lightning is not installed beside the project; see tests/benchmarks/README.md",
+        reason="pytorch_lightning is not installed beside the project: pip install -e '.[bench]' (README.md here)",
     )
     benchmark.group = f"warm: {case}"
     _, flags = CASES[case]
@@ -79,6 +112,22 @@ def test_compile_with_inert_rules(benchmark, tmp_path, factor, monkeypatch):
     benchmark.group = "rules: load and compile"
     table = benchmark.pedantic(lambda: load_rules(paths), rounds=3 if factor < 100 else 1, iterations=1)
     benchmark.extra_info["rules"] = len(table.rules)
+
+
+def test_load_site_files_from_cache(benchmark, tmp_path, monkeypatch):
+    """100 extra site rule files (3 inert rules each) loaded from the disk cache: the cache entry is
+    found by reading the files, not by compiling them."""
+    monkeypatch.setenv("RESOLVER_CACHE_DIR", str(tmp_path / "cache"))
+    paths = []
+    for i in range(100):
+        path = tmp_path / f"site{i:03}.toml"
+        path.write_text(inert_rules(3).replace("inert.", f"site{i}.").replace("INERT_", f"SITE{i}_"))
+        paths.append(path)
+    table = load_rules(paths)  # compiled once, then cached
+    benchmark.group = "rules: load from cache"
+    benchmark.extra_info["rules"] = len(table.rules)
+    loaded = benchmark.pedantic(lambda: load_rules(paths), rounds=5 if not benchmark.disabled else 1, iterations=1)
+    assert len(loaded.rules) == len(table.rules)
 
 
 @pytest.mark.parametrize("entry", ["python -m resolver", "console script"])
