@@ -58,6 +58,7 @@ def train(strategy: runtime.Strategy, epochs: int) -> None:
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "under_resolver_run": "RESOLVER_CONFIG" in os.environ,
         "losses": losses,
+        "samples": float(total[1]),  # the last epoch's, summed over the ranks: the whole data set once
         "started_at": STARTED,
         "first_step_at": first_step_at,
     }

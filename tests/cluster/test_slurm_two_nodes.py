@@ -57,8 +57,10 @@ def test_a_two_node_batch_job_trains_with_one_rank_per_node(two_nodes: TwoNodeCl
         assert report["config"]["launcher"] is None  # SLURM started both processes
         # both ranks derive the same rendezvous from the job's variables alone
         assert report["rendezvous"] == ["node-0", 15000 + int(job_id[-4:])], report
+    # the all_reduce of both ranks' summed losses and sample counts: each node trained on its half
+    assert [report["samples"] for report in reports.values()] == [256.0, 256.0]
     losses = [report["losses"] for report in reports.values()]
-    assert losses[0] == losses[1]  # the all_reduce of both ranks' summed losses and sample counts
+    assert losses[0] == losses[1]
     assert losses[0][-1] < losses[0][0] / 2, losses[0]
     record_figures("sbatch -N 2 (two namespaces)", "runtime.launch", job, reports)
 
