@@ -102,6 +102,8 @@ class TwoNodeCluster:
     folder: Path
     jobs: Cluster
     pids: dict[str, int] = field(default_factory=dict)
+    #: What :meth:`stop` found still running on a node after its daemons had stopped (and killed)
+    strays: list[str] = field(default_factory=list)
 
     def on_node(self, index: int, *argv: str) -> list[str]:
         """``argv`` run on node ``index`` (its network, its host name, the cluster's hosts file)."""
@@ -192,6 +194,7 @@ class TwoNodeCluster:
             except subprocess.SubprocessError:
                 pass  # a controller that does not answer: its daemons are stopped all the same
             self._stop_daemons()
+            self._kill_strays()
         finally:
             self.hosts.remove()
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -213,11 +216,21 @@ class TwoNodeCluster:
     def _stop_daemons(self) -> None:
         for daemon in DAEMONS:
             pid = self._pid(daemon)
-            if pid is None or not _running(pid):
+            if pid is None or not running(pid):
                 continue
             os.kill(pid, signal.SIGTERM)
-            if not _wait_for(f"{daemon} (pid {pid}) to stop", 10, lambda pid=pid: not _running(pid), fail=False):
+            if not _wait_for(f"{daemon} (pid {pid}) to stop", 10, lambda pid=pid: not running(pid), fail=False):
                 os.kill(pid, signal.SIGKILL)  # a daemon that will not stop must not outlive the tests
+
+    def _kill_strays(self) -> None:
+        """Kill what still runs on a node once its daemons are stopped (a rank its job left), and note it."""
+        for host in self.hosts.hosts:
+            listed = subprocess.run(["ip", "netns", "pids", host.namespace], capture_output=True, text=True, timeout=30)
+            for pid in map(int, listed.stdout.split()):
+                if running(pid):
+                    command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    self.strays.append(f"process {pid} on {host.hostname}: {command.strip()}")
+                    os.kill(pid, signal.SIGKILL)
 
     def _pid(self, daemon: str) -> int | None:
         if daemon in self.pids:
@@ -230,17 +243,17 @@ class TwoNodeCluster:
 
     def _alive(self, daemon: str) -> bool:
         pid = self._pid(daemon)
-        return pid is not None and _running(pid)
+        return pid is not None and running(pid)
 
     def leftovers(self) -> list[str]:
         """What of the cluster is still there after :meth:`stop` (nothing, when all went well)."""
-        left = [f"network namespace {name}" for name in self.hosts.namespaces_left()]
-        left += [f"{daemon} (pid {pid})" for daemon, pid in self.pids.items() if _running(pid)]
+        left = [f"network namespace {name}" for name in self.hosts.namespaces_left()] + self.strays
+        left += [f"{daemon} (pid {pid})" for daemon, pid in self.pids.items() if running(pid)]
         left += [f"folder {self.folder}"] if self.folder.exists() else []
         return left
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, a daemon that ended but is not reaped yet, does not)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from slurm_jobs import JOB_MINUTES, rank_reports, record_figures, run_batch, run_job, task_lines
-from slurm_two_nodes import TwoNodeCluster, missing_prerequisite
+from slurm_two_nodes import TwoNodeCluster, missing_prerequisite, running
 from two_hosts_support import REQUIRE_VARIABLE
 
 pytestmark = pytest.mark.timeout(300)
@@ -24,14 +25,19 @@ pytestmark = pytest.mark.timeout(300)
 TRAIN = Path(__file__).resolve().parent / "slurm_train.py"
 
 
-@pytest.fixture(scope="module")
-def two_nodes() -> Iterator[TwoNodeCluster]:
+def _start_or_skip() -> TwoNodeCluster:
+    """A started cluster; a skip with the reason where none can run here (a failure under CI's variable)."""
     why = missing_prerequisite()
     if why is not None:
         if os.environ.get(REQUIRE_VARIABLE) == "1":
             pytest.fail(f"{REQUIRE_VARIABLE}=1 but a two-node SLURM cluster cannot run here: {why}")
         pytest.skip(f"two-node SLURM cluster: {why}")
-    cluster = TwoNodeCluster.start()
+    return TwoNodeCluster.start()
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[TwoNodeCluster]:
+    cluster = _start_or_skip()
     try:
         yield cluster
     finally:
@@ -80,3 +86,25 @@ def test_resolver_explain_on_each_node_names_its_rank_and_the_same_rendezvous(tw
         assert (config["global_rank"], config["node_rank"], config["local_rank"]) == (task, task, 0), config
         assert (config["world_size"], config["num_nodes"], config["cluster_environment"]) == (2, 2, "slurm"), config
         assert config["provenance"]["main_address"]["source"] == "SLURM_JOB_NODELIST=node-[0-1]", config
+
+
+def test_stopping_kills_and_names_a_process_a_job_left_on_a_node() -> None:
+    cluster = _start_or_skip()  # a cluster of its own: what this job leaves must not count against the module's
+    try:
+        # setsid: a process that leaves its task's process tree, where proctrack/linuxproc no longer sees it
+        escape = ["sh", "-c", "setsid sleep 300 < /dev/null > /dev/null 2>&1 &"]
+        name = "resolver-test-two-nodes-stray"
+        job = run_job(cluster.jobs, ["srun", f"--job-name={name}", "-N", "2", "-n", "2", *escape], name, timeout=60)
+        assert job.returncode == 0, job.output
+    finally:
+        cluster.stop()
+    left = cluster.leftovers()
+    assert [(stray.split()[3], stray.split(": ", 1)[1]) for stray in sorted(left)] == [
+        ("node-0:", "sleep 300"),
+        ("node-1:", "sleep 300"),
+    ], left
+    pids = [int(stray.split()[1]) for stray in left]
+    deadline = time.monotonic() + 10
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(running(pid) for pid in pids), left
