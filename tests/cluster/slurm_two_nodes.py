@@ -227,10 +227,13 @@ class TwoNodeCluster:
         for host in self.hosts.hosts:
             listed = subprocess.run(["ip", "netns", "pids", host.namespace], capture_output=True, text=True, timeout=30)
             for pid in map(int, listed.stdout.split()):
-                if running(pid):
+                try:
                     command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                    self.strays.append(f"process {pid} on {host.hostname}: {command.strip()}")
-                    os.kill(pid, signal.SIGKILL)
+                    if running(pid):
+                        os.kill(pid, signal.SIGKILL)
+                        self.strays.append(f"process {pid} on {host.hostname}: {command.strip()}")
+                except (FileNotFoundError, ProcessLookupError):
+                    pass  # it ended on its own meanwhile
 
     def _pid(self, daemon: str) -> int | None:
         if daemon in self.pids:
