@@ -99,7 +99,7 @@ def test_stopping_kills_and_names_a_process_a_job_left_on_a_node() -> None:
     finally:
         cluster.stop()
     left = cluster.leftovers()
-    assert [(stray.split()[3], stray.split(": ", 1)[1]) for stray in sorted(left)] == [
+    assert sorted((stray.split()[3], stray.split(": ", 1)[1]) for stray in left) == [
         ("node-0:", "sleep 300"),
         ("node-1:", "sleep 300"),
     ], left
