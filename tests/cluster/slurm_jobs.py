@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,13 @@ class Cluster:
     slurm_conf: Path
     node: str
     env: dict[str, str]
+    #: What runs a client command (sbatch, scontrol, scancel) where it reaches slurmctld: nothing
+    #: on the one-node cluster; on the two-node one, entering node-0's network namespace.
+    client: tuple[str, ...] = ()
+
+    def command(self, *argv: str) -> list[str]:
+        """``argv`` as run where the controller is reachable."""
+        return [*self.client, *argv]
 
 
 def start_cluster() -> tuple[Cluster | None, str]:
@@ -63,13 +71,20 @@ def start_cluster() -> tuple[Cluster | None, str]:
     if done.returncode != 0:
         pytest.fail(f"scripts/test-cluster.sh start failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    node = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
+    env = job_environment(Path(values["SLURM_CONF"]))
+    return Cluster(Path(values["TEST_CLUSTER_DIR"]), Path(values["SLURM_CONF"]), node, env), ""
+
+
+def job_environment(slurm_conf: Path) -> dict[str, str]:
+    """This process's environment for SLURM's commands and the jobs they start: no SLURM_ variable nor
+    rank of this session's own, the cluster's configuration, the venv and this repository first."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k not in _INHERITED_RUN}
-    env["SLURM_CONF"] = values["SLURM_CONF"]
+    env["SLURM_CONF"] = str(slurm_conf)
     # the venv's python and resolver first, for job scripts that call them by name (docs/usage.md's)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), *filter(None, env.get("PYTHONPATH", "").split(":"))])
-    node = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
-    return Cluster(Path(values["TEST_CLUSTER_DIR"]), Path(values["SLURM_CONF"]), node, env), ""
+    return env
 
 
 def stop_cluster(cluster: Cluster) -> None:
@@ -101,9 +116,11 @@ def run_job(cluster: Cluster, command: list[str], name: str, *, timeout: float =
     """
     submitted = time.time()
     try:
-        done = subprocess.run(command, env=cluster.env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+        done = subprocess.run(
+            cluster.command(*command), env=cluster.env, capture_output=True, text=True, timeout=timeout, cwd=cwd
+        )
     except subprocess.TimeoutExpired as exc:
-        subprocess.run(["scancel", f"--name={name}"], env=cluster.env, timeout=30, check=False)
+        subprocess.run(cluster.command("scancel", f"--name={name}"), env=cluster.env, timeout=30, check=False)
         stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         pytest.fail(f"{' '.join(command)} did not finish in {timeout} s (job cancelled); output:\n{stdout}")
     return Job(done.returncode, done.stdout, done.stderr, submitted, time.time() - submitted)
@@ -122,22 +139,32 @@ _ENDED = (
 )
 
 
-def run_batch(cluster: Cluster, script: Path, name: str, *, timeout: float = 240, cwd: Path | None = None) -> Job:
+def run_batch(
+    cluster: Cluster,
+    script: Path,
+    name: str,
+    *,
+    timeout: float = 240,
+    cwd: Path | None = None,
+    options: Sequence[str] = (),
+) -> Job:
     """Submit ``script`` with sbatch and poll ``scontrol show job`` until it ends, at most ``timeout`` seconds.
 
+    ``options`` go to sbatch before the script (the job's shape, e.g. ``-N 2 --ntasks-per-node=1``).
     (``sbatch --wait`` polls at growing intervals, up to half a minute late.) The job's output file
     is read as the job's stdout; the job is cancelled when it runs out of time.
     """
     output = script.with_suffix(".out")
     submitted = time.time()
-    command = ["sbatch", "--parsable", f"--job-name={name}", f"--time={JOB_MINUTES}", f"--output={output}", str(script)]
+    shape = [f"--job-name={name}", f"--time={JOB_MINUTES}", f"--output={output}", *options]
+    command = cluster.command("sbatch", "--parsable", *shape, str(script))
     done = subprocess.run(command, env=cluster.env, capture_output=True, text=True, timeout=60, cwd=cwd)
     assert done.returncode == 0, f"sbatch failed:\n{done.stdout}{done.stderr}"
     job_id = done.stdout.strip().split(";")[0]
     state, exit_code = "", ""
     while time.time() - submitted < timeout:
         shown = subprocess.run(
-            ["scontrol", "show", "job", "--oneliner", job_id],
+            cluster.command("scontrol", "show", "job", "--oneliner", job_id),
             env=cluster.env,
             capture_output=True,
             text=True,
@@ -149,7 +176,7 @@ def run_batch(cluster: Cluster, script: Path, name: str, *, timeout: float = 240
             break
         time.sleep(0.2)
     else:
-        subprocess.run(["scancel", job_id], env=cluster.env, timeout=30, check=False)
+        subprocess.run(cluster.command("scancel", job_id), env=cluster.env, timeout=30, check=False)
         pytest.fail(f"batch job {job_id} did not end in {timeout} s (cancelled; last state {state})")
     ended = time.time()
     # ExitCode=CODE:SIGNAL, as a shell reports it: the code, else 128 + the signal, else 1 unless COMPLETED

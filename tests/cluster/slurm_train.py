@@ -1,15 +1,17 @@
-"""The training script the SLURM tests run in every task: ``python slurm_train.py DEVICES``.
+"""The training script the SLURM tests run in every task: ``python slurm_train.py DEVICES [NUM_NODES]``.
 
 It trains a small regression model through ``runtime.launch`` (DDP on CPU, gloo) and every rank
 prints one line, ``RANK_REPORT {json}``: its config, the loss after each epoch (averaged over
-the ranks) and when it started and took its first step. torch is imported inside the training
-function, so flags that disagree with the job fail before torch loads, within a second or two.
+the ranks), its host's name and when it started and took its first step. torch is imported inside
+the training function, so flags that disagree with the job fail before torch loads, within a
+second or two.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from typing import Any
@@ -48,6 +50,7 @@ def train(strategy: runtime.Strategy, epochs: int) -> None:
     report: dict[str, Any] = {
         "config": strategy.config.to_dict(with_provenance=False),
         "global_rank": strategy.global_rank,
+        "host": socket.gethostname(),
         "world_size": strategy.world_size,
         "cluster": type(strategy.cluster_environment).__name__,
         "rendezvous": [strategy.cluster_environment.main_address, strategy.cluster_environment.main_port],
@@ -55,6 +58,7 @@ def train(strategy: runtime.Strategy, epochs: int) -> None:
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "under_resolver_run": "RESOLVER_CONFIG" in os.environ,
         "losses": losses,
+        "samples": float(total[1]),  # the last epoch's, summed over the ranks: the whole data set once
         "started_at": STARTED,
         "first_step_at": first_step_at,
     }
@@ -62,4 +66,7 @@ def train(strategy: runtime.Strategy, epochs: int) -> None:
 
 
 if __name__ == "__main__":
-    runtime.launch(train, 3, accelerator="cpu", devices=int(sys.argv[1]), strategy="ddp", timeout=120)
+    num_nodes = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    runtime.launch(
+        train, 3, accelerator="cpu", devices=int(sys.argv[1]), num_nodes=num_nodes, strategy="ddp", timeout=120
+    )
