@@ -35,6 +35,9 @@ class MPIEnvironment(ClusterEnvironment):
             return self.config.main_address
         if self.environ.get("MASTER_ADDR", "").strip():  # a config built by hand
             return self._required("MASTER_ADDR")
+        if not self.environ.get("OMPI_COMM_WORLD_SIZE", "").strip():
+            # Not inside an Open MPI job (a config built by hand): there is no rank 0 to ask.
+            return self._required("MASTER_ADDR")
         if self._broadcast_address is None:
             self._broadcast_address = _rank_zero_host()
         return self._broadcast_address
