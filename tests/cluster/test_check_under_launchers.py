@@ -1,5 +1,7 @@
 """``resolver check`` inside jobs that mpirun or srun started: every rank runs it, rank 0 prints
-the whole run's report. Skipped where the launcher is missing (srun: or has no controller)."""
+the whole run's report. mpirun: skipped where it is missing; srun: on the session's live SLURM
+(tests/cluster/conftest.py), skipped only where that cannot start (a failure under
+RESOLVER_REQUIRE_CLUSTER=1)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from slurm_jobs import Cluster, run_job
 
 from runtime.ports import find_free_port
 
@@ -22,15 +25,6 @@ def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "RESOLVER_", "SLURM_", "OMPI_"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
     return env
-
-
-def _slurm_answers() -> bool:
-    if shutil.which("srun") is None or shutil.which("sinfo") is None:
-        return False
-    try:
-        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 CHECK = [sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "2", "--timeout", "20"]
@@ -50,10 +44,10 @@ def test_under_mpirun_rank_0_prints_the_report():
     assert done.stdout.count("resolver check:") == 1  # rank 1 prints nothing when it passes
 
 
-@pytest.mark.skipif(not _slurm_answers(), reason="srun is missing or no SLURM controller answers here")
-def test_under_srun_rank_0_prints_the_report():
-    done = subprocess.run(["srun", "--ntasks", "2", "--ntasks-per-node", "2", *CHECK], capture_output=True,
-                          text=True, env=_env(), timeout=180)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "cluster=slurm world_size=2" in done.stdout
-    assert "9 checks, passed, 2 ranks" in done.stdout
+def test_under_srun_rank_0_prints_the_report(slurm_cluster: Cluster) -> None:
+    # the session's live cluster (tests/cluster/conftest.py): skipped only where it cannot start
+    job = run_job(slurm_cluster, ["srun", "--job-name=check-srun", "--ntasks", "2", "--ntasks-per-node", "2", *CHECK],
+                  "check-srun", timeout=180)  # fmt: skip
+    assert job.returncode == 0, job.output
+    assert "cluster=slurm world_size=2" in job.stdout
+    assert "9 checks, passed, 2 ranks" in job.stdout
