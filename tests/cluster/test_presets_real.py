@@ -8,6 +8,8 @@ job to job) and resolves to the same config: ranks, world, rendezvous and cluste
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from mpi_support import (
     captured_rank_environments,
@@ -15,7 +17,6 @@ from mpi_support import (
     horovod_torch_importable,
     launcher_script,
     mpirun_command,
-    require,
 )
 
 import resolver
@@ -90,7 +91,12 @@ def test_torchrun_preset_matches_torchrun():
 def test_horovodrun_preset_matches_horovodrun_gloo():
     horovodrun = launcher_script("horovodrun")
     if not horovod_torch_importable():
-        require(False, "Horovod is not built with PyTorch here (`import horovod.torch` fails)")
+        # Horovod is built in CI's own phase (after the main one), which runs this file again with
+        # RESOLVER_REQUIRE_HOROVOD=1: there a missing Horovod fails.
+        reason = "Horovod is not built with PyTorch here (`import horovod.torch` fails)"
+        if os.environ.get("RESOLVER_REQUIRE_HOROVOD", "").strip() == "1":
+            pytest.fail(f"{reason} (RESOLVER_REQUIRE_HOROVOD=1 requires it)")
+        pytest.skip(reason)
     _compare([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo"], "horovodrun=2", devices=2, strategy="horovod")
 
 
