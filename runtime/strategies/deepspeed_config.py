@@ -3,6 +3,10 @@
 Generated from the options (``stage``, ``offload_optimizer``, ``offload_parameters``,
 ``remote_device``, ``nvme_path``) and the precision; ``extra_config`` (a dict or a JSON file) is
 merged into it key by key, nested tables included; ``deepspeed_config`` (a dict or a JSON file) replaces it.
+
+Gradients are not clipped unless a config asks (``gradient_clipping``): DeepSpeed's own default
+clips their norm to 1.0, which would make the same script train differently under ``deepspeed``
+than under ``ddp`` or ``fsdp``; PyTorch Lightning's Trainer also sets 0.0 where the config says nothing.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ def deepspeed_config(options: Any, precision_section: Mapping[str, Any], *, on_c
             )
         replacement = read_config("deepspeed_config", options.deepspeed_config)
         replacement.setdefault("train_micro_batch_size_per_gpu", 1)
+        replacement.setdefault("gradient_clipping", 0.0)
         return replacement
     stage = DEFAULT_STAGE if options.stage is None else options.stage
     zero: dict[str, Any] = {"stage": stage}
@@ -84,6 +89,7 @@ def deepspeed_config(options: Any, precision_section: Mapping[str, Any], *, on_c
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": 1,
         "gradient_accumulation_steps": 1,
+        "gradient_clipping": 0.0,  # none unless asked for (DeepSpeed's default is 1.0)
         "zero_optimization": zero,
         # torch's own optimizers (SGD, Adam, ...) work with ZeRO; DeepSpeed asks to confirm that
         "zero_allow_untested_optimizer": True,

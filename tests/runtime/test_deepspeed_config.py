@@ -27,6 +27,7 @@ def test_the_default_is_zero_stage_2_with_the_users_optimizer_allowed() -> None:
     assert config() == {
         "train_micro_batch_size_per_gpu": 1,
         "gradient_accumulation_steps": 1,
+        "gradient_clipping": 0.0,  # DeepSpeed's own default would clip at 1.0: ddp and fsdp do not clip
         "zero_optimization": {"stage": 2},
         "zero_allow_untested_optimizer": True,
     }
@@ -53,7 +54,9 @@ def test_config_replaces_the_generated_one() -> None:
     assert config(BF16, deepspeed_config={"zero_optimization": {"stage": 0}}) == {
         "zero_optimization": {"stage": 0},
         "train_micro_batch_size_per_gpu": 1,  # DeepSpeed refuses a config without a batch size
+        "gradient_clipping": 0.0,  # as in the generated one, unless the config asks for clipping
     }
+    assert config(deepspeed_config={"gradient_clipping": 0.5})["gradient_clipping"] == 0.5
 
 
 @pytest.mark.parametrize(
