@@ -4,10 +4,10 @@ XLA records collectives into each replica's graph, so every replica must run the
 operations in the same order: an operation that only some ranks call (point-to-point
 ``send``/``recv``/``recv_any``/``isend``/``irecv``, or a subgroup smaller than the world) cannot be
 expressed and is declared unsupported, as are ``monitored_barrier`` (``xm.rendezvous`` has no
-timeout that names the missing replicas), the ``bxor`` reduction (XLA's all-reduce has sum, mul,
-and, or, min and max) and ``all_to_all_single`` with unequal split sizes (``xm.all_to_all`` splits
-equally). Object operations go through ``xm.rendezvous``, which carries bytes between replicas.
-Asynchronous operations return a completed handle: XLA records them lazily anyway, and reading a
+timeout that names the missing replicas), the bitwise reductions (XLA has no XOR, and compiles no
+AND/OR into its collectives here) and ``all_to_all_single`` with unequal split sizes
+(``xm.all_to_all`` splits equally). Object operations go through ``xm.rendezvous``, which carries
+bytes between replicas. Asynchronous operations return a completed handle: XLA records them lazily anyway, and reading a
 result runs the graph.
 """
 
@@ -37,8 +37,6 @@ _REDUCE_TYPES: dict[str, str] = {
     "max": xm.REDUCE_MAX,
     "min": xm.REDUCE_MIN,
     "product": xm.REDUCE_MUL,
-    "band": xm.REDUCE_AND,  # bitwise on integer tensors, logical on bool (XLA's And/Or)
-    "bor": xm.REDUCE_OR,
 }
 
 _ONLY_SOME_RANKS = (
@@ -71,7 +69,14 @@ class XLACollective(Collective):
         ),
     }
     unsupported_reduce_ops: ClassVar[Mapping[str, str]] = {
-        "bxor": "torch_xla's all-reduce has no XOR (its reduce types are sum, mul, and, or, min and max)"
+        "bxor": "torch_xla's all-reduce has no XOR (its reduce types are sum, mul, and, or, min and max)",
+        # seen on XLA:CPU with torch_xla 2.9: reduce_scatter with REDUCE_OR stops with "Unsupported
+        # reduction computation: OrComputation"; refused for every operation rather than half of them
+        **dict.fromkeys(
+            ("band", "bor"),
+            "torch_xla cannot compile bitwise reductions into its collectives (XLA: 'Unsupported reduction "
+            "computation'); reduce a 0/1 integer tensor with 'max' (or) or 'min' (and) instead",
+        ),
     }
 
     def __init__(self) -> None:
