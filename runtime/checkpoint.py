@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 import threading
@@ -62,6 +63,8 @@ class TorchCheckpointIO(CheckpointIO):
         """
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
+        for stale in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
+            stale.unlink(missing_ok=True)  # left by a writer that was killed mid-write (no one else writes this name)
         descriptor, partial = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
         try:
             with os.fdopen(descriptor, "wb") as handle:

@@ -4,7 +4,9 @@ Run per rank by ``resolver run`` (``runtime.launch`` without flags), or by torch
 ``RESUME_STRATEGY`` set (the script passes the flags itself). It trains ``EPOCHS`` epochs of
 ``STEPS`` steps on data fixed by (epoch, step, rank), saves a checkpoint into ``OUT_DIR/checkpoints``
 after each epoch, and at start resumes from ``strategy.latest_checkpoint``. With ``KILL`` = ``E:S``,
-rank 1 of the first attempt kills itself (``SIGKILL``) before step S of epoch E. Rank 0 writes the
+rank 1 of the first attempt kills itself (``SIGKILL``) before step S of epoch E; with ``save:E``, the
+rank that writes (rank 0; rank 1 under DeepSpeed, where every rank writes) kills itself in the
+middle of writing epoch E's checkpoint, half a file written. Rank 0 writes the
 final full weights to ``OUT_DIR/final.pt``; every rank writes its process id to
 ``OUT_DIR/pid-ATTEMPT-RANK``; the first step of each attempt and the death are timed in ``OUT_DIR``.
 """
@@ -34,8 +36,30 @@ def batch(epoch: int, step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]
     return x, x @ torch.linspace(-1.0, 1.0, 8).unsqueeze(1)
 
 
+def die_while_writing(out: Path) -> None:
+    """Make this rank's next ``torch.save`` write half of its bytes, then kill the rank."""
+    import io
+
+    real_save = torch.save
+
+    def dying_save(obj: object, f: object, *args: object, **kwargs: object) -> None:
+        buffer = io.BytesIO()
+        real_save(obj, buffer, *args, **kwargs)
+        half = buffer.getvalue()[: len(buffer.getvalue()) // 2]
+        if hasattr(f, "write"):
+            f.write(half)
+            f.flush()
+        else:
+            Path(f).write_bytes(half)  # type: ignore[arg-type]
+        (out / "died").write_text(repr(time.time()))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    torch.save = dying_save
+
+
 def train(strategy: runtime.Strategy, out: Path, kill: tuple[int, int] | None) -> int:
     attempt, rank = strategy.restart_count, strategy.global_rank
+    writer = 1 if strategy.config.strategy.startswith("deepspeed") else 0
     (out / f"pid-{attempt}-{rank}").write_text(this_process())
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
@@ -59,6 +83,8 @@ def train(strategy: runtime.Strategy, out: Path, kill: tuple[int, int] | None) -
             optimizer.zero_grad()
             if rank == 0 and not (out / f"first-step-{attempt}").exists():
                 (out / f"first-step-{attempt}").write_text(repr(time.time()))
+        if kill == (-1, epoch) and attempt == 0 and rank == writer:
+            die_while_writing(out)
         strategy.save_checkpoint(out / "checkpoints" / f"epoch-{epoch}", {**state, "epoch": epoch})
     weights = strategy.full_state_dict(model)
     if rank == 0:
@@ -68,7 +94,7 @@ def train(strategy: runtime.Strategy, out: Path, kill: tuple[int, int] | None) -
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    kill = tuple(int(part) for part in sys.argv[2].split(":")) if len(sys.argv) > 2 else None
+    kill = tuple(int(part) for part in sys.argv[2].replace("save", "-1").split(":")) if len(sys.argv) > 2 else None
     flags = os.environ.get("RESUME_STRATEGY")
     if flags:  # under torchrun: the script says what to run
         runtime.launch(train, out, kill, accelerator="cpu", devices=2, strategy=flags)
