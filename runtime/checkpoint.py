@@ -12,7 +12,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["COMPLETE_MARKER", "CheckpointIO", "TorchCheckpointIO", "latest_checkpoint", "mark_complete", "mark_incomplete"]
+__all__ = [
+    "COMPLETE_MARKER",
+    "CheckpointIO",
+    "TorchCheckpointIO",
+    "latest_checkpoint",
+    "mark_complete",
+    "mark_incomplete",
+]
 
 PathLike = str | os.PathLike[str]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from resolver.config import ResolvedConfig
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers.rank_group import rank_group
-from runtime.launchers.restarts import check_max_restarts, report_restart, restart_variables
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
+from runtime.launchers.restarts import check_max_restarts, report_restart, restart_variables
 from runtime.ports import check_rendezvous_port
 from runtime.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS

@@ -19,8 +19,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
 from runtime.errors import RuntimeConfigError
+from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
 from runtime.launchers.reports import RankReports
 from runtime.launchers.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime.ports import check_rendezvous_port

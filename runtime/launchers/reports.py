@@ -106,7 +106,8 @@ def mark_as_echo(exc: BaseException) -> None:
     setattr(exc, _ECHO, True)
 
 
-#: In the first line of every error gloo's transport raises ("[.../gloo/transport/tcp/pair.cc:553] Connection closed by peer").
+#: In the first line of every error gloo's transport raises
+#: ("[.../gloo/transport/tcp/pair.cc:553] Connection closed by peer").
 _GLOO_TRANSPORT = "/gloo/transport/"
 
 

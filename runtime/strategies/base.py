@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
-from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import attrs
@@ -389,7 +389,8 @@ class Strategy:
         entry: ``folder/epoch-3.ckpt``, or a directory for DeepSpeed and sharded FSDP), or ``None``.
 
         A save cut short (a rank killed while writing) is skipped: its file never got its name, or its
-        directory never got the mark rank 0 adds once every rank has written (:func:`runtime.checkpoint.latest_checkpoint`).
+        directory never got the mark rank 0 adds once every rank has written
+        (:func:`runtime.checkpoint.latest_checkpoint`).
         """
         return latest_checkpoint(folder)
 
