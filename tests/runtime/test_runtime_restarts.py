@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,12 +117,12 @@ def test_the_last_failure_is_the_one_a_run_without_restarts_reports(tmp_path: Pa
         assert f"attempt {attempt} of 2 rank 0" in done.stdout
 
 
-def run_launch(tmp_path: Path, strategy: str, max_restarts: int, failures: int) -> dict[str, object]:
+def run_launch(tmp_path: Path, strategy: str, max_restarts: int, failures: int, **env: str) -> dict[str, object]:
     out, tmp = tmp_path / "out", tmp_path / "tmp"
     out.mkdir()
     tmp.mkdir()
     command = [sys.executable, str(SCRIPTS / "restart_script.py"), strategy, str(max_restarts), str(failures), str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=environment(tmp))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=environment(tmp, **env))
     lines = [line for line in done.stdout.splitlines() if line.startswith("OUTCOME ")]
     assert len(lines) == 1, done.stdout + done.stderr
     assert list(tmp.iterdir()) == [], "a report folder was left behind"
@@ -150,6 +152,43 @@ def test_launch_raises_todays_error_once_the_restarts_run_out(strategy: str, tmp
     assert (outcome.get("error"), outcome["rank"], outcome["exit_code"]) == ("RankFailedError", 1, -9), outcome
     assert str(outcome["stderr"]).count("restarting every local rank") == 1
     assert outcome["attempts"] == ["pid-0-0", "pid-0-1", "pid-1-0", "pid-1-1"]
+
+
+def test_a_timeout_is_not_restarted(tmp_path: Path) -> None:
+    outcome = run_launch(tmp_path, "ddp_spawn", max_restarts=2, failures=1,
+                         RESTART_SCRIPT_HANG="1", RESTART_SCRIPT_TIMEOUT="20")  # fmt: skip
+
+    assert (outcome.get("error"), outcome["rank"]) == ("LaunchTimeoutError", None), outcome
+    assert "restarting" not in str(outcome["stderr"])
+    assert outcome["attempts"] == ["pid-0-0", "pid-0-1"]
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+def test_sigterm_to_the_launching_process_stops_everything_at_once_without_a_restart(
+    strategy: str, tmp_path: Path
+) -> None:
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    out.mkdir()
+    tmp.mkdir()
+    command = [sys.executable, str(SCRIPTS / "restart_script.py"), strategy, "2", "1", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment(tmp, RESTART_SCRIPT_HANG="1"))  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "pid-0-1").exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        time.sleep(0.5)  # rank 1 is in its sleep, rank 0 waits for it in the barrier
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 143, stderr
+    assert "restarting" not in stderr
+    assert sorted(p.name for p in out.glob("pid-*")) == ["pid-0-0", "pid-0-1"]
+    assert all(process_is_gone(pid) for pid in recorded_pids(out)), "a rank outlived the run"
+    assert list(tmp.iterdir()) == [], "a report folder was left behind"
 
 
 def test_under_torchrun_max_restarts_is_torchruns_to_apply(monkeypatch: pytest.MonkeyPatch) -> None:
