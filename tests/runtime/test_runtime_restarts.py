@@ -223,3 +223,15 @@ def test_latest_checkpoint_takes_the_newest_complete_one_and_skips_half_written_
     (tmp_path / "epoch-3" / COMPLETE_MARKER).write_text("")
     assert latest_checkpoint(tmp_path) == tmp_path / "epoch-3"
     assert latest_checkpoint(tmp_path / "missing") is None
+
+
+def test_gloos_error_raised_in_ddps_backward_is_the_echo_of_a_peer_not_a_cause() -> None:
+    from runtime.launchers.reports import is_communication_error
+
+    def backward() -> None:  # DDP's all-reduce fails inside autograd: torch.distributed is not the last frame
+        raise RuntimeError("[/src/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer")
+
+    with pytest.raises(RuntimeError) as caught:
+        backward()
+    assert is_communication_error(caught.value)
+    assert not is_communication_error(RuntimeError("loss is nan at step 12"))
