@@ -71,6 +71,27 @@ def test_a_rank_killed_mid_epoch_is_restarted_and_the_run_ends_with_the_weights_
     assert same_weights(clean_out, faulty_out)
 
 
+def test_under_torchrun_max_restarts_a_restarted_rank_meets_its_own_attempt_not_the_dead_one(tmp_path: Path) -> None:
+    # torchrun's agent keeps its store across restarts: each attempt's rendezvous keys have their own prefix.
+    torchrun = Path(sys.executable).parent / "torchrun"
+    if not torchrun.is_file():
+        pytest.skip("torchrun is not installed next to this interpreter")
+    outs = []
+    for name, kill in (("clean", ()), ("faulty", ("1:2",))):
+        out, tmp = tmp_path / name, tmp_path / f"{name}-tmp"
+        out.mkdir()
+        tmp.mkdir()
+        command = [str(torchrun), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", str(TRAINING),
+                   str(out), *kill]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=240,
+                              env=environment(tmp, RESUME_STRATEGY="ddp"))  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert all(process_is_gone(pid) for pid in recorded_pids(out)), "a rank outlived the run"
+        outs.append(out)
+    assert (outs[1] / "died").exists() and (outs[1] / "first-step-1").exists()
+    assert same_weights(*outs)
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "deepspeed"])
 def test_a_rank_killed_while_writing_a_checkpoint_leaves_the_previous_one_to_resume_from(
     strategy: str, tmp_path: Path
