@@ -175,6 +175,7 @@ def _run(args: argparse.Namespace) -> int:
             python=not args.no_python,
             role=args.rank_variables.get("ROLE_NAME", "default"),
             run_id=args.rank_variables.get("TORCHELASTIC_RUN_ID"),
+            max_restarts=args.max_restarts,
         )
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)

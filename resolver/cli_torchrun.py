@@ -92,7 +92,8 @@ def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
         *_spellings("max-restarts"),
         dest="torchrun_max_restarts",
         metavar="N",
-        help="0 only: resolver run does not restart failed ranks",
+        help="after a rank fails, stop the others and start every rank again, at most N times "
+        "(the ranks see the attempt in TORCHELASTIC_RESTART_COUNT; default 0)",
     )
     group.add_argument(
         *_spellings("start-method"),
@@ -263,11 +264,15 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
     if args.torchrun_rdzv_id is not None:
         args.rank_variables["TORCHELASTIC_RUN_ID"] = args.torchrun_rdzv_id
         notes.append(f"--rdzv-id {args.torchrun_rdzv_id}: the ranks see TORCHELASTIC_RUN_ID={args.torchrun_rdzv_id}")
-    if args.torchrun_max_restarts is not None and args.torchrun_max_restarts.strip() != "0":
-        raise TorchrunOptionError(
-            f"--max-restarts {args.torchrun_max_restarts}: resolver run does not restart failed ranks (yet)\n"
-            "  = help: drop it (or pass 0), or run the script under torchrun for restarts"
-        )
+    args.max_restarts = 0
+    if args.torchrun_max_restarts is not None:
+        text = args.torchrun_max_restarts.strip()
+        if not text.isdigit():
+            raise TorchrunOptionError(
+                f"--max-restarts {args.torchrun_max_restarts}: not a number of restarts\n"
+                "  = help: pass a whole number, 0 or more (e.g. --max-restarts 2)"
+            )
+        args.max_restarts = int(text)
     if args.torchrun_start_method is not None and args.torchrun_start_method.strip() != "spawn":
         raise TorchrunOptionError(
             f"--start-method {args.torchrun_start_method}: every rank of resolver run is a new interpreter running "

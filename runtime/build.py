@@ -8,6 +8,8 @@ import attrs
 
 from resolver.config import ResolvedConfig
 from runtime.errors import RuntimeConfigError
+from runtime.launchers.restarts import check_max_restarts
+from runtime.rank_environment import launched_config
 from runtime.registry import (
     ACCELERATORS,
     CLUSTER_ENVIRONMENTS,
@@ -50,8 +52,21 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
     launcher = None
     if config.launcher is not None:
         launcher = LAUNCHERS.get(config.launcher)(
-            config, cluster_environment, timeout=options.timeout, rank_output=options.rank_output
+            config,
+            cluster_environment,
+            timeout=options.timeout,
+            rank_output=options.rank_output,
+            max_restarts=options.max_restarts,
         )
+    elif options.max_restarts and launched_config() is None:
+        # Processes started by torchrun, SLURM, MPI...: restarts are theirs. One process: nothing restarts it.
+        started_by = None if config.cluster_environment == "local" else config.cluster_environment
+        if started_by is None:
+            raise RuntimeConfigError(
+                f"max_restarts={options.max_restarts}: a run of one process ({config.strategy!r}) has no launcher "
+                "to restart it\n  hint: drop max_restarts, or run on several devices (e.g. strategy='ddp_spawn')"
+            )
+        check_max_restarts(options.max_restarts, num_nodes=config.num_nodes, started_by=started_by)
     return strategy_class(
         config,
         accelerator=accelerator,

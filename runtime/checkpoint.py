@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 import threading
@@ -11,7 +12,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["CheckpointIO", "TorchCheckpointIO"]
+__all__ = [
+    "COMPLETE_MARKER",
+    "CheckpointIO",
+    "TorchCheckpointIO",
+    "latest_checkpoint",
+    "mark_complete",
+    "mark_incomplete",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -62,6 +70,8 @@ class TorchCheckpointIO(CheckpointIO):
         """
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
+        for stale in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
+            stale.unlink(missing_ok=True)  # left by a writer that was killed mid-write (no one else writes this name)
         descriptor, partial = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
         try:
             with os.fdopen(descriptor, "wb") as handle:
@@ -80,3 +90,44 @@ class TorchCheckpointIO(CheckpointIO):
             raise FileNotFoundError(f"no checkpoint at {source}")
         data: dict[str, Any] = torch.load(source, map_location=map_location, weights_only=self.weights_only)
         return data
+
+
+#: The file a checkpoint directory (DeepSpeed's, FSDP's sharded one) gets once every rank has written
+#: its part: rank 0 writes it last, after a barrier, and removes it before a new save into the directory.
+COMPLETE_MARKER = ".complete"
+
+
+def mark_incomplete(path: PathLike) -> None:
+    """Before a save into the directory ``path``: it is not a complete checkpoint until :func:`mark_complete`."""
+    (Path(path) / COMPLETE_MARKER).unlink(missing_ok=True)
+
+
+def mark_complete(path: PathLike) -> None:
+    """After every rank wrote its part of the directory ``path``: it is a complete checkpoint (atomically)."""
+    marker = Path(path) / COMPLETE_MARKER
+    partial = marker.with_name(f"{COMPLETE_MARKER}.partial")
+    partial.write_text("every rank finished writing this checkpoint\n")
+    os.replace(partial, marker)
+
+
+def latest_checkpoint(folder: PathLike) -> Path | None:
+    """The newest complete checkpoint among the entries of ``folder``, or ``None`` (also when it is missing).
+
+    A checkpoint file is complete once it has its name (``TorchCheckpointIO`` writes a hidden temporary
+    file and renames it); a checkpoint directory once it holds :data:`COMPLETE_MARKER`. Hidden entries
+    (temporary files) and directories without the marker (a save that was cut short) are skipped. Newest
+    means completed last (the file's, or the marker's, modification time; then the name).
+    """
+    base = Path(folder)
+    if not base.is_dir():
+        return None
+    found: list[tuple[int, str, Path]] = []
+    for entry in base.iterdir():
+        if entry.name.startswith("."):
+            continue
+        evidence = entry / COMPLETE_MARKER if entry.is_dir() else entry
+        try:
+            found.append((evidence.stat().st_mtime_ns, entry.name, entry))
+        except FileNotFoundError:
+            continue  # a directory without its marker: not complete
+    return max(found)[2] if found else None

@@ -46,6 +46,7 @@ def launch(
     config_file: str | os.PathLike[str] | FlagsFile | None = None,
     reporter: Reporter | None = None,
     timeout: float | None = None,
+    max_restarts: int = 0,
     strategy_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> R:
@@ -55,7 +56,10 @@ def launch(
     ``config_file`` (a flags file) and ``reporter`` go through ``resolver.resolve`` as they are;
     the strategy is built from the result and launches the processes. ``fn`` runs after this process's device
     is selected and the process group is joined, and ``launch`` returns rank 0's return value (on
-    other nodes, the node's first rank's). ``timeout`` (seconds) bounds the whole run and every collective.
+    other nodes, the node's first rank's). ``timeout`` (seconds) bounds each attempt of the run and every
+    collective. ``max_restarts``: after a rank fails, every local rank is started again, at most this many
+    times (torchrun's ``--max-restarts``; ``strategy.restart_count`` tells ``fn`` which attempt it runs in);
+    the last failure is raised. Under torchrun, SLURM or MPI restarts are that launcher's: there it is an error.
 
     In a process that a launcher or ``resolver run`` started (``RESOLVER_CONFIG`` is set), the
     flags are not resolved again: ``fn`` runs as the rank that config names. This is what
@@ -75,6 +79,8 @@ def launch(
     options = dict(strategy_options or {})
     if timeout is not None:
         options["timeout"] = timeout
+    if max_restarts:
+        options["max_restarts"] = max_restarts
     with collector_paused():
         config = resolver.resolve(
             **flags, environment=environment, rules=rules, config_file=config_file, reporter=reporter

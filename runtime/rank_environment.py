@@ -113,7 +113,8 @@ def rank_variables(
 
 def elastic_variables(config: ResolvedConfig, run_id: str, role: str = "default") -> dict[str, str]:
     """The variables torchrun's agent adds for each worker, beyond :func:`rank_variables`: one role
-    (``default``) holding every rank, the run's id, and no restarts (``resolver run`` restarts nothing).
+    (``default``) holding every rank, the run's id, and the first attempt (``resolver run --max-restarts``
+    replaces ``TORCHELASTIC_RESTART_COUNT``/``TORCHELASTIC_MAX_RESTARTS`` with its own count).
 
     Set only for ranks ``resolver run`` starts itself, so that a script written for torchrun (one
     reading ``ROLE_RANK``, or ``torch.distributed.is_torchelastic_launched()``) runs unchanged.

@@ -11,6 +11,7 @@ from resolver.config import ResolvedConfig
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
+from runtime.launchers.restarts import check_max_restarts, report_restart, restart_variables
 from runtime.ports import check_rendezvous_port
 from runtime.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
@@ -48,6 +49,7 @@ def run_script(
     python: bool = True,
     role: str = "default",
     run_id: str | None = None,
+    max_restarts: int = 0,
 ) -> int:
     """Run ``python script args...`` once per local rank of ``config``; return the exit code.
 
@@ -66,6 +68,10 @@ def run_script(
     into per-rank log files (see :class:`~runtime.launchers.rank_output.RankOutput`).
     When ``config.launcher`` is ``None`` the cluster already started one process per rank, so
     the script runs once, as this process's rank.
+
+    With ``max_restarts`` (torchrun's ``--max-restarts``), a rank's failure is reported and every rank
+    is started again (``TORCHELASTIC_RESTART_COUNT`` counts the attempts), at most that many times; a
+    timeout or an interrupt ends the run at once (see :mod:`runtime.launchers.restarts`).
 
     Returns 0 when every rank exits cleanly; otherwise the first failing rank's exit code
     (128 + N when killed by signal N) after stopping the others, or 124 when ``timeout``
@@ -93,18 +99,30 @@ def run_script(
         command = [script, *args]
     else:
         command = [sys.executable, _SCRIPT_RANK, *(["-m", script] if module else [script]), *args]
-    # The group is left first: every rank is stopped and reaped before the pump writes what is left.
-    with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
-        for rank in ranks:
-            variables = rank_variables(rank, address, port, group.reports.directory)
-            if not started_by_cluster:  # ranks it starts itself: as torchrun's (a cluster's keep its own)
-                variables.update(elastic_variables(rank, run_id, role))
-            group.popen(rank.global_rank, command, {**os.environ, **variables}, output=pump, local_rank=rank.local_rank)
-        try:
-            outcome = group.supervisor(timeout).watch()
-        except KeyboardInterrupt:
-            return 130  # the group stops and reaps every rank on the way out
-    problem = outcome.problem(timeout)
+    # One process on this machine (config.launcher is None there too) is this run's to restart.
+    started_by = config.cluster_environment if started_by_cluster and config.cluster_environment != "local" else None
+    check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)
+    for attempt in range(max_restarts + 1):
+        if attempt:
+            check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
+        restart = restart_variables(attempt, max_restarts) if started_by is None else {}
+        # The group is left first: every rank is stopped and reaped before the pump writes what is left.
+        with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
+            for rank in ranks:
+                variables = rank_variables(rank, address, port, group.reports.directory)
+                if not started_by_cluster:  # ranks it starts itself: as torchrun's (a cluster's keep its own)
+                    variables.update(elastic_variables(rank, run_id, role))
+                variables.update(restart)
+                environment = {**os.environ, **variables}
+                group.popen(rank.global_rank, command, environment, output=pump, local_rank=rank.local_rank)
+            try:
+                outcome = group.supervisor(timeout).watch()
+            except KeyboardInterrupt:
+                return 130  # the group stops and reaps every rank on the way out
+        problem = outcome.problem(timeout)
+        if not isinstance(problem, RankFailedError) or attempt == max_restarts:
+            break
+        report_restart(_report(problem, output), attempt + 1, max_restarts, "resolver run")
     if problem is None:
         return 0
     print(f"resolver run: {_report(problem, output)}", file=sys.stderr, flush=True)  # with the traceback or stacks

@@ -68,7 +68,8 @@ def _report(exc: BaseException) -> None:
         "summary": summary,
         # an error of runpy's own (no such module) is the summary alone, as `python -m` prints it
         "traceback": "".join(traceback.format_exception(type(exc), exc, tb)) if tb is not None else "",
-        "communication": _raised_in_torch_distributed(exc.__traceback__),
+        # gloo's own errors name their source file, also when raised in DDP's backward (autograd's frames last)
+        "communication": _raised_in_torch_distributed(exc.__traceback__) or "/gloo/transport/" in summary,
     }
     partial = f"{path}.partial"
     with open(partial, "w") as handle:

@@ -86,7 +86,7 @@ def test_the_rendezvous_options_read_as_flags(show: Path) -> None:
         (["--nnodes", "1:4"], "a range of nodes (MIN:MAX) needs elastic membership"),
         (["--nproc-per-node", "two"], "--nproc-per-node 'two': expected a whole number"),
         (["--nproc-per-node", "2", "--devices", "3"], "--nproc-per-node 2 says devices=2, but --devices says 3"),
-        (["--max-restarts", "3"], "resolver run does not restart failed ranks"),
+        (["--max-restarts", "two"], "--max-restarts two: not a number of restarts"),
         (["--start-method", "fork"], "every rank of resolver run is a new interpreter"),
         (["--rdzv-backend", "etcd"], "it has no etcd rendezvous"),
         (["--standalone", "--nnodes", "2"], "--standalone runs one node, but the run asks for 2 nodes"),

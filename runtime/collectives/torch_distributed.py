@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable
 from datetime import timedelta
@@ -128,6 +129,12 @@ class TorchCollective(Collective):
             if self.socket_interface is not None:
                 _log.info("rank %d: %s", rank, self.socket_interface.describe())
         store = rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+        if attempt is not None:
+            # torchrun's agent hosts the store and keeps it across restarts: an attempt's keys (arrivals,
+            # gloo's addresses) under their own prefix, as torch's env:// rendezvous does, or a restarted
+            # rank reads the dead attempt's.
+            store = dist.PrefixStore(f"/worker/attempt_{attempt}", store)
         wait_for_every_rank(store, rank, world_size, rendezvous_timeout, tcp_url(master_addr, master_port))
         dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, **kwargs)
         self._adopt(owns=True)

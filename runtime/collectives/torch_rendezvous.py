@@ -53,7 +53,7 @@ def rendezvous_store(address: str, port: int, rank: int, world_size: int, timeou
         raise error from exc
 
 
-def wait_for_every_rank(store: dist.TCPStore, rank: int, world_size: int, timeout: float, where: str) -> None:
+def wait_for_every_rank(store: dist.Store, rank: int, world_size: int, timeout: float, where: str) -> None:
     """Announce this rank in the store and wait (at most ``timeout`` s) until every rank has.
 
     gloo/nccl wait for their peers with the collective timeout; waiting here first bounds the
@@ -85,7 +85,7 @@ def wait_for_every_rank(store: dist.TCPStore, rank: int, world_size: int, timeou
         pause = min(pause * 2, _POLL)
 
 
-def _arrived(store: dist.TCPStore, peer: int) -> bool:
+def _arrived(store: dist.Store, peer: int) -> bool:
     try:
         return bool(store.check([f"{_ARRIVED}{peer}"]))
     except dist.DistError:

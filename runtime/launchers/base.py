@@ -13,13 +13,16 @@ directly as that rank: this is how a script re-run by the subprocess launcher re
 
 from __future__ import annotations
 
+import gc
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from runtime.errors import RuntimeConfigError
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
 from runtime.launchers.reports import RankReports
+from runtime.launchers.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime.ports import check_rendezvous_port
 from runtime.rank_environment import launched_config
 
@@ -38,6 +41,9 @@ class Launcher(ABC):
 
     #: The :mod:`multiprocessing` start method of the rank processes, where one is used.
     start_method: ClassVar[str | None] = None
+    #: Whether :meth:`_launch` can run again after a failed attempt (``max_restarts``), giving its ranks
+    #: :meth:`restart_variables`.
+    supports_restarts: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -46,12 +52,17 @@ class Launcher(ABC):
         *,
         timeout: float | None = None,
         rank_output: RankOutput | None = None,
+        max_restarts: int = 0,
     ) -> None:
         self.config = config
         self.cluster_environment = cluster_environment
         self.timeout = timeout
         #: How the output of the rank processes is shown (``None``: as it is); launchers that can, apply it.
         self.rank_output = rank_output
+        #: How many times every local rank is started again after a rank fails (see :mod:`runtime.launchers.restarts`).
+        self.max_restarts = max_restarts
+        #: The attempt being launched (0 first).
+        self.attempt = 0
 
     def launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(*args, **kwargs)`` in every local rank; return this node's first rank's result."""
@@ -59,7 +70,32 @@ class Launcher(ABC):
             # A worker (re-run script, or a `resolver run` rank): this must be the launch it was
             # started for. Checked inside run_launched_rank so that a wrong call is reported.
             return run_launched_rank(self._enter_as_worker, fn, *args, **kwargs)
-        return self._launch(fn, *args, **kwargs)
+        if not self.max_restarts:
+            return self._launch(fn, *args, **kwargs)
+        check_max_restarts(self.max_restarts, num_nodes=self.config.num_nodes, started_by=None)
+        if not self.supports_restarts:
+            raise RuntimeConfigError(
+                f"max_restarts={self.max_restarts}: the {self.config.launcher!r} launcher does not restart ranks\n"
+                "  hint: drop max_restarts, or use strategy 'ddp', 'ddp_spawn' or 'ddp_fork' (or their fsdp/deepspeed "
+                "forms), whose launchers do"
+            )
+
+        def attempt(number: int) -> R:
+            self.attempt = number
+            if number:
+                # The failed attempt's objects (this process's process group and its store, held by the
+                # traceback's frames) go now, not at some later collection: the new rendezvous reuses the port.
+                gc.collect()
+            return self._launch(fn, *args, **kwargs)
+
+        try:
+            return run_attempts(attempt, self.max_restarts, "launch")
+        finally:
+            self.attempt = 0
+
+    def restart_variables(self) -> dict[str, str]:
+        """What tells a rank of this attempt which one it is (nothing when restarts are off)."""
+        return restart_variables(self.attempt, self.max_restarts) if self.max_restarts else {}
 
     def _enter_as_worker(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         from runtime.worker import check_worker_entry  # the worker builds strategies: import at use

@@ -69,6 +69,7 @@ class MultiprocessingLauncher(Launcher):
     """Starts local ranks with the :mod:`torch.multiprocessing` ``start_method``."""
 
     start_method = "spawn"
+    supports_restarts = True
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         self.check_start_method()
@@ -81,7 +82,11 @@ class MultiprocessingLauncher(Launcher):
             for local_rank in range(self.config.num_devices):
                 config = rank_config(self.config, local_rank)
                 # These ranks wake their launcher by exiting; a doorbell of an outer launch is not theirs.
-                variables = {**rank_variables(config, address, port, group.reports.directory), DOORBELL_VARIABLE: ""}
+                variables = {
+                    **rank_variables(config, address, port, group.reports.directory),
+                    **self.restart_variables(),
+                    DOORBELL_VARIABLE: "",
+                }
                 streams = pump.child_streams(rank=config.global_rank, local_rank=local_rank)
                 process = context.Process(
                     target=_rank_process_main,

@@ -106,6 +106,11 @@ def mark_as_echo(exc: BaseException) -> None:
     setattr(exc, _ECHO, True)
 
 
+#: In the first line of every error gloo's transport raises
+#: ("[.../gloo/transport/tcp/pair.cc:553] Connection closed by peer").
+_GLOO_TRANSPORT = "/gloo/transport/"
+
+
 def is_communication_error(exc: BaseException) -> bool:
     """Whether ``exc`` was raised inside ``torch.distributed`` (a collective or the rendezvous).
 
@@ -115,6 +120,10 @@ def is_communication_error(exc: BaseException) -> bool:
     An exception marked with :func:`mark_as_echo` counts too.
     """
     if getattr(exc, _ECHO, False):
+        return True
+    if isinstance(exc, RuntimeError) and _GLOO_TRANSPORT in str(exc).split("\n", 1)[0]:
+        # Gloo's own error (it names its source file), surfacing outside torch.distributed: DDP's
+        # gradient all-reduce runs in autograd's backward, whose frames are the last ones.
         return True
     if _DISTRIBUTED_DIRECTORY is None:
         return False

@@ -55,7 +55,14 @@ class SubprocessScriptLauncher(Launcher):
 
     ``launch`` returns as soon as every rank's work has returned (each rank reports it): the
     re-run interpreters finish exiting in the background (see :meth:`RankGroup.release`).
+
+    With ``max_restarts``, a failed attempt is torn down (the peers stopped and reaped, this rank's
+    process group destroyed as its work unwound) and ``fn`` is called again here, with the re-run
+    scripts started afresh. This rank lives in the launching process: if it dies (``SIGKILL``), the
+    whole run ends, as torchrun's run ends when its agent dies.
     """
+
+    supports_restarts = True
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         command = script_command() if self.config.num_devices > 1 else []
@@ -69,7 +76,7 @@ class SubprocessScriptLauncher(Launcher):
             for local_rank in range(1, self.config.num_devices):
                 config = rank_config(self.config, local_rank)
                 variables = rank_variables(config, address, port, reports.directory)
-                environment = {**os.environ, **variables}
+                environment = {**os.environ, **variables, **self.restart_variables()}
                 group.popen(config.global_rank, command, environment, output=pump, local_rank=local_rank)
             processes = dict(group.processes)
             # This rank runs here: at the launch deadline it is interrupted too (in_process_rank.py).
@@ -79,7 +86,8 @@ class SubprocessScriptLauncher(Launcher):
             watcher.start()
             try:
                 self._wait_for_peers(processes, reports, supervisor)
-                with environ_patch(rank_variables(own, address, port)), in_process.working():
+                own_variables = {**rank_variables(own, address, port), **self.restart_variables()}
+                with environ_patch(own_variables), in_process.working():
                     result = fn(*args, **kwargs)
                 # If a peer's collective now fails, this rank left it waiting (as a rank process that exits would).
                 supervisor.add_departure(own.global_rank)

@@ -353,13 +353,20 @@ class Supervisor:
     def _is_exiting(self, rank: int) -> bool:
         return self.reports.read_error(rank) is not None or self.reports.has_finished(rank)
 
+    def _reported_a_cause(self, rank: int) -> bool:
+        report = self.reports.read_error(rank)
+        return report is not None and not report.communication
+
     def _stop(self, running: dict[int, RankProcess]) -> None:
         # A rank that reported an error, or whose work returned, is on its way out: let it exit with
         # its own code (a torch process can take seconds to finish on a busy machine).
+        # Once a rank's own failure is known, a rank that reported only an echo of it (or finished) cannot
+        # change the blame: it is stopped at once, which matters when the launch restarts (max_restarts).
         abandon_rendezvous()  # a rank in this process stops waiting for its peers there
+        cause_known = any(not f.communication for f in self.outcome.failures)
         deadline = time.monotonic() + _EXITING_GRACE
         for rank, process in running.items():
-            if self._is_exiting(rank):
+            if self._is_exiting(rank) and not (cause_known and not self._reported_a_cause(rank)):
                 process.wait(max(0.0, deadline - time.monotonic()))
         self._collect_exits(running)
         self._stopped.update(running)

@@ -15,17 +15,19 @@ import os
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import attrs
 import torch
 from torch.utils.data import DataLoader
 
-from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
+from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
 from runtime.collector import collector_paused
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import DataLoaderWarning, stamp_failure_time
 from runtime.launchers.launched_rank import run_launched_rank
+from runtime.launchers.restarts import restart_count
 from runtime.rank_environment import rendezvous_timeout, threads_applied
 from runtime.strategies.guard import BUILT, guard_methods
 from runtime.strategies.options import StrategyOptions, structure_options
@@ -122,6 +124,12 @@ class Strategy:
     @property
     def timeout(self) -> float | None:
         return self.options.timeout
+
+    @property
+    def restart_count(self) -> int:
+        """Which attempt of the run this is: 0 first, N after N restarts (``TORCHELASTIC_RESTART_COUNT``,
+        set by ``resolver run --max-restarts``, ``launch(..., max_restarts=N)`` and torchrun)."""
+        return restart_count()
 
     # -- components and identity --------------------------------------------------------------
 
@@ -376,6 +384,16 @@ class Strategy:
             elif isinstance(target, torch.optim.Optimizer):
                 target.load_state_dict(checkpoint[key])
         return checkpoint
+
+    def latest_checkpoint(self, folder: str | os.PathLike[str]) -> Path | None:
+        """The newest complete checkpoint saved into ``folder`` (one :meth:`save_checkpoint` path per
+        entry: ``folder/epoch-3.ckpt``, or a directory for DeepSpeed and sharded FSDP), or ``None``.
+
+        A save cut short (a rank killed while writing) is skipped: its file never got its name, or its
+        directory never got the mark rank 0 adds once every rank has written
+        (:func:`runtime.checkpoint.latest_checkpoint`).
+        """
+        return latest_checkpoint(folder)
 
     def _saveable(self, value: Any) -> Any:
         if isinstance(value, torch.nn.Module):

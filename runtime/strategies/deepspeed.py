@@ -17,6 +17,7 @@ from typing import Any, Literal
 import attrs
 import torch
 
+from runtime.checkpoint import mark_complete, mark_incomplete
 from runtime.errors import MissingDependencyError, RuntimeConfigError, StrategyMisuseError
 from runtime.precision.sharded import EnginePrecision, deepspeed_precision_config
 from runtime.registry import register_strategy
@@ -205,7 +206,13 @@ class DeepSpeedStrategy(Strategy):
         ``state`` other than the engine and its optimizer are saved with it."""
         engine = self._engine_in(state)
         extras = {k: v for k, v in state.items() if v is not engine and v is not engine.optimizer}
+        if self.is_global_zero and Path(path).is_dir():
+            mark_incomplete(path)  # before any rank writes into it (the barrier)
+        self.collective.barrier()
         engine.save_checkpoint(os.fspath(path), client_state={"entries": extras})
+        self.collective.barrier()
+        if self.is_global_zero:
+            mark_complete(path)  # every rank's partition is written (latest_checkpoint looks for it)
         self.collective.barrier()
 
     def load_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from runtime.checkpoint import mark_complete, mark_incomplete
+
 if TYPE_CHECKING:
     from runtime.strategies.base import Strategy
 
@@ -72,9 +74,15 @@ def save_fsdp_checkpoint(strategy: Strategy, path: str | os.PathLike[str], state
     else:
         import torch.distributed.checkpoint as dcp
 
+        if strategy.is_global_zero:
+            mark_incomplete(path)  # before any rank writes into it (the barrier)
+        strategy.collective.barrier()
         dcp.save(_state_dicts(modules, optimizers, StateDictOptions()), checkpoint_id=os.fspath(path))
         if strategy.is_global_zero:
             torch.save({"extras": extras, "sharded": sorted([*modules, *optimizers])}, Path(path) / _ENTRIES)
+        strategy.collective.barrier()
+        if strategy.is_global_zero:
+            mark_complete(path)  # every rank's shards are written
     strategy.collective.barrier()
 
 

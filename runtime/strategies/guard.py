@@ -216,6 +216,18 @@ RULES: dict[str, MethodRule] = {
     ),
     "save_checkpoint": MethodRule("set_up", (_PATH, _STATE), every_rank=True),
     "load_checkpoint": MethodRule("set_up", (_PATH, Arg("state", _optional_state)), every_rank=True),
+    "latest_checkpoint": MethodRule(
+        "any",
+        (
+            of_type(
+                "folder",
+                (str, os.PathLike),
+                "a str or os.PathLike",
+                'pass the checkpoints\' folder, e.g. "checkpoints"',
+            ),
+        ),
+        why_any="lists a folder's files, to pick a checkpoint before or after set-up; no collective",
+    ),
     "sync": MethodRule("set_up"),
 }
 

@@ -42,6 +42,9 @@ class StrategyOptions:
       ``fork`` launchers start, as whole lines prefixed ``[rank N]: ``: ``True``, or a table of
       :class:`~runtime.launchers.rank_output.RankOutput` fields (``{"log_dir": "logs"}``);
       ``None`` (default) leaves their output as it is.
+    - ``max_restarts``: after a rank fails, stop the others and start every local rank again, at
+      most this many times (torchrun's ``--max-restarts``; see :mod:`runtime.launchers.restarts`).
+      Only where this launch starts the processes, on one node; 0 (default) never restarts.
     """
 
     use_distributed_sampler: bool = True
@@ -58,6 +61,7 @@ class StrategyOptions:
             raise ValueError(f"num_threads must be at least 1, got {value}")
 
     rank_output: RankOutput | None = None
+    max_restarts: int = attrs.field(default=0, validator=attrs.validators.ge(0))
 
 
 def _strict_bool(value: object, _: type) -> bool:

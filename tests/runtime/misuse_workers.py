@@ -53,6 +53,7 @@ VALID: dict[str, Callable[[Strategy, Path], tuple[Any, ...]]] = {
     "optimizer_step": lambda s, d: (torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1),),
     "process_dataloader": lambda s, d: (DataLoader([1, 2, 3, 4]), "train"),
     "save_checkpoint": lambda s, d: (str(d / "checkpoint"), {"step": 1}),
+    "latest_checkpoint": lambda s, d: (str(d),),
     "load_checkpoint": lambda s, d: (str(d / "checkpoint"), None),
     "sync": lambda s, d: (),
 }
