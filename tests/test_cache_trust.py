@@ -5,8 +5,8 @@ payload never runs, the resolve still succeeds (compiled afresh) and one warning
 
 from __future__ import annotations
 
-import os
 import marshal
+import os
 import pickle
 import shutil
 import subprocess

@@ -12,9 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # horovod_workers
 
+from horovod_workers import train  # noqa: E402
+
 import resolver  # noqa: E402
 import runtime  # noqa: E402
-from horovod_workers import train  # noqa: E402
 
 
 def main(out: str) -> None:
