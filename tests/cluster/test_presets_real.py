@@ -89,7 +89,6 @@ def test_torchrun_preset_matches_torchrun():
 
 
 def test_horovodrun_preset_matches_horovodrun_gloo():
-    horovodrun = launcher_script("horovodrun")
     if not horovod_torch_importable():
         # Horovod is built in CI's own phase (after the main one), which runs this file again with
         # RESOLVER_REQUIRE_HOROVOD=1: there a missing Horovod fails.
@@ -97,6 +96,7 @@ def test_horovodrun_preset_matches_horovodrun_gloo():
         if os.environ.get("RESOLVER_REQUIRE_HOROVOD", "").strip() == "1":
             pytest.fail(f"{reason} (RESOLVER_REQUIRE_HOROVOD=1 requires it)")
         pytest.skip(reason)
+    horovodrun = launcher_script("horovodrun")  # installed with Horovod
     _compare([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo"], "horovodrun=2", devices=2, strategy="horovod")
 
 
