@@ -68,7 +68,8 @@ def _by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("devices", [2, 3])
 def test_a_healthy_run_passes_with_figures(devices):
-    code, report, err, _ = _check("--devices", str(devices), timeout="20.5")
+    # the bounds of healthy runs guard against hangs; on a loaded machine a step can take 20 s
+    code, report, err, _ = _check("--devices", str(devices), timeout="60.5")
     assert code == 0, err
     checks = _by_name(report)
     assert report["ok"] and report["world_size"] == devices
@@ -183,7 +184,7 @@ def test_ranks_started_by_someone_else_that_differ_are_shown_as_a_table_before_a
 def test_under_torchrun_rank_0_prints_the_report():
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     done = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-port", str(find_free_port()), "-m",
-                           "resolver", "check", "--accelerator", "cpu", "--devices", "2", "--timeout", "20"],
+                           "resolver", "check", "--accelerator", "cpu", "--devices", "2", "--timeout", "60"],
                           capture_output=True, text=True, env=_env(), timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cluster=torchelastic world_size=2" in done.stdout
@@ -192,7 +193,7 @@ def test_under_torchrun_rank_0_prints_the_report():
 
 def test_under_resolver_run_each_rank_runs_the_check():
     done = subprocess.run([sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--devices", "3", "-m",
-                           "resolver", "check", "--accelerator", "cpu", "--devices", "3", "--timeout", "20"],
+                           "resolver", "check", "--accelerator", "cpu", "--devices", "3", "--timeout", "60"],
                           capture_output=True, text=True, env=_env(), timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "9 checks, passed, 3 ranks" in done.stdout
@@ -217,7 +218,7 @@ def test_one_process_passes_with_nothing_to_exchange():
 
 def test_an_engine_step_that_differs_from_one_process_is_named():
     env = _env(RESOLVER_CHECK_FAULT="1:wrong@engine")
-    code, report, err, _ = _check("--devices", "2", timeout="20.25", env=env)
+    code, report, err, _ = _check("--devices", "2", timeout="60.25", env=env)
     assert code == 1, err
     engine = _by_name(report)["engine"]
     assert engine["blame"] == [1]
