@@ -201,6 +201,8 @@ def test_under_resolver_run_each_rank_runs_the_check():
 
 @pytest.mark.parametrize("strategy", ["deepspeed", "fsdp"])
 def test_one_step_of_a_sharding_strategy_matches_a_single_process_step(strategy):
+    if strategy == "deepspeed":  # CI's DeepSpeed phase (.ci/deepspeed) runs it
+        pytest.importorskip("deepspeed", reason="DeepSpeed is an optional extra: pip install -e '.[deepspeed]'")
     # a generous bound: on a loaded machine importing DeepSpeed alone took over 30 s
     code, report, err, _ = _check("--devices", "2", "--strategy", strategy, timeout="90.25", limit=240)
     assert code == 0, err
