@@ -54,6 +54,7 @@ NO_SETUP_NEEDED = {
     "unwrap_module": "looks inside a wrapper",
     "units": "lists FSDP units",
     "process_dataloader": "DDP's, FSDP's and DeepSpeed's ranks come from the config",
+    "latest_checkpoint": "it only lists a folder (to resume from before anything is set up)",
 }
 LAUNCHING = ("launch", "run", "setup_environment")  # refused inside a running rank
 
