@@ -208,7 +208,9 @@ def test_one_process_works_without_launch_like_a_notebook() -> None:
 
 
 def test_fsdp_refuses_an_optimizer_made_before_sharding_and_trains_with_one_made_after() -> None:
-    result = runtime.build(ddp_config(2, strategy="fsdp"), timeout=120).launch(optimizer_orders)
+    # spawned ranks: in CI's full run a forked rank hung in its first matrix product (the pytest
+    # process had used torch's thread pool before the fork), stopped at the 120 s timeout
+    result = runtime.build(ddp_config(2, launcher="spawn", strategy="fsdp"), timeout=120).launch(optimizer_orders)
 
     error = result["made before setup_module"]["error"]
     assert error.startswith(
@@ -223,7 +225,7 @@ def test_fsdp_refuses_an_optimizer_made_before_sharding_and_trains_with_one_made
 
 
 def test_ddp_trains_alike_whichever_side_of_setup_module_the_optimizer_is_made() -> None:
-    result = runtime.build(ddp_config(2), timeout=120).launch(optimizer_orders)
+    result = runtime.build(ddp_config(2, launcher="spawn"), timeout=120).launch(optimizer_orders)  # see above
 
     before = result["made before setup_module"]["losses"]
     assert before[-1] < 0.5 * before[0]
