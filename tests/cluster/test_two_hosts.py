@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from two_hosts_support import REQUIRE_VARIABLE, Host, TwoHosts, missing_prerequisite
+from two_hosts_support import REQUIRE_VARIABLE, Host, TwoHosts, finish, missing_prerequisite
 
 from runtime.ports import find_free_port
 
@@ -65,18 +65,7 @@ def _environment(**extra: str) -> dict[str, str]:
 
 
 def _run_on_both(hosts: TwoHosts, commands: list[list[str]], envs: list[dict[str, str]]) -> list[tuple[int, str, str]]:
-    processes = [host.start(argv, env) for host, argv, env in zip(hosts.hosts, commands, envs, strict=True)]
-    results = []
-    try:
-        for process in processes:
-            out, err = process.communicate(timeout=180)
-            results.append((process.returncode, out, err))
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    return results
+    return finish([host.start(argv, env) for host, argv, env in zip(hosts.hosts, commands, envs, strict=True)])
 
 
 def _reports(results: list[tuple[int, str, str]]) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from two_hosts_support import REQUIRE_VARIABLE, TwoHosts, missing_prerequisite
+from two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, missing_prerequisite
 
 from runtime.ports import find_free_port
 
@@ -48,23 +48,9 @@ def _check_on(hosts: TwoHosts, addresses: list[str], port: int, timeout: str) ->
     ]
 
 
-def _finish(processes: list[subprocess.Popen[str]]) -> list[tuple[int, str, str]]:
-    results = []
-    try:
-        for process in processes:
-            out, err = process.communicate(timeout=180)
-            results.append((process.returncode, out, err))
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    return results
-
-
 def test_a_check_across_two_hosts_passes_with_a_figure_per_host_pair(hosts):
     main = hosts.hosts[0].address
-    (code0, out0, err0), (code1, out1, err1) = _finish(_check_on(hosts, [main, main], find_free_port(), "30"))
+    (code0, out0, err0), (code1, out1, err1) = finish(_check_on(hosts, [main, main], find_free_port(), "30"))
     assert (code0, code1) == (0, 0), out0 + err0 + out1 + err1
     assert "9 checks, passed, 2 ranks" in out0
     assert "0->1 (node-0->node-1)" in out0 and "1->0 (node-1->node-0)" in out0
@@ -76,7 +62,7 @@ def test_a_main_address_one_host_cannot_reach_names_that_host_and_address(hosts)
     main = hosts.hosts[0].address
     unreachable = f"{hosts.subnet.rsplit('.', 1)[0]}.251.1"  # another subnet: node-1 has no route to it
     start = time.monotonic()
-    (code0, out0, err0), (code1, out1, err1) = _finish(_check_on(hosts, [main, unreachable], find_free_port(), "6"))
+    (code0, out0, err0), (code1, out1, err1) = finish(_check_on(hosts, [main, unreachable], find_free_port(), "6"))
     assert code0 == 1 and code1 == 1, out0 + err0 + out1 + err1
     # node 1 says why it cannot come: its host, the address it tried, and the fix
     assert "FAIL rendezvous" in out1
@@ -89,7 +75,7 @@ def test_a_main_address_one_host_cannot_reach_names_that_host_and_address(hosts)
 
 def test_a_main_address_of_another_host_is_named_on_rank_0(hosts):
     other = hosts.hosts[1].address  # node-1's own address: rank 1 looks for rank 0 on its own host
-    (code0, out0, err0), (code1, out1, err1) = _finish(_check_on(hosts, [other, other], find_free_port(), "5"))
+    (code0, out0, err0), (code1, out1, err1) = finish(_check_on(hosts, [other, other], find_free_port(), "5"))
     assert code0 == 1 and code1 == 1, out0 + err0 + out1 + err1
     assert f"rank 0 on node-0: the main address {other} is not an address of this host" in out0, out0
     assert "set MASTER_ADDR (or --master-addr) to rank 0's host (node-0)" in out0

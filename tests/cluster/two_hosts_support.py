@@ -80,3 +80,19 @@ class TwoHosts:
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
         names = {line.split()[0] for line in listed.splitlines() if line.strip()}
         return [host.namespace for host in self.hosts if host.namespace in names]
+
+
+def finish(processes: Sequence[subprocess.Popen[str]], timeout: float = 180) -> list[tuple[int, str, str]]:
+    """Each process's exit code, stdout and stderr, in order; any still running after ``timeout``
+    seconds (or when one of them raises) is killed, so no process outlives the test."""
+    results = []
+    try:
+        for process in processes:
+            out, err = process.communicate(timeout=timeout)
+            results.append((process.returncode, out, err))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return results
