@@ -173,8 +173,8 @@ def _run(args: argparse.Namespace) -> int:
             module=args.module,
             output=output,
             python=not args.no_python,
-            role=args.rank_variables.get("ROLE_NAME", "default"),
-            run_id=args.rank_variables.get("TORCHELASTIC_RUN_ID"),
+            role=args.role or "default",
+            run_id=args.run_id,
             max_restarts=args.max_restarts,
         )
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:

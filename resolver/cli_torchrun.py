@@ -209,17 +209,17 @@ def _set(args: argparse.Namespace, flag: str, value: Any, option: str, notes: li
 
 
 def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
-    """Read the torchrun options in ``args`` into its flags (and ``args.rank_variables``, the variables
-    torchrun's options give the ranks; ``args.no_python``, ``args.redirects``); return one line per
-    option saying what it was read as. Raises :class:`TorchrunOptionError` for an option with no
-    equivalent or a value that disagrees with a flag."""
+    """Read the torchrun options in ``args`` into its flags, and into ``args.role``/``args.run_id``
+    (what the ranks see as ROLE_NAME/TORCHELASTIC_RUN_ID; None: the defaults), ``args.no_python`` and
+    ``args.redirects``; return one line per option saying what it was read as. Raises
+    :class:`TorchrunOptionError` for an option with no equivalent or a value that disagrees with a flag."""
     notes: list[str] = []
     for name in _NO_EQUIVALENT:
         if getattr(args, f"torchrun_unsupported_{name.replace('-', '_')}") is not None:
             raise TorchrunOptionError(
                 f"torchrun's --{name} has no equivalent in resolver run\n  = help: {_NO_EQUIVALENT[name]}"
             )
-    args.rank_variables = {}
+    args.role = args.run_id = None
     args.no_python = bool(args.torchrun_no_python)
     args.redirects = 0 if args.torchrun_redirects is None else _streams(args.torchrun_redirects)
     if args.no_python and args.module:
@@ -249,7 +249,7 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
         if args.torchrun_rdzv_id is None:
             import uuid
 
-            args.rank_variables["TORCHELASTIC_RUN_ID"] = str(uuid.uuid4())  # as torchrun's standalone run
+            args.run_id = str(uuid.uuid4())  # as torchrun's standalone run
     backend = (args.torchrun_rdzv_backend or "static").strip().lower()
     if backend not in ("static", "c10d"):
         raise TorchrunOptionError(
@@ -262,7 +262,7 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
         _set(args, "master_addr", host, option, notes)
         _set(args, "master_port", port, option, notes)
     if args.torchrun_rdzv_id is not None:
-        args.rank_variables["TORCHELASTIC_RUN_ID"] = args.torchrun_rdzv_id
+        args.run_id = args.torchrun_rdzv_id
         notes.append(f"--rdzv-id {args.torchrun_rdzv_id}: the ranks see TORCHELASTIC_RUN_ID={args.torchrun_rdzv_id}")
     args.max_restarts = 0
     if args.torchrun_max_restarts is not None:
@@ -279,6 +279,6 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
             "the script (spawn)\n  = help: drop it, or use runtime.launch(..., strategy='ddp_fork') in the script"
         )
     if args.torchrun_role is not None:
-        args.rank_variables["ROLE_NAME"] = args.torchrun_role
+        args.role = args.torchrun_role
         notes.append(f"--role {args.torchrun_role}: the ranks see ROLE_NAME={args.torchrun_role}")
     return notes
