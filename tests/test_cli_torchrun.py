@@ -22,7 +22,7 @@ VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK
 SHOW = f"""\
 import json, os
 names = {VARIABLES!r} + ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
-print("VARS " + json.dumps({{n: os.environ.get(n) for n in names}}), flush=True)
+print("VARS " + json.dumps({{n: os.environ.get(n) for n in names}}) + "\\n", end="", flush=True)
 """
 
 

@@ -62,7 +62,7 @@ def train(strategy: runtime.Strategy, epochs: int) -> None:
         "started_at": STARTED,
         "first_step_at": first_step_at,
     }
-    print("RANK_REPORT " + json.dumps(report), flush=True)
+    print("RANK_REPORT " + json.dumps(report) + "\n", end="", flush=True)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def main() -> None:
         signal.alarm(0)
         outcome.update(alarm_fired=alarm_fired, alarm_handler_kept=signal.getsignal(signal.SIGALRM) is on_alarm)
     if os.environ.get("RANK") in (None, "0") or "RUNTIME_REPORT_DIR" not in os.environ:
-        print("OUTCOME " + json.dumps(outcome), flush=True)
+        print("OUTCOME " + json.dumps(outcome) + "\n", end="", flush=True)
 
 
 if __name__ == "__main__":  # ddp_spawn imports this file again in each rank

@@ -24,7 +24,7 @@ print(f"script started as RANK={__import__('os').environ.get('RANK', 'launcher')
 if mode == "identities":
     result = runtime.launch(gather_identities, devices=2, strategy="ddp", timeout=60)
     if result[0]["pid"] == __import__("os").getpid():  # the launching process (rank 0) prints
-        print("IDENTITIES " + json.dumps(result), flush=True)
+        print("IDENTITIES " + json.dumps(result) + "\n", end="", flush=True)
 elif mode == "fail":
     runtime.launch(fail_on_rank, 1, str(out), devices=2, strategy="ddp", timeout=60)
 elif mode == "hang":

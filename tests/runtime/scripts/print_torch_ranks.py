@@ -36,5 +36,5 @@ found.update(
     sum=int(total.item()),
     resolved=[config.cluster_environment, config.launcher, config.global_rank, config.local_rank, config.world_size],
 )
-print("TORCH-RANK " + json.dumps(found, sort_keys=True), flush=True)
+print("TORCH-RANK " + json.dumps(found, sort_keys=True) + "\n", end="", flush=True)
 dist.destroy_process_group()

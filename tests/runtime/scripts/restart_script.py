@@ -48,4 +48,4 @@ if __name__ == "__main__":
         outcome = {"error": type(exc).__name__, "rank": getattr(exc, "rank", None),
                    "exit_code": getattr(exc, "exit_code", None), "message": str(exc)}  # fmt: skip
     if os.environ.get("RESOLVER_CONFIG") is None:  # the launching process (not a re-run rank)
-        print("OUTCOME " + json.dumps(outcome), flush=True)
+        print("OUTCOME " + json.dumps(outcome) + "\n", end="", flush=True)
