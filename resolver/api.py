@@ -237,7 +237,7 @@ def _run(
         if found is not None:
             return found
         if named is None:
-            named = by_name(flags) if type(flags) is tuple else flags
+            named = by_name(flags) if isinstance(flags, tuple) else flags
         return _flag_provenance(named, values, slot, sources)
 
     return evaluator.run(values, inputs, reporter), FrozenMapping.of_sorted(given)
@@ -289,16 +289,17 @@ def resolve(
         )
     # The flags in name order (flag_values.NAME_ORDER; tests/test_flags.py checks each one): a tuple costs
     # a fraction of locals().
-    flags: Mapping[str, Any] | tuple[Any, ...] = (
+    flags = (
         accelerator, cluster_environment, devices, master_addr, master_port,
         node_rank, num_nodes, plugins, precision, strategy,
     )  # fmt: skip
-    sources = None
-    if config_file is not None:
+    if config_file is None:
+        evaluation, given = _run(flags, environment, rules, reporter, None)
+    else:
         from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
 
-        flags, sources = flags_with_file(by_name(flags), FLAG_DEFAULTS, config_file)
-    evaluation, given = _run(flags, environment, rules, reporter, sources)
+        with_file, sources = flags_with_file(by_name(flags), FLAG_DEFAULTS, config_file)
+        evaluation, given = _run(with_file, environment, rules, reporter, sources)
     return config_from(evaluation, given)
 
 
@@ -309,7 +310,8 @@ def config_from(evaluation: Evaluation, flags: Mapping[str, Any] | None = None) 
     except KeyError as exc:
         raise ResolutionError(f"the rule table has no slot {exc.args[0]!r}, a field of ResolvedConfig") from None
     # The decided fields come first, in order, then flags, provenance and notes (resolver.config).
-    return ResolvedConfig(*decided, flags, ProvenanceView(_CONFIG_FIELDS, evaluation.provenance), evaluation.notes)
+    # mypy lets a star of unknown length fill every field, leaving none for the three after it
+    return ResolvedConfig(*decided, flags, ProvenanceView(_CONFIG_FIELDS, evaluation.provenance), evaluation.notes)  # type: ignore[call-arg]
 
 
 _decided_values = operator.itemgetter(*_CONFIG_FIELDS)

@@ -222,7 +222,7 @@ class Evaluator:
             self._runs += 1
             if self._runs == 2:  # a second run: from now on, the generated code
                 self._generated = self._generate()
-        given: dict[str, Choice | None] = {}  # inputs the caller left out: their defaults
+        given: dict[str, None] = {}  # inputs the caller left out: their defaults
         if not self._other_input_set <= values.keys():
             for slot in self._other_inputs:
                 if slot not in values:
@@ -264,7 +264,7 @@ class Evaluator:
         values: dict[str, Any],
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
         reporter: Reporter | None,
-        given: dict[str, Choice | None],
+        given: Mapping[str, None],
     ) -> Evaluation:
         """The reference evaluation: each slot's closure, then the stage's checks and verification."""
         stages = self._stages

@@ -7,7 +7,7 @@ loads no rule machinery.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from resolver.errors import ResolutionError
@@ -88,9 +88,12 @@ def flag_inputs(
     if values is None:
         values = dict(DEFAULT_INPUTS)
     given: dict[str, Any] = {}
+    pairs: Iterable[tuple[tuple[str, str, Any, bool, Any], Any]]
     if type(flags) is tuple:
         pairs = zip(_FAST, flags, strict=True)
     else:
+        # a Mapping: callers pass a plain tuple or a mapping (the exact type test is the fast path,
+        # and mypy does not narrow the union on it)
         pairs = ((fast, flags.get(fast[0], fast[2])) for fast in _FAST)  # type: ignore[union-attr]
     for (name, slot, default, lowercase, _), value in pairs:
         if value is default:

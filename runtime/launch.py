@@ -85,8 +85,8 @@ def launch(
         config = resolver.resolve(
             **flags, environment=environment, rules=rules, config_file=config_file, reporter=reporter
         )
-        strategy = build(config, **options)
-    return strategy.launch(fn, *args, **kwargs)
+        built = build(config, **options)  # `strategy` is the flag's name
+    return built.launch(fn, *args, **kwargs)
 
 
 def _run_checked_worker(

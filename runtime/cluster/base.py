@@ -10,7 +10,7 @@ machine's ``main_port = None``: a free port picked at launch) falls back to ``MA
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from resolver.functions import InvalidInput, port_from_job_id  # the rules' functions: one formula each
@@ -37,7 +37,7 @@ class ClusterEnvironment:
     job_id_variable: ClassVar[str | None] = None
     #: How the port is derived from the job id: the function the cluster's rule in
     #: ``rules/37-rendezvous.toml`` calls, so that the runtime and the resolver agree.
-    job_id_port: ClassVar[Callable[[str], int]] = staticmethod(port_from_job_id)
+    job_id_port: ClassVar[staticmethod[[str], int]] = staticmethod(port_from_job_id)
 
     def __init__(self, config: ResolvedConfig, environ: Mapping[str, str] | None = None) -> None:
         self.config = config

@@ -374,19 +374,20 @@ def _splits(
                 f"{name}_split_sizes (rows for each rank)"
             )
         return [rows // size] * size, None
-    values = [as_rank(v) for v in sizes] if isinstance(sizes, Sequence) and not isinstance(sizes, str) else None
-    if values is None or any(v is None or v < 0 for v in values):
+    ranks = [as_rank(v) for v in sizes] if isinstance(sizes, Sequence) and not isinstance(sizes, str) else None
+    values = [v for v in ranks if v is not None and v >= 0] if ranks is not None else []
+    if ranks is None or len(values) != len(ranks):
         return [], CollectiveArgumentTypeError(
             f"{where}_split_sizes must be a list of integers >= 0 (rows for each rank), "
             f"got {type_name(sizes)} {sizes!r}\n"
             "  hint: pass one row count per rank of the group, or None for equal parts"
         )
-    if len(values) != size or sum(values) != rows:  # type: ignore[arg-type]
+    if len(values) != size or sum(values) != rows:
         return [], CollectiveMisuseError(
-            f"{where}_split_sizes {list(sizes)} must hold one size per rank of the group ({size}) adding up to "  # type: ignore[arg-type]
+            f"{where}_split_sizes {values} must hold one size per rank of the group ({size}) adding up to "
             f"{name}.shape[0] ({rows})"
         )
-    return [int(v) for v in values if v is not None], None
+    return values, None
 
 
 def _pair_problem(output: torch.Tensor, input: torch.Tensor) -> CollectiveMisuseError | None:  # noqa: A002

@@ -128,7 +128,7 @@ class TorchCollective(Collective):
             self.socket_interface = apply_gloo_interface(master_addr)
             if self.socket_interface is not None:
                 _log.info("rank %d: %s", rank, self.socket_interface.describe())
-        store = rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
+        store: dist.Store = rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
         if attempt is not None:
             # torchrun's agent hosts the store and keeps it across restarts: an attempt's keys (arrivals,

@@ -32,6 +32,19 @@ STEPS = (
 OK, FAIL, SKIP = "ok", "fail", "skip"
 
 
+# Typed converters: with a bare ``tuple`` converter, type checkers cannot tell what a field accepts.
+def _ranks(ranks: Iterable[int]) -> tuple[int, ...]:
+    return tuple(ranks)
+
+
+def _hosts(hosts: Iterable[str]) -> tuple[str, ...]:
+    return tuple(hosts)
+
+
+def _figures(figures: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return tuple(figures)
+
+
 @attrs.frozen
 class Check:
     """One check's outcome as one rank saw it (or, merged, as the run saw it).
@@ -44,12 +57,12 @@ class Check:
     name: str
     status: str
     detail: str = ""
-    blame: tuple[int, ...] = attrs.field(default=(), converter=tuple)
-    hosts: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    blame: tuple[int, ...] = attrs.field(default=(), converter=_ranks)
+    hosts: tuple[str, ...] = attrs.field(default=(), converter=_hosts)
     fix: str = ""
     echo: bool = False
     seconds: float = 0.0
-    figures: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=tuple)
+    figures: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_figures)
     table: tuple[tuple[str, ...], ...] = attrs.field(default=(), converter=lambda rows: tuple(map(tuple, rows)))
 
     @property

@@ -286,7 +286,7 @@ def _guarded(name: str, function: Callable[..., Any], rule: MethodRule) -> Calla
         try:
             result = function(self, *args, **kwargs)
         except BaseException as exc:
-            if rule.after_on_error:
+            if rule.after_on_error and rule.after is not None:
                 rule.after(self, None)
             if rule.every_rank:
                 _raise_if_a_peer_did_not_come(self, name, exc)

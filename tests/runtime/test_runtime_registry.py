@@ -80,7 +80,7 @@ def test_an_unknown_strategy_name_lists_the_registered_ones() -> None:
         ("horovod", "horovod", "scripts/build-horovod.sh"),
     ],
 )
-def test_strategies_of_engines_that_are_not_installed_say_what_to_install(strategy: str, package: str, fix: str) -> None:
+def test_strategies_of_engines_not_installed_say_what_to_install(strategy: str, package: str, fix: str) -> None:
     if importlib.util.find_spec(package) is not None:
         pytest.skip(f"{package} is installed here")
     with pytest.raises(runtime.MissingDependencyError) as error:
