@@ -152,7 +152,8 @@ def _run(args: argparse.Namespace) -> int:
         import runtime
     except ImportError as exc:
         print(
-            f"error: `resolver run` needs the runtime (torch): {exc}\n  = help: pip install 'resolver[runtime]'",
+            f"error: `resolver run` needs the runtime (torch): {exc}\n"
+            "  = help: pip install 'training-flag-resolver[runtime]'",
             file=sys.stderr,
         )
         return EXIT_ERROR
@@ -198,7 +199,8 @@ def _check(args: argparse.Namespace) -> int:
         from runtime.preflight import check_config
     except ImportError as exc:
         print(
-            f"error: `resolver check` needs the runtime (torch): {exc}\n  = help: pip install 'resolver[runtime]'",
+            f"error: `resolver check` needs the runtime (torch): {exc}\n"
+            "  = help: pip install 'training-flag-resolver[runtime]'",
             file=sys.stderr,
         )
         return EXIT_ERROR

@@ -22,7 +22,11 @@ from resolver.config import get_converter
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
 
-__all__ = ["ENV_SCHEMA_VERSION", "EnvReport", "collect", "mask_variables", "resolver_version"]
+__all__ = ["DISTRIBUTION", "ENV_SCHEMA_VERSION", "EnvReport", "collect", "mask_variables", "resolver_version"]
+
+#: The name pip installs this project by (``pyproject.toml``); it ships the packages ``resolver`` and
+#: ``runtime``. (``resolver`` on the package index is an unrelated project.)
+DISTRIBUTION = "training-flag-resolver"
 
 #: Bumped whenever a key of ``resolver env --format json`` changes meaning or disappears.
 ENV_SCHEMA_VERSION = 1
@@ -151,7 +155,7 @@ def _shown(value: Any) -> str:
 def resolver_version() -> str:
     """The installed distribution's version, or the package's own when run from a source tree."""
     try:
-        return importlib.metadata.version("resolver")
+        return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         from resolver import __version__
 

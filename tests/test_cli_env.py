@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_support import python_without_torch, run_resolver
 
-from resolver.envreport import is_secret_name, mask_variables
+from resolver.envreport import DISTRIBUTION, is_secret_name, mask_variables
 
 SECRETS = {
     "RESOLVER_API_KEY": "sk-live-4242",
@@ -31,7 +31,7 @@ def test_version_flag_prints_the_installed_version():
     assert result.returncode == 0, result.stderr
     from importlib.metadata import version
 
-    assert result.stdout.strip() == f"resolver {version('resolver')}"
+    assert result.stdout.strip() == f"resolver {version(DISTRIBUTION)}"
 
 
 def test_env_text_report_has_every_section():
@@ -42,7 +42,7 @@ def test_env_text_report_has_every_section():
     fields = {k.strip(): v.strip() for k, v in fields.items()}
     from importlib.metadata import version
 
-    assert fields["resolver"] == version("resolver")
+    assert fields["resolver"] == version(DISTRIBUTION)
     assert fields["Python"].startswith(".".join(map(str, sys.version_info[:3])))
     assert fields["OS"]
     import torch

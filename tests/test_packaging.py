@@ -22,8 +22,20 @@ def wheel(tmp_path_factory) -> Path:
         capture_output=True,
         timeout=300,
     )
-    (found,) = out.glob("resolver-*.whl")
+    (found,) = out.glob("training_flag_resolver-*.whl")
     return found
+
+
+def test_wheel_is_named_for_the_project_and_typed(wheel):
+    """pip installs it as DISTRIBUTION (never the index's unrelated `resolver`), and users' type
+    checkers read the annotations of both packages (PEP 561's marker file)."""
+    from resolver.envreport import DISTRIBUTION
+
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    assert "resolver/py.typed" in names and "runtime/py.typed" in names
+    (metadata,) = (n for n in names if n.endswith(".dist-info/METADATA"))
+    assert f"Name: {DISTRIBUTION}" in archive.read(metadata).decode().splitlines()
 
 
 def test_wheel_contains_every_rule_file(wheel):

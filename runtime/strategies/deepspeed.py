@@ -1,6 +1,6 @@
 """DeepSpeed ZeRO (stages 1-3, CPU/NVMe offload) on an engine that wraps the module and optimizer.
 
-DeepSpeed is an optional extra (``pip install 'resolver[deepspeed]'``); this module imports it
+DeepSpeed is an optional extra (``pip install 'training-flag-resolver[deepspeed]'``); this module imports it
 only when a strategy is set up. On CUDA it communicates with nccl, on the CPU with gloo (over
 the process group the collective made).
 """
@@ -28,7 +28,7 @@ from runtime.strategies.options import StrategyOptions
 __all__ = ["INSTALL", "DeepSpeedOptions", "DeepSpeedStrategy"]
 
 #: How to get DeepSpeed for this project.
-INSTALL = "pip install 'resolver[deepspeed]'  (or: pip install deepspeed)"
+INSTALL = "pip install 'training-flag-resolver[deepspeed]'  (or: pip install deepspeed)"
 
 
 def _config_source(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

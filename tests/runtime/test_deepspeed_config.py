@@ -110,7 +110,7 @@ def test_without_deepspeed_build_names_the_install_command(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert "strategy 'deepspeed' needs deepspeed, which is not installed" in done.stdout
-    assert "pip install 'resolver[deepspeed]'" in done.stdout
+    assert "pip install 'training-flag-resolver[deepspeed]'" in done.stdout
     assert importlib.util.find_spec("runtime") is not None
 
 

@@ -58,5 +58,5 @@ def test_resolver_run_without_torch_says_what_to_install(tmp_path: Path) -> None
 
     assert done.returncode != 0
     assert "error: `resolver run` needs the runtime (torch)" in done.stderr
-    assert "pip install 'resolver[runtime]'" in done.stderr
+    assert "pip install 'training-flag-resolver[runtime]'" in done.stderr
     assert "RANK-ENV" not in done.stdout
