@@ -50,14 +50,20 @@ def _leftovers(timeout: str) -> list[str]:
 
 def _check(*args: str, timeout: str, env: dict[str, str] | None = None, limit: float = 120):
     """``resolver check ... --timeout timeout --format json``: (exit code, report, stderr, seconds)."""
-    temp_before = set(Path(tempfile.gettempdir()).glob("resolver-check-*"))
+    # A temporary folder of its own: what another run on this machine writes to /tmp is not this check's
+    temp = Path(tempfile.mkdtemp(prefix="check-test-"))
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", *args,
-                           "--timeout", timeout, "--format", "json"],
-                          capture_output=True, text=True, env=env or _env(), timeout=limit)  # fmt: skip
-    seconds = time.monotonic() - start
+    try:
+        done = subprocess.run([sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", *args,
+                               "--timeout", timeout, "--format", "json"],
+                              capture_output=True, text=True, env={**(env or _env()), "TMPDIR": str(temp)},
+                              timeout=limit)  # fmt: skip
+        seconds = time.monotonic() - start
+        left = sorted(path.name for path in temp.glob("resolver-check-*"))
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
     assert _leftovers(timeout) == [], "rank processes left behind"
-    assert set(Path(tempfile.gettempdir()).glob("resolver-check-*")) <= temp_before, "files left behind"
+    assert left == [], f"files left behind: {left}"
     report = json.loads(done.stdout) if done.stdout.strip().startswith("{") else None
     return done.returncode, report, done.stderr, seconds
 
