@@ -231,10 +231,6 @@ class ResolvedConfig:
 
         return cls.from_dict(json.loads(text))
 
-    @property
-    def is_distributed(self) -> bool:
-        return self.world_size > 1
-
     def summary(self) -> str:
         """The one-line form ``resolver run`` prints."""
         parts = [
@@ -299,9 +295,3 @@ def get_converter() -> cattrs.Converter:
         is_provenance_map, lambda m: {k: conv.unstructure(v, Provenance) for k, v in m.items()}
     )
     return conv
-
-
-def __getattr__(name: str) -> Any:
-    if name == "converter":  # kept for callers of the old module attribute; builds on first use
-        return get_converter()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -187,10 +187,6 @@ class Environment:
             **{**self.facts, **facts},
         )
 
-    def with_variables(self, **variables: str) -> Environment:
-        """A copy with extra (or replaced) variables."""
-        return self.replace(variables={**self.variables, **variables})
-
     # -- what the rules read ----------------------------------------------------------------------
 
     def inputs(self, table: CompiledTable) -> tuple[dict[str, Any], dict[str, Provenance]]:

@@ -89,14 +89,6 @@ def _membership(slot: str, members: frozenset[Any], inside: bool, *, none_tested
     return not_member
 
 
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
 @attrs.frozen
 class OperandContext:
     """What an operator may consult while checking its operand: the domains, and the slot's own

@@ -46,9 +46,6 @@ class ProvenanceMap(Mapping[str, Provenance]):
             self._known = self._evaluator.replay(self._values, self._given or {})
         return self._known
 
-    def record(self, slot: str, provenance: Provenance) -> None:
-        self._done[slot] = provenance
-
     def __getitem__(self, slot: str) -> Provenance:
         found = self._done.get(slot)
         if found is not None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from resolver.functions import first_host
 from runtime.cluster.base import ClusterEnvironment
-from runtime.cluster.hostlist import first_host
 from runtime.errors import RuntimeConfigError
 from runtime.registry import register_cluster_environment
 
