@@ -18,7 +18,7 @@ from resolver.table import Slot
 if TYPE_CHECKING:
     import networkx as nx
 
-    from resolver.loading import TableData
+    from resolver.table import TableData
 
 __all__ = ["CompiledRule", "CompiledTable", "DomainRef", "StagePlan", "Template", "compile_table"]
 
@@ -98,12 +98,6 @@ class CompiledRule:
     def kind(self) -> str:
         return "conflict" if self.conflict is not None else ("set" if self.sets else "note")
 
-    def fires(self, values: Mapping[str, Any]) -> bool:
-        for condition in self.when:
-            if not condition.predicate(values):
-                return False
-        return True
-
 
 @attrs.frozen
 class StagePlan:
@@ -127,9 +121,6 @@ class CompiledTable:
     #: The ``var.NAME`` slots the rules read, mapped to the environment variable NAME.
     variables: Mapping[str, str]
     files: tuple[str, ...] = ()
-
-    def stage_of(self, slot: str) -> str:
-        return self.slots[slot].stage
 
     @property
     def functions(self) -> frozenset[str]:

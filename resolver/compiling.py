@@ -18,9 +18,8 @@ from resolver.compiler import CompiledRule, CompiledTable, StagePlan, Template
 from resolver.conditions import OPERATORS, Call, Condition, Const, InvalidOperand, OperandContext, Ref, ValueExpr
 from resolver.errors import RuleTableError
 from resolver.functions import call_problem
-from resolver.loading import RawRule, TableData
 from resolver.suggest import did_you_mean
-from resolver.table import VARIABLE_PREFIX, Slot
+from resolver.table import VARIABLE_PREFIX, RawRule, Slot, TableData
 
 if TYPE_CHECKING:
     import networkx as nx
