@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from resolver.cache import cached_table
-from resolver.compiler import CompiledTable, compile_table
+from resolver.compiler import CompiledTable
 from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment, InputPlan
@@ -75,7 +75,8 @@ def compile_sources(sources: Sequence[RuleSource]) -> CompiledTable:
 
 
 def _compile_with_flags(sources: Sequence[RuleSource]) -> CompiledTable:
-    from resolver.loading import load_sources  # parsing and checking: only when compiling
+    from resolver.compiling import compile_table  # parsing, checking, compiling: only on a cache miss
+    from resolver.loading import load_sources
 
     return compile_table(load_sources([flag_rules_source(), *sources]))
 
