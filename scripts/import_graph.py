@@ -3,7 +3,7 @@
 
 The graph is grimp's (every ``import`` statement, those inside functions included; imports under
 ``if TYPE_CHECKING:`` are left out, since they never run), plus the dynamic imports: a string
-literal in a module that names another module of the two packages (``importlib.import_module``
+literal in a module that names a submodule of the two packages (``importlib.import_module``
 targets, the lazy ``__getattr__`` tables, the registries' built-in module lists) counts as an
 arrow to that module.
 
@@ -81,7 +81,7 @@ def _dynamic_imports(root: Path, module: str, modules: set[str]) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             name = node.value.split(":", 1)[0]  # "module:Class" names a module too
-            if name in modules:
+            if "." in name and name in modules:  # a bare "resolver" is more often a word (a folder's name)
                 found.add(name)
     return found
 
