@@ -195,7 +195,7 @@ def write_entry(directory: str, path: str, data: Callable[[BinaryIO], None], pat
 
 def _key_material(sources: Sequence[RuleSource], fingerprint: str) -> tuple[str, ...]:
     """Everything a compiled table depends on, as the entry stores it."""
-    from resolver import __version__
+    from resolver._version import __version__
 
     parts = [f"format={CACHE_FORMAT}", f"engine={__version__}", f"python={sys.version}", f"flags={fingerprint}"]
     for source in sources:

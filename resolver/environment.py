@@ -232,7 +232,7 @@ class Environment:
         installing a package into the running process, say).
         """
         if table is None:
-            from resolver.api import builtin_table
+            from resolver.rule_tables import builtin_table
 
             table = builtin_table()
         env = os.environ if environ is None else environ

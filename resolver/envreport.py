@@ -153,7 +153,7 @@ def resolver_version() -> str:
     try:
         return importlib.metadata.version("resolver")
     except importlib.metadata.PackageNotFoundError:
-        from resolver import __version__
+        from resolver._version import __version__
 
         return __version__
 
