@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from resolver.cache import cached_table
+from resolver.cache import cached_table, compile_code
 from resolver.compiler import CompiledTable
 from resolver.engine import Evaluator
 from resolver.errors import ResolutionError
@@ -77,7 +77,7 @@ def _compile_with_flags(sources: Sequence[RuleSource]) -> CompiledTable:
 
 @functools.lru_cache(maxsize=1)
 def _builtin_evaluator() -> Evaluator:
-    return Evaluator(load_rules())
+    return Evaluator(load_rules(), compile_code=compile_code)
 
 
 def builtin_table() -> CompiledTable:
@@ -87,7 +87,7 @@ def builtin_table() -> CompiledTable:
 
 @functools.lru_cache(maxsize=16)
 def _evaluator_for(files: tuple[tuple[str, int, int], ...]) -> Evaluator:
-    return Evaluator(load_rules([f for f, _, _ in files]))
+    return Evaluator(load_rules([f for f, _, _ in files]), compile_code=compile_code)
 
 
 def _evaluator(rules: RulesArg) -> Evaluator:
@@ -125,7 +125,7 @@ _TABLE_EVALUATORS: dict[int, tuple[CompiledTable, Evaluator]] = {}
 def _table_evaluator(table: CompiledTable) -> Evaluator:
     cached = _TABLE_EVALUATORS.get(id(table))
     if cached is None or cached[0] is not table:
-        cached = (table, Evaluator(table))
+        cached = (table, Evaluator(table, compile_code=compile_code))
         _TABLE_EVALUATORS[id(table)] = cached
     return cached[1]
 
