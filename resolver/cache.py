@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from resolver.compiler import CompiledRule, CompiledTable, Template
 from resolver.conditions import Condition
-from resolver.functions import FUNCTIONS
+from resolver.function_registry import FUNCTIONS
 
 if TYPE_CHECKING:
     import types

@@ -32,7 +32,7 @@ from typing import Any
 
 from resolver.codewriter import Atom, Tests, Writer, atoms, write_verify
 from resolver.conditions import Call, Ref
-from resolver.functions import FUNCTIONS, READS_UNSET
+from resolver.function_registry import FUNCTIONS, READS_UNSET
 from resolver.shapes import as_number, same
 from resolver.steps import CALL, CONST, REF, Choice, verify_value
 

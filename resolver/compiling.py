@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from resolver.compiler import CompiledRule, CompiledTable, RuleNode, SlotNode, StagePlan, Template, dependency_graph
 from resolver.conditions import OPERATORS, Call, Condition, Const, InvalidOperand, OperandContext, Ref, ValueExpr
 from resolver.errors import RuleTableError
-from resolver.functions import call_problem
+from resolver.function_registry import call_problem
 from resolver.suggest import did_you_mean
 from resolver.table import VARIABLE_PREFIX, RawRule, Slot, TableData
 

@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 from resolver.codegen import CompileCode, Generated, generate
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
 from resolver.conditions import Call, NotANumber, Ref
-from resolver.config import Provenance, display
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.provenance_map import DEFAULT as _DEFAULT
 from resolver.provenance_map import ProvenanceMap
@@ -46,6 +45,7 @@ from resolver.steps import (
     tests_of,
     verify_value,
 )
+from resolver.values import Provenance, display
 
 __all__ = ["Evaluation", "Evaluator", "display"]
 

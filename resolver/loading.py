@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.config import FrozenMapping
 from resolver.errors import RuleTableError
 from resolver.table import FLAGS_SOURCE_NAME, Domain, RawRule, RuleCase, RuleSource, Slot, TableData, toml_key_pattern
+from resolver.values import FrozenMapping
 
 if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files are loaded
     from resolver.schema import SchemaProblem, SlotSpec

@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
-from resolver.config import display
 from resolver.shapes import ANY, TYPE_NAMES, TYPE_TESTS, NotANumber, Shape, as_number, is_int, same
+from resolver.values import display
 
 __all__ = [
     "CONDITION_OPS",

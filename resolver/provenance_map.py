@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from resolver.config import Provenance
+from resolver.values import Provenance
 
 if TYPE_CHECKING:
     from resolver.engine import Evaluator

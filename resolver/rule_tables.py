@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import resolver.functions  # noqa: F401 - importing it registers the built-in functions the rules call
 from resolver.cache import cached_table, compile_code
 from resolver.compiler import CompiledTable
 from resolver.engine import Evaluator

@@ -37,6 +37,7 @@ ENGINE = frozenset(
         "conditions",
         "engine",
         "errors",
+        "function_registry",
         "integers",
         "loading",
         "operators",
