@@ -56,7 +56,8 @@ def _to_tuple(items: Iterable[Any]) -> tuple[Any, ...]:
 class ResolvedConfig:
     """Everything the runtime needs to build a strategy, decided and frozen.
 
-    Field names and values are the public vocabulary (see ``docs/vocabulary.md``).
+    Field names and values are the public vocabulary: each field is a slot of the rule table, and
+    ``docs/rules.md`` (generated from ``rules/*.toml``) shows the rules that decide it.
     ``provenance`` maps each field to the :class:`Provenance` of its value; ``notes`` holds the
     explained choices made on the user's behalf (e.g. one GPU in a notebook).
     """
