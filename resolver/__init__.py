@@ -56,7 +56,7 @@ _HOMES = {
 
 __all__ = sorted(_HOMES)
 
-__version__ = "0.1.0"
+from resolver._version import __version__ as __version__  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-import functools
 import operator
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from resolver.cache import cached_table
-from resolver.compiler import CompiledTable, compile_table
 from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
 from resolver.engine import Evaluation, Evaluator
 from resolver.environment import Environment, InputPlan
 from resolver.errors import ResolutionError
 from resolver.flag_values import DEFAULT_INPUTS, by_name, flag_inputs, given_flags
-from resolver.flags import FLAG_DEFAULTS, FLAGS, flag_rules_source, flags_fingerprint
-from resolver.table import RuleSource, read_folder, read_sources
+from resolver.flags import FLAG_DEFAULTS, FLAGS
+from resolver.rule_tables import (
+    NO_VALUE,
+    RulesArg,
+    _evaluator,
+    builtin_rules_dir,
+    builtin_table,
+    compile_sources,
+    load_rules,
+    removed_flag_error,
+)
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from resolver.flagsfile import FlagsFile
     from resolver.reporter import Reporter
 
@@ -28,6 +32,7 @@ __all__ = [
     "FLAG_DEFAULTS",
     "builtin_rules_dir",
     "builtin_table",
+    "compile_sources",
     "given_flags",
     "load_rules",
     "NO_VALUE",
@@ -36,136 +41,7 @@ __all__ = [
     "run_rules",
 ]
 
-RulesArg = CompiledTable | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
-
 _CONFIG_FIELDS = DECIDED_FIELDS
-
-
-def builtin_rules_dir() -> Path:
-    """The shipped rule table: inside the wheel (``resolver/_rules``) or the source tree's ``rules/``."""
-    from pathlib import Path
-
-    return Path(_builtin_folder())
-
-
-@functools.cache
-def _builtin_folder() -> str:
-    """:func:`builtin_rules_dir` as text (``os.path``: pathlib costs every process a few milliseconds)."""
-    here = os.path.dirname(os.path.realpath(__file__))
-    candidates = (os.path.join(here, "_rules"), os.path.join(os.path.dirname(here), "rules"))
-    for candidate in candidates:
-        if os.path.isdir(candidate):
-            return candidate
-    raise ResolutionError(f"the built-in rule table is missing (looked in {candidates[0]} and {candidates[1]})")
-
-
-def load_rules(extra: Iterable[str | os.PathLike[str]] = (), *, builtin: bool = True) -> CompiledTable:
-    """Load and compile the rule table: the built-in files plus ``extra`` files or folders."""
-    sources = read_folder(_builtin_folder()) if builtin else []
-    extra = list(extra)
-    if extra:
-        sources += read_sources(extra)
-    return cached_table(sources, _compile_with_flags, fingerprint=flags_fingerprint())
-
-
-def compile_sources(sources: Sequence[RuleSource]) -> CompiledTable:
-    """Compile rule texts held in memory (used by tests and tools), after the flags' own rules
-    (:func:`resolver.flags.flag_rules_source`); never cached."""
-    return _compile_with_flags(sources)
-
-
-def _compile_with_flags(sources: Sequence[RuleSource]) -> CompiledTable:
-    from resolver.loading import load_sources  # parsing and checking: only when compiling
-
-    return compile_table(load_sources([flag_rules_source(), *sources]))
-
-
-@functools.lru_cache(maxsize=1)
-def _builtin_evaluator() -> Evaluator:
-    return Evaluator(load_rules())
-
-
-def builtin_table() -> CompiledTable:
-    """The built-in rule table, loaded and compiled once per process."""
-    return _builtin_evaluator().table
-
-
-@functools.lru_cache(maxsize=16)
-def _evaluator_for(files: tuple[tuple[str, int, int], ...]) -> Evaluator:
-    return Evaluator(load_rules([f for f, _, _ in files]))
-
-
-def _evaluator(rules: RulesArg) -> Evaluator:
-    if rules is None:
-        return _builtin_evaluator()
-    if isinstance(rules, CompiledTable):
-        return _table_evaluator(rules)
-    items = (
-        [rules] if isinstance(rules, (str, os.PathLike)) else list(rules) if isinstance(rules, Iterable) else [rules]
-    )
-    wrong = [item for item in items if not isinstance(item, (str, os.PathLike))]
-    if wrong:
-        raise ResolutionError(
-            f"rules={wrong[0]!r} is not a rule file",
-            hint="pass rules as a path, a list of paths, or a table from resolver.load_rules()",
-        )
-    if not items:
-        return _builtin_evaluator()
-    from pathlib import Path
-
-    key = []
-    for item in items:
-        path = Path(item).resolve()
-        try:
-            st = path.stat()
-        except OSError as exc:
-            raise ResolutionError(f"cannot read rule file {path}: {exc.strerror}") from exc
-        key.append((str(path), st.st_mtime_ns, st.st_size))
-    return _evaluator_for(tuple(key))
-
-
-_TABLE_EVALUATORS: dict[int, tuple[CompiledTable, Evaluator]] = {}
-
-
-def _table_evaluator(table: CompiledTable) -> Evaluator:
-    cached = _TABLE_EVALUATORS.get(id(table))
-    if cached is None or cached[0] is not table:
-        cached = (table, Evaluator(table))
-        _TABLE_EVALUATORS[id(table)] = cached
-    return cached[1]
-
-
-#: The value of a removed flag given on the command line without one (``--auto-select-gpus``).
-NO_VALUE: Any = type("NoValue", (), {"__repr__": lambda self: "<no value>"})()
-
-
-def removed_flag_error(
-    table: CompiledTable, flag: str, value: Any, *, cli: bool = False, spelling: str | None = None
-) -> ResolutionError | None:
-    """The error for a removed flag (``gpus=2``), spelling out the replacement; None if not removed.
-
-    ``cli``: the command line's words (``spelling``: the option as written, ``--num_processes``);
-    ``value`` may be :data:`NO_VALUE` there, and the replacement then shows the flag's ``value_name``.
-    """
-    entry = table.removed.get(flag)
-    if entry is None:
-        return None
-    key = "cli" if cli else "python"
-    given = value is not NO_VALUE
-    if cli:
-        option = spelling or f"--{flag.replace('_', '-')}"
-        # a value the replacement does not use is not shown (`--auto-select-gpus` may have taken
-        # the next word, `resolver run`'s script, as its value)
-        shown = f"{option} {value}" if given and "{value" in str(entry.get(key, "")) else option
-    else:
-        shown = f"{flag}={value!r}"
-    text = str(value) if given else str(entry.get("value_name") or "VALUE")
-    replacement = str(entry.get(key, "")).replace("{value}", text).replace("{value!r}", repr(value) if given else text)
-    return ResolutionError(
-        f"{shown} was removed: {entry.get('why', 'it overlapped with other flags')}",
-        hint=f"use {replacement}" if replacement else None,
-        rule=f"removed.{flag}",
-    )
 
 
 _ARG_NAMES = {f"arg.{flag.name}": flag.name for flag in FLAGS}

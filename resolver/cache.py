@@ -37,14 +37,15 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from resolver.compiler import CompiledRule, CompiledTable, Template
 from resolver.conditions import Condition
-from resolver.functions import FUNCTIONS
+from resolver.function_registry import FUNCTIONS
 
 if TYPE_CHECKING:
+    import types
     from pathlib import Path
 
     from resolver.table import RuleSource
 
-__all__ = ["cache_dir", "cache_key", "cached_table", "open_entry", "private_folder", "write_entry"]
+__all__ = ["cache_dir", "cache_key", "cached_table", "compile_code", "open_entry", "private_folder", "write_entry"]
 
 #: Bump when the pickled shape of a compiled table changes.
 CACHE_FORMAT = 4
@@ -195,7 +196,7 @@ def write_entry(directory: str, path: str, data: Callable[[BinaryIO], None], pat
 
 def _key_material(sources: Sequence[RuleSource], fingerprint: str) -> tuple[str, ...]:
     """Everything a compiled table depends on, as the entry stores it."""
-    from resolver import __version__
+    from resolver._version import __version__
 
     parts = [f"format={CACHE_FORMAT}", f"engine={__version__}", f"python={sys.version}", f"flags={fingerprint}"]
     for source in sources:
@@ -334,3 +335,40 @@ def cached_table(
         table = compile_sources(sources)
         _store(directory, path, material, table)
     return table
+
+
+#: Compiled code kept per cache folder (``code-*.marshal``); the oldest are removed past this.
+MAX_CODE_ENTRIES = 32
+
+
+def compile_code(source: str, filename: str) -> types.CodeType:
+    """The generated evaluation's ``source`` (:mod:`resolver.codegen`) compiled, through the cache
+    folder: compiling costs far more than writing the source, and the same table always writes the
+    same source. An entry is executed, so it is read only from a folder and file that only this
+    user can write (:func:`open_entry`); one compiled under another ``filename`` is not used."""
+    directory = private_folder(create=True)
+    if directory is None:  # off, or a folder another user could write
+        return compile(source, filename, "exec")
+    import hashlib  # here, not at the top: a process that resolves once never generates code
+    import importlib.util
+    import marshal
+    from types import CodeType
+
+    digest = hashlib.sha256(source.encode())
+    digest.update(importlib.util.MAGIC_NUMBER + sys.version.encode())
+    path = os.path.join(directory, f"code-{digest.hexdigest()[:40]}.marshal")
+    f = open_entry(path)
+    if f is not None:
+        try:
+            with f:
+                code = marshal.load(f)
+            if isinstance(code, CodeType) and code.co_filename == filename:
+                return code
+        except (OSError, ValueError, EOFError, TypeError):
+            pass  # truncated or foreign: compile again
+    code = compile(source, filename, "exec")
+    try:
+        write_entry(directory, path, lambda out: marshal.dump(code, out), "code-*.marshal", MAX_CODE_ENTRIES)
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+    return code

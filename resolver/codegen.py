@@ -5,7 +5,8 @@ module writes the same decisions out as straight-line code: each slot's candidat
 block of ``if`` tests over local variables (a row of rules comparing one slot with constants as one
 lookup of its value), the conflict checks grouped the same way, the common operators written inline
 (:mod:`resolver.codewriter`) and the others calling the operator's test. The function is made on a
-table's second run; its compiled code is kept in the table cache's folder.
+table's second run; the resolver keeps its compiled code in the table cache's folder
+(:func:`resolver.cache.compile_code`, handed to :func:`generate`).
 
 No rule text reaches the compiler. The source is made of this module's own tokens only: every slot
 name, constant, test, function and template is a numbered name (``k3``, ``c12``, ``t7``) bound in
@@ -22,29 +23,28 @@ the precise error with provenance; so both paths always agree, and the closures 
 from __future__ import annotations
 
 import functools
-import importlib.util
-import marshal
-import os
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from types import CodeType
 from typing import Any
 
-from resolver.cache import open_entry, private_folder, write_entry
 from resolver.codewriter import Atom, Tests, Writer, atoms, write_verify
 from resolver.conditions import Call, Ref
-from resolver.functions import FUNCTIONS, READS_UNSET
+from resolver.function_registry import FUNCTIONS, READS_UNSET
 from resolver.shapes import as_number, same
 from resolver.steps import CALL, CONST, REF, Choice, verify_value
 
-__all__ = ["Generated", "generate"]
+__all__ = ["CompileCode", "Generated", "generate"]
 
 #: ``run(values, notes)``: decides every slot in place; raises on anything unusual. Which rule
 #: decided each slot is not recorded: provenance, when asked for, replays the closures.
 Generated = Callable[[dict[str, Any], list[str]], None]
+
+#: ``compile_code(source, filename)``: the generated source as a code object (compiled, or read
+#: from a cache of compiled sources).
+CompileCode = Callable[[str, str], CodeType]
 
 #: What generated source may contain: names, numbers, operators, brackets. No quote, no backslash.
 _SAFE_SOURCE = re.compile(r"[A-Za-z0-9_ \n():.,=\[\]<>!+\-]*")
@@ -55,8 +55,13 @@ def generate(
     domains: Mapping[str, frozenset[str]],
     add_note: Callable[..., None],
     render: Callable[..., Any],
+    compile_code: CompileCode | None = None,
 ) -> tuple[Generated, str]:
-    """The generated ``run`` for ``stages`` (the evaluator's stage programs) and its source."""
+    """The generated ``run`` for ``stages`` (the evaluator's stage programs) and its source.
+
+    ``compile_code(source, filename)`` compiles the source (default: :func:`compile`); the resolver
+    hands in the disk cache's (:func:`resolver.cache.compile_code`), which this engine module does
+    not import."""
     w = Writer()
     tests = Tests(w, domains)
     decided: set[str] = set()
@@ -109,45 +114,16 @@ def generate(
         FUNCTIONS=FUNCTIONS,
         __builtins__={"type": type, "isinstance": isinstance, "int": int, "str": str, "bool": bool, "tuple": tuple},
     )
-    exec(_compiled(source), namespace)  # noqa: S102 - the source holds only this module's tokens
+    code = (compile_code or _compile)(source, _FILENAME)
+    exec(code, namespace)  # noqa: S102 - the source holds only this module's tokens
     return namespace["run"], source
 
 
-#: Compiled code kept per cache folder (``code-*.marshal``); the oldest are removed past this.
-MAX_CODE_ENTRIES = 32
-
-
-def _compiled(source: str) -> CodeType:
-    """``source`` compiled, through the table cache's folder (:mod:`resolver.cache`): compiling
-    costs far more than writing the source, and the same table always writes the same source.
-    An entry is executed, so it is read only from a folder and file that only this user can write
-    (:func:`resolver.cache.open_entry`)."""
-    directory = private_folder(create=True)
-    if directory is None:  # off, or a folder another user could write
-        return compile(source, _FILENAME, "exec")
-    import hashlib  # here, not at the top: a process that resolves once never generates code
-
-    digest = hashlib.sha256(source.encode())
-    digest.update(importlib.util.MAGIC_NUMBER + sys.version.encode())
-    path = os.path.join(directory, f"code-{digest.hexdigest()[:40]}.marshal")
-    f = open_entry(path)
-    if f is not None:
-        try:
-            with f:
-                code = marshal.load(f)
-            if isinstance(code, CodeType) and code.co_filename == _FILENAME:
-                return code
-        except (OSError, ValueError, EOFError, TypeError):
-            pass  # truncated or foreign: compile again
-    code = compile(source, _FILENAME, "exec")
-    try:
-        write_entry(directory, path, lambda out: marshal.dump(code, out), "code-*.marshal", MAX_CODE_ENTRIES)
-    except OSError:
-        pass  # a cache that cannot be written only costs time
-    return code
-
-
 _FILENAME = "<resolver generated>"
+
+
+def _compile(source: str, filename: str) -> CodeType:
+    return compile(source, filename, "exec")
 
 
 def _decision(w: Writer, tests: Tests, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool) -> None:

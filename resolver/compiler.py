@@ -1,7 +1,7 @@
 """The compiled form of a rule table: what the evaluator runs and the disk cache keeps.
 
-:func:`compile_table` builds it from loaded rule files (the work is in :mod:`resolver.compiling`,
-imported only when a table is compiled, so a process served by the disk cache never loads it).
+:func:`resolver.compiling.compile_table` builds it from loaded rule files (imported only when a
+table is compiled, so a process served by the disk cache never loads it).
 """
 
 from __future__ import annotations
@@ -18,9 +18,17 @@ from resolver.table import Slot
 if TYPE_CHECKING:
     import networkx as nx
 
-    from resolver.loading import TableData
 
-__all__ = ["CompiledRule", "CompiledTable", "DomainRef", "StagePlan", "Template", "compile_table"]
+__all__ = [
+    "CompiledRule",
+    "CompiledTable",
+    "DomainRef",
+    "RuleNode",
+    "SlotNode",
+    "StagePlan",
+    "Template",
+    "dependency_graph",
+]
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.:-]+)\}")
 _DOMAIN_PLACEHOLDER = "domain:"
@@ -98,12 +106,6 @@ class CompiledRule:
     def kind(self) -> str:
         return "conflict" if self.conflict is not None else ("set" if self.sets else "note")
 
-    def fires(self, values: Mapping[str, Any]) -> bool:
-        for condition in self.when:
-            if not condition.predicate(values):
-                return False
-        return True
-
 
 @attrs.frozen
 class StagePlan:
@@ -128,25 +130,43 @@ class CompiledTable:
     variables: Mapping[str, str]
     files: tuple[str, ...] = ()
 
-    def stage_of(self, slot: str) -> str:
-        return self.slots[slot].stage
-
     @property
     def functions(self) -> frozenset[str]:
         """Names of the registered functions the rules call."""
-        return frozenset(
-            expr.fn for rule in self.rules.values() for _, expr in rule.sets if isinstance(expr, Call)
-        )
+        return frozenset(expr.fn for rule in self.rules.values() for _, expr in rule.sets if isinstance(expr, Call))
 
     def graph(self) -> nx.DiGraph:
         """The dependency graph: slot -> rule that reads it -> slot it sets (imports networkx)."""
-        from resolver.compiling import _graph
+        stage_index = {plan.name: i for i, plan in enumerate(self.stages)}
+        return dependency_graph(self.slots, self.rules.values(), stage_index)
 
-        return _graph(self.slots, self.rules.values(), {name: i for i, name in enumerate(p.name for p in self.stages)})
+
+@attrs.frozen
+class SlotNode:
+    """A slot in the dependency graph."""
+
+    slot: str
 
 
-def compile_table(data: TableData) -> CompiledTable:
-    """Compile loaded rule files (:mod:`resolver.compiling`, imported only when a table is compiled)."""
-    from resolver.compiling import compile_table as compile_data
+@attrs.frozen
+class RuleNode:
+    """A rule in the dependency graph (a rule may share its id with a slot's name)."""
 
-    return compile_data(data)
+    rule: str
+
+
+def dependency_graph(slots: Mapping[str, Slot], rules: Any, stage_index: Mapping[str, int]) -> nx.DiGraph:
+    """Slot -> rule that reads it -> slot it sets; each node carries its stage's index."""
+    import networkx as nx  # only when a table is compiled: loading from the disk cache never needs it
+
+    graph = nx.DiGraph()
+    for name, slot in slots.items():
+        graph.add_node(SlotNode(name), stage=stage_index[slot.stage])
+    for rule in rules:
+        node = RuleNode(rule.id)
+        graph.add_node(node, stage=stage_index[rule.stage])
+        for name in rule.reads:
+            graph.add_edge(SlotNode(name), node)
+        for name, _ in rule.sets:
+            graph.add_edge(node, SlotNode(name))
+    return graph

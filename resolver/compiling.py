@@ -12,51 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from resolver.compiler import CompiledRule, CompiledTable, StagePlan, Template
+from resolver.compiler import CompiledRule, CompiledTable, RuleNode, SlotNode, StagePlan, Template, dependency_graph
 from resolver.conditions import OPERATORS, Call, Condition, Const, InvalidOperand, OperandContext, Ref, ValueExpr
 from resolver.errors import RuleTableError
-from resolver.functions import call_problem
-from resolver.loading import RawRule, TableData
+from resolver.function_registry import call_problem
 from resolver.suggest import did_you_mean
-from resolver.table import VARIABLE_PREFIX, Slot
+from resolver.table import VARIABLE_PREFIX, RawRule, Slot, TableData
 
 if TYPE_CHECKING:
     import networkx as nx
 
 __all__ = ["compile_table"]
-
-
-@attrs.frozen
-class SlotNode:
-    """A slot in the dependency graph."""
-
-    slot: str
-
-
-@attrs.frozen
-class RuleNode:
-    """A rule in the dependency graph (a rule may share its id with a slot's name)."""
-
-    rule: str
-
-
-
-def _graph(slots: Mapping[str, Slot], rules: Any, stage_index: Mapping[str, int]) -> nx.DiGraph:
-    import networkx as nx  # only when a table is compiled: loading from the disk cache never needs it
-
-    graph = nx.DiGraph()
-    for name, slot in slots.items():
-        graph.add_node(SlotNode(name), stage=stage_index[slot.stage])
-    for rule in rules:
-        node = RuleNode(rule.id)
-        graph.add_node(node, stage=stage_index[rule.stage])
-        for name in rule.reads:
-            graph.add_edge(SlotNode(name), node)
-        for name, _ in rule.sets:
-            graph.add_edge(node, SlotNode(name))
-    return graph
 
 
 def _sort_key(graph: nx.DiGraph) -> Any:
@@ -88,7 +54,7 @@ def compile_table(data: TableData) -> CompiledTable:
 
     import networkx as nx
 
-    graph = _graph(slots, rules, stage_index)
+    graph = dependency_graph(slots, rules, stage_index)
     by_id = {rule.id: rule for rule in rules}
     try:
         cycle = nx.find_cycle(graph)
@@ -314,8 +280,12 @@ class _RuleCompiler:
                         raise raw.error("function arguments are slot names, { const = value } or { domain = name }")
                 problem = call_problem(
                     expr["fn"],
-                    [("slot", self.data.slots[a.slot].type if a.slot in self.data.slots else "str")
-                     if isinstance(a, Ref) else ("const", a.value) for a in args],
+                    [
+                        ("slot", self.data.slots[a.slot].type if a.slot in self.data.slots else "str")
+                        if isinstance(a, Ref)
+                        else ("const", a.value)
+                        for a in args
+                    ],
                 )
                 if problem is not None:
                     raise raw.error(problem)

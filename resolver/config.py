@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+
+from resolver.values import FrozenMapping, Provenance, ProvenanceView, display
 
 if TYPE_CHECKING:
     import cattrs
@@ -20,93 +22,6 @@ __all__ = [
     "display",
     "get_converter",
 ]
-
-
-def display(value: Any, *, quoted: bool = False) -> str:
-    """A value as people read it: tuples as lists, booleans lowercase, mappings as ``{k=v}``.
-
-    Text is bare in messages; ``quoted=True`` (the generated rule docs) quotes it and writes
-    ``None`` as ``none``, so ``"4"`` and ``4`` read differently.
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return "[" + ", ".join(display(v, quoted=quoted) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}={display(v, quoted=quoted)}" for k, v in value.items()) + "}"
-    if quoted and isinstance(value, str):
-        return repr(value)
-    if quoted and value is None:
-        return "none"
-    return str(value)
-
-
-class FrozenMapping(Mapping[str, Any]):
-    """An immutable, hashable mapping (used for ``strategy_options``)."""
-
-    __slots__ = ("_data", "_hash")
-
-    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        self._data: dict[str, Any] = dict(sorted(data.items())) if data else {}
-        self._hash: int | None = None
-
-    @classmethod
-    def of_sorted(cls, data: dict[str, Any]) -> FrozenMapping:
-        """A mapping of ``data``, a dict already sorted by key that no one else keeps (not copied)."""
-        made = object.__new__(cls)
-        made._data = data
-        made._hash = None
-        return made
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(tuple(self._data.items()))
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Mapping):
-            return dict(self._data) == dict(other)
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"FrozenMapping({self._data!r})"
-
-
-class ProvenanceView(Mapping[str, "Provenance"]):
-    """The provenance of named fields, looked up (and built) only when read."""
-
-    __slots__ = ("_names", "_source")
-
-    def __init__(self, names: tuple[str, ...], source: Mapping[str, Provenance]) -> None:
-        self._names = names
-        self._source = source
-
-    def __getitem__(self, key: str) -> Provenance:
-        if key not in self._names:
-            raise KeyError(key)
-        return self._source[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __repr__(self) -> str:
-        return f"ProvenanceView({dict(self)!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled as what it shows (a config sent to another process): the evaluator it reads from stays here.
-        return (FrozenMapping, (dict(self),))
 
 
 def _to_frozen_mapping(value: Mapping[str, Any] | None) -> FrozenMapping:
@@ -133,38 +48,6 @@ def _to_provenance_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]
 
 def _to_tuple(items: Iterable[Any]) -> tuple[Any, ...]:
     return items if type(items) is tuple else tuple(items)
-
-
-@attrs.frozen
-class Provenance:
-    """Where a resolved value came from.
-
-    ``kind`` is one of ``flag`` (an argument of ``resolve()`` / a CLI flag), ``flags_file`` (a
-    value read from a flags file, ``--config``; ``source`` starts with the file's path), ``variable`` (an
-    override environment variable), ``environment`` (a fact of the machine or cluster),
-    ``rule`` (a rule of the table decided it) or ``default``. ``source`` names the flag, variable
-    or fact; ``rule`` and ``why`` name the rule that decided it, and ``inputs`` lists the
-    ``(slot, value)`` facts that rule read.
-    """
-
-    kind: str
-    source: str | None = None
-    rule: str | None = None
-    why: str | None = None
-    inputs: tuple[tuple[str, Any], ...] = ()
-
-    def describe(self) -> str:
-        """One human line: ``flag devices=2``, ``rule accelerator.auto.cpu: ...``."""
-        if self.kind in ("flag", "variable", "environment", "flags_file") and self.source:
-            text = f"{self.kind.replace('_', ' ')} {self.source}"
-            if self.rule and self.why:
-                text += f" (rule {self.rule}: {self.why})"
-            return text
-        if self.kind == "default":
-            return f"default (rule {self.rule}: {self.why})" if self.rule and self.why else "default"
-        if self.rule:
-            return f"rule {self.rule}: {self.why}" if self.why else f"rule {self.rule}"
-        return self.kind if not self.source else f"{self.kind} {self.source}"
 
 
 #: Not slotted: every ``resolve()`` builds one, and attrs fills an instance dict faster than it
@@ -233,10 +116,6 @@ class ResolvedConfig:
 
         return cls.from_dict(json.loads(text))
 
-    @property
-    def is_distributed(self) -> bool:
-        return self.world_size > 1
-
     def summary(self) -> str:
         """The one-line form ``resolver run`` prints."""
         parts = [
@@ -301,9 +180,3 @@ def get_converter() -> cattrs.Converter:
         is_provenance_map, lambda m: {k: conv.unstructure(v, Provenance) for k, v in m.items()}
     )
     return conv
-
-
-def __getattr__(name: str) -> Any:
-    if name == "converter":  # kept for callers of the old module attribute; builds on first use
-        return get_converter()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

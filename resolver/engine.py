@@ -23,10 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from resolver.codegen import Generated, generate
+from resolver.codegen import CompileCode, Generated, generate
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
 from resolver.conditions import Call, NotANumber, Ref
-from resolver.config import Provenance, display
 from resolver.errors import ConflictError, ResolutionError, Side
 from resolver.provenance_map import DEFAULT as _DEFAULT
 from resolver.provenance_map import ProvenanceMap
@@ -46,6 +45,7 @@ from resolver.steps import (
     tests_of,
     verify_value,
 )
+from resolver.values import Provenance, display
 
 __all__ = ["Evaluation", "Evaluator", "display"]
 
@@ -100,8 +100,10 @@ class Evaluation:
 class Evaluator:
     """Evaluates one compiled table; build once per table, call :meth:`run` per resolution."""
 
-    def __init__(self, table: CompiledTable) -> None:
+    def __init__(self, table: CompiledTable, *, compile_code: CompileCode | None = None) -> None:
+        """``compile_code`` compiles the generated evaluation's source (:func:`resolver.codegen.generate`)."""
         self.table = table
+        self._compile_code = compile_code
         self._stage_classes: dict[str, type] = {}
         #: Inputs are given by the caller; a missing one takes its slot's default.
         self._input_slots = frozenset(table.stages[0].slots) if table.stages else frozenset()
@@ -241,7 +243,9 @@ class Evaluator:
     def _generate(self) -> Generated | None:
         """The generated evaluation; None (the closures go on deciding) if it cannot be made."""
         try:
-            run, self.generated_source = generate(self._stages, self.table.domains, self._add_note, self.render)
+            run, self.generated_source = generate(
+                self._stages, self.table.domains, self._add_note, self.render, self._compile_code
+            )
         except Exception:  # noqa: BLE001 - only speed is lost; tests/test_codegen.py makes sure it is not
             return None
         return run

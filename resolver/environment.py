@@ -187,10 +187,6 @@ class Environment:
             **{**self.facts, **facts},
         )
 
-    def with_variables(self, **variables: str) -> Environment:
-        """A copy with extra (or replaced) variables."""
-        return self.replace(variables={**self.variables, **variables})
-
     # -- what the rules read ----------------------------------------------------------------------
 
     def inputs(self, table: CompiledTable) -> tuple[dict[str, Any], dict[str, Provenance]]:
@@ -236,7 +232,7 @@ class Environment:
         installing a package into the running process, say).
         """
         if table is None:
-            from resolver.api import builtin_table
+            from resolver.rule_tables import builtin_table
 
             table = builtin_table()
         env = os.environ if environ is None else environ

@@ -157,7 +157,7 @@ def resolver_version() -> str:
     try:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
-        from resolver import __version__
+        from resolver._version import __version__
 
         return __version__
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from resolver.config import Provenance
+    from resolver.values import Provenance
 
 __all__ = ["ConflictError", "ResolutionError", "RuleTableError", "Side", "format_value"]
 

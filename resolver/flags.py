@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from resolver.table import RuleSource
+from resolver.table import FLAGS_SOURCE_NAME, RuleSource
 
 __all__ = [
     "FLAGS",
@@ -27,9 +27,6 @@ __all__ = [
     "flag_rules_source",
     "flags_fingerprint",
 ]
-
-#: The name the generated rules carry in messages and in ``docs/rules.md``.
-FLAGS_SOURCE_NAME = "<flags: resolver/flags.py>"
 
 
 @attrs.frozen(kw_only=True)

@@ -167,7 +167,7 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
     Raises :class:`ResolutionError` naming the file (and line) for anything it cannot use.
     """
     if names is None:
-        from resolver.api import FLAG_DEFAULTS
+        from resolver.flags import FLAG_DEFAULTS
 
         names = FLAG_DEFAULTS
     known = tuple(names)
@@ -235,7 +235,7 @@ def _key(key: str, table: str | None) -> str:
 
 def _check_removed(path: str, text: str, key: str, value: Any, table: str | None) -> None:
     """A removed flag (``gpus = 2``) is refused as ``resolve()`` refuses it, naming its replacement."""
-    from resolver.api import builtin_table, removed_flag_error
+    from resolver.rule_tables import builtin_table, removed_flag_error
 
     error = removed_flag_error(builtin_table(), key, value)
     if error is not None:

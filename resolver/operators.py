@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
-from resolver.config import display
 from resolver.shapes import ANY, TYPE_NAMES, TYPE_TESTS, NotANumber, Shape, as_number, is_int, same
+from resolver.values import display
 
 __all__ = [
     "CONDITION_OPS",
@@ -87,14 +87,6 @@ def _membership(slot: str, members: frozenset[Any], inside: bool, *, none_tested
             return True
 
     return not_member
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 @attrs.frozen

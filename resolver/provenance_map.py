@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from resolver.config import Provenance
+from resolver.values import Provenance
 
 if TYPE_CHECKING:
     from resolver.engine import Evaluator
@@ -45,9 +45,6 @@ class ProvenanceMap(Mapping[str, Provenance]):
         if self._known is None:
             self._known = self._evaluator.replay(self._values, self._given or {})
         return self._known
-
-    def record(self, slot: str, provenance: Provenance) -> None:
-        self._done[slot] = provenance
 
     def __getitem__(self, slot: str) -> Provenance:
         found = self._done.get(slot)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from resolver.config import Provenance
 from resolver.errors import ResolutionError
+from resolver.values import Provenance
 
 __all__ = ["RecordingReporter", "Reporter"]
 

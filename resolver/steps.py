@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 from resolver.compiler import CompiledRule, CompiledTable, Template
 from resolver.conditions import Call, Condition, Const, NotANumber, Ref, ValueExpr
-from resolver.config import FrozenMapping
 from resolver.errors import ResolutionError
-from resolver.functions import FUNCTIONS, READS_UNSET, InvalidInput
+from resolver.function_registry import FUNCTIONS, READS_UNSET, InvalidInput
+from resolver.values import FrozenMapping
 
 __all__ = [
     "CALL",
@@ -148,7 +148,7 @@ def _copy_proven(rule: CompiledRule, source: str, check: SlotCheck, guarantees: 
 
 def _compute(rule: CompiledRule, expr: Call) -> Callable[[Mapping[str, Any]], Any]:
     """A closure calling the registered function on the slots' values (None if any is unset, unless
-    the function reads unset values: :data:`~resolver.functions.READS_UNSET`)."""
+    the function reads unset values: :data:`~resolver.function_registry.READS_UNSET`)."""
     name = expr.fn
     parts = tuple((isinstance(a, Ref), a.slot if isinstance(a, Ref) else a.value) for a in expr.args)  # type: ignore[union-attr]
     if name in READS_UNSET:

@@ -10,15 +10,12 @@ never branches on them::
     class MyStrategy(Strategy):
         ...
 
-Names the library knows but whose engine is not installed (``xla`` needs torch_xla, ``horovod``
-needs horovod, ...) are *declared* as optional: looking them up raises a
-:class:`~runtime.errors.MissingDependencyError` that says what to install. An optional name may
-also name the module that implements it; that module (which imports the engine) is imported on
-the first look-up, and only when the engine's package is installed.
-
-Each registry loads its built-in classes on first use (a look-up, a listing or a registration),
-not when ``runtime`` is imported: a process that only starts scripts (``resolver run``) looks up
-a cluster environment and never imports the strategies, or torch.
+The library's own classes are named in :mod:`runtime.catalog` (``"module:Class"``) and imported
+on their first look-up, not when ``runtime`` is imported: a process that only starts scripts
+(``resolver run``) looks up a cluster environment and never imports the strategies, or torch.
+A built-in whose engine is a separate package (``xla`` needs torch_xla) is looked up only where
+that package is installed; without it the look-up raises a
+:class:`~runtime.errors.MissingDependencyError` that says what to install.
 """
 
 from __future__ import annotations
@@ -26,11 +23,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-import attrs
-
+from runtime.catalog import BUILTINS, Builtin
 from runtime.errors import MissingDependencyError, RuntimeConfigError
 
 if TYPE_CHECKING:
@@ -48,7 +44,6 @@ __all__ = [
     "LAUNCHERS",
     "PRECISIONS",
     "STRATEGIES",
-    "OptionalEngine",
     "Registry",
     "register_accelerator",
     "register_cluster_environment",
@@ -62,49 +57,49 @@ T = TypeVar("T")
 C = TypeVar("C", bound=type)
 
 
-@attrs.frozen
-class OptionalEngine:
-    """A name the library knows whose implementation lives in a package that may be absent."""
-
-    package: str
-    install: str
-    #: The module that registers the implementation when imported (``None``: not implemented).
-    implementation: str | None = None
-
-
-#: Declares the names whose engine is a separate package, in every registry.
-_OPTIONAL_ENGINES = "runtime.optional_engines"
 _LOADING = threading.RLock()
+
+
+def _path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 class Registry(Generic[T]):
     """Names -> classes for one component kind (``kind`` is used in error messages).
 
-    ``builtins`` are the modules that register the library's own classes of this kind; they are
-    imported on the registry's first use, before anything else is registered or looked up.
+    ``builtins`` names the library's own classes (:data:`runtime.catalog.BUILTINS`): each is
+    imported on its first look-up. A user's registration of a built-in name replaces it.
     """
 
-    def __init__(self, kind: str, builtins: tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, builtins: Mapping[str, Builtin] | None = None) -> None:
         self.kind = kind
         self._classes: dict[str, type[T]] = {}
-        self._optional: dict[str, OptionalEngine] = {}
-        self._builtins = builtins
-        self._loaded = not builtins
-        self._loading = False
+        #: The catalogue entries not imported (nor replaced, nor unregistered) yet.
+        self._builtins: dict[str, Builtin] = dict(builtins or {})
+        self._catalogue: dict[str, str] = {name: entry[0] for name, entry in self._builtins.items()}
 
-    def _load_builtins(self) -> None:
-        if self._loaded:
-            return
-        with _LOADING:  # another thread waits until the built-ins are all registered
-            if self._loaded or self._loading:
-                return  # loaded meanwhile, or a built-in module registering itself while it loads
-            self._loading = True
-            try:
-                for module in (*self._builtins, _OPTIONAL_ENGINES):
-                    importlib.import_module(module)
-                self._loaded = True
-            finally:
-                self._loading = False
+    def _import_builtin(self, name: str) -> type[T]:
+        """Import the catalogued ``name`` (a clear error if its engine's package is missing)."""
+        target, package, install = self._builtins[name]
+        if package is not None and importlib.util.find_spec(package) is None:
+            raise MissingDependencyError(f"{self.kind} {name!r}", package, install or f"pip install {package}")
+        with _LOADING:  # another thread waits until the class is imported
+            if name in self._classes:
+                return self._classes[name]
+            module, _, qualname = target.partition(":")
+            if module:
+                imported = importlib.import_module(module)
+                if qualname:
+                    self._classes.setdefault(name, getattr(imported, qualname))
+            if name not in self._classes:  # a module that was to register the name did not
+                raise RuntimeConfigError(
+                    f"{self.kind} {name!r}: {package} is installed, but this runtime does not "
+                    f"implement the {name!r} {self.kind} yet\n"
+                    f"  hint: register an implementation with runtime.register_{self.kind.replace(' ', '_')}"
+                    f"({name!r}, replace=True)"
+                )
+            self._builtins.pop(name, None)
+            return self._classes[name]
 
     @overload
     def register(self, name: str, cls: None = None, *, replace: bool = False) -> Callable[[C], C]: ...
@@ -118,18 +113,27 @@ class Registry(Generic[T]):
         Registering a name twice is an error unless ``replace=True`` (so two plugins cannot
         silently shadow each other).
         """
-        self._load_builtins()
 
         def decorate(klass: C) -> C:
             if not isinstance(klass, type):
                 raise TypeError(f"register a class as {self.kind} {name!r}, got {klass!r}")
-            if name in self._classes and not replace and self._classes[name] is not klass:
-                raise ValueError(
-                    f"{self.kind} {name!r} is already registered to {self._classes[name].__qualname__}; "
-                    "pass replace=True to override it"
-                )
-            self._classes[name] = klass
-            self._optional.pop(name, None)
+            with _LOADING:
+                if self._catalogue.get(name) == _path(klass) and name not in self._builtins:
+                    # a built-in module registering its own class on import (the launchers), after
+                    # the name was imported, replaced or unregistered: what was done since stands
+                    return klass
+                current = self._classes.get(name)
+                if current is None and not replace and name in self._builtins:
+                    target, package, _ = self._builtins[name]
+                    if package is None and target != _path(klass):
+                        current = self._import_builtin(name)  # to say which class holds the name
+                if current is not None and not replace and current is not klass:
+                    raise ValueError(
+                        f"{self.kind} {name!r} is already registered to {current.__qualname__}; "
+                        "pass replace=True to override it"
+                    )
+                self._classes[name] = klass
+                self._builtins.pop(name, None)
             return klass
 
         return decorate if cls is None else decorate(cls)
@@ -141,32 +145,22 @@ class Registry(Generic[T]):
         on the first :meth:`get` where ``package`` is installed, never before.
         """
         if name not in self._classes:
-            self._optional[name] = OptionalEngine(package=package, install=install, implementation=implementation)
+            self._builtins[name] = (implementation or "", package, install)
 
     def unregister(self, name: str) -> None:
         """Forget ``name`` (mainly for tests that register temporary classes)."""
-        self._load_builtins()
-        self._classes.pop(name, None)
+        with _LOADING:
+            self._classes.pop(name, None)
+            if name in self._builtins and self._builtins[name][1] is None:
+                del self._builtins[name]
 
     def get(self, name: str) -> type[T]:
         """The class registered under ``name``, or a clear error saying what is missing."""
-        self._load_builtins()
-        if name in self._classes:
-            return self._classes[name]
-        engine = self._optional.get(name)
-        if engine is not None:
-            if importlib.util.find_spec(engine.package) is None:
-                raise MissingDependencyError(f"{self.kind} {name!r}", engine.package, engine.install)
-            if engine.implementation is not None:
-                importlib.import_module(engine.implementation)
-                if name in self._classes:
-                    return self._classes[name]
-            raise RuntimeConfigError(
-                f"{self.kind} {name!r}: {engine.package} is installed, but this runtime does not "
-                f"implement the {name!r} {self.kind} yet\n"
-                f"  hint: register an implementation with runtime.register_{self.kind.replace(' ', '_')}"
-                f"({name!r}, replace=True)"
-            )
+        found = self._classes.get(name)
+        if found is not None:
+            return found
+        if name in self._builtins:
+            return self._import_builtin(name)
         known = ", ".join(repr(n) for n in self.names())
         raise RuntimeConfigError(
             f"unknown {self.kind} {name!r}; registered {self.kind}s are {known}\n"
@@ -175,27 +169,25 @@ class Registry(Generic[T]):
 
     def names(self) -> tuple[str, ...]:
         """Every known name, implemented or optional, sorted."""
-        self._load_builtins()
-        return tuple(sorted({*self._classes, *self._optional}))
+        return tuple(sorted({*self._classes, *self._builtins}))
+
+    def _available(self) -> set[str]:
+        """The names a look-up needs no separate package for."""
+        return {*self._classes, *(name for name, entry in self._builtins.items() if entry[1] is None)}
 
     def __contains__(self, name: object) -> bool:
-        self._load_builtins()
-        return name in self._classes
+        return name in self._available()
 
     def __iter__(self) -> Iterator[str]:
-        self._load_builtins()
-        return iter(sorted(self._classes))
+        return iter(sorted(self._available()))
 
 
-STRATEGIES: Registry[Strategy] = Registry("strategy", ("runtime.strategies",))
-ACCELERATORS: Registry[Accelerator] = Registry("accelerator", ("runtime.accelerators",))
-PRECISIONS: Registry[Precision] = Registry("precision", ("runtime.precision",))
-COLLECTIVES: Registry[Collective] = Registry("collective", ("runtime.collectives",))
-LAUNCHERS: Registry[Launcher] = Registry(
-    "launcher",
-    ("runtime.launchers.multiprocessing", "runtime.launchers.subprocess_script", "runtime.launchers.horovod"),
-)
-CLUSTER_ENVIRONMENTS: Registry[ClusterEnvironment] = Registry("cluster environment", ("runtime.cluster",))
+STRATEGIES: Registry[Strategy] = Registry("strategy", BUILTINS["strategy"])
+ACCELERATORS: Registry[Accelerator] = Registry("accelerator", BUILTINS["accelerator"])
+PRECISIONS: Registry[Precision] = Registry("precision", BUILTINS["precision"])
+COLLECTIVES: Registry[Collective] = Registry("collective", BUILTINS["collective"])
+LAUNCHERS: Registry[Launcher] = Registry("launcher", BUILTINS["launcher"])
+CLUSTER_ENVIRONMENTS: Registry[ClusterEnvironment] = Registry("cluster environment", BUILTINS["cluster environment"])
 
 
 def register_strategy(name: str, cls: Any = None, *, replace: bool = False) -> Any:

@@ -1,4 +1,4 @@
-"""Accelerators: device logic only. Importing this package registers the built-in ones."""
+"""Accelerators: device logic only. The built-ins are named in :mod:`runtime.catalog`."""
 
 from runtime.accelerators.base import Accelerator
 from runtime.accelerators.cpu import CPUAccelerator

@@ -8,12 +8,10 @@ from collections.abc import Sequence
 import torch
 
 from runtime.accelerators.base import Accelerator
-from runtime.registry import register_accelerator
 
 __all__ = ["CPUAccelerator"]
 
 
-@register_accelerator("cpu")
 class CPUAccelerator(Accelerator):
     """Processes on CPU; every local rank uses ``torch.device("cpu")``."""
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 import torch
 
 from runtime.accelerators.base import Accelerator
-from runtime.registry import register_accelerator
 
 __all__ = ["CUDAAccelerator"]
 
 
-@register_accelerator("cuda")
 class CUDAAccelerator(Accelerator):
     """NVIDIA (or ROCm) GPUs; local rank ``i`` drives ``cuda:device_ids[i]``."""
 

@@ -7,12 +7,10 @@ from collections.abc import Sequence
 import torch
 
 from runtime.accelerators.base import Accelerator
-from runtime.registry import register_accelerator
 
 __all__ = ["MPSAccelerator"]
 
 
-@register_accelerator("mps")
 class MPSAccelerator(Accelerator):
     """Apple silicon GPU through Metal; there is exactly one device."""
 

@@ -1,7 +1,7 @@
 """The XLA accelerator (TPU, or XLA on CPU/GPU through PJRT): device logic on torch_xla.
 
 Importing this module imports torch_xla. The runtime imports it only when a config names the
-``xla`` accelerator (see :mod:`runtime.optional_engines`), so other runs never load torch_xla.
+``xla`` accelerator (see :mod:`runtime.catalog`), so other runs never load torch_xla.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import torch_xla.runtime as xr
 
 from runtime.accelerators.base import Accelerator
 from runtime.errors import RuntimeConfigError
-from runtime.registry import register_accelerator
 
 __all__ = ["XLAAccelerator", "runtime_initialized", "xla_device", "xla_sync"]
 
@@ -65,7 +64,6 @@ def _device_count_from_a_child() -> int:
     return int(lines[-1])
 
 
-@register_accelerator("xla")
 class XLAAccelerator(Accelerator):
     """XLA devices through torch_xla's PJRT runtime (``PJRT_DEVICE`` picks TPU, CPU or CUDA).
 

@@ -1,4 +1,4 @@
-"""Cluster environments. Importing this package registers the built-in ones."""
+"""Cluster environments. The built-ins are named in :mod:`runtime.catalog`."""
 
 from runtime.cluster.base import ClusterEnvironment
 from runtime.cluster.horovod import HorovodEnvironment

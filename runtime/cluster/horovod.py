@@ -9,12 +9,10 @@ Horovod itself reads when the collective is set up.
 from __future__ import annotations
 
 from runtime.cluster.base import ClusterEnvironment
-from runtime.registry import register_cluster_environment
 
 __all__ = ["HorovodEnvironment"]
 
 
-@register_cluster_environment("horovod")
 class HorovodEnvironment(ClusterEnvironment):
     """The rendezvous of a ``horovodrun --gloo`` job: Horovod's own Gloo rendezvous server."""
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from runtime.cluster.base import ClusterEnvironment
-from runtime.registry import register_cluster_environment
 
 __all__ = ["KubeflowEnvironment"]
 
 
-@register_cluster_environment("kubeflow")
 class KubeflowEnvironment(ClusterEnvironment):
     """``MASTER_ADDR``/``MASTER_PORT`` as the PyTorchJob operator sets them."""
 

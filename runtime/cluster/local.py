@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from runtime.cluster.base import ClusterEnvironment
 from runtime.ports import find_free_port
-from runtime.registry import register_cluster_environment
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig
@@ -15,7 +14,6 @@ if TYPE_CHECKING:
 __all__ = ["LocalEnvironment"]
 
 
-@register_cluster_environment("local")
 class LocalEnvironment(ClusterEnvironment):
     """``MASTER_ADDR`` defaults to ``127.0.0.1``; without ``MASTER_PORT`` a free port is picked.
 

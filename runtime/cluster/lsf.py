@@ -7,12 +7,10 @@ from pathlib import Path
 from resolver.functions import lsf_port_from_job_id
 from runtime.cluster.base import ClusterEnvironment
 from runtime.errors import RuntimeConfigError
-from runtime.registry import register_cluster_environment
 
 __all__ = ["LSFEnvironment"]
 
 
-@register_cluster_environment("lsf")
 class LSFEnvironment(ClusterEnvironment):
     """``MASTER_ADDR`` or the first compute host in ``LSB_DJOB_RANKFILE`` (whose first line is
     the launch node, which runs no rank); ``MASTER_PORT`` or a port derived from ``LSB_JOBID`` as

@@ -14,12 +14,10 @@ from typing import Any
 
 from runtime.cluster.base import ClusterEnvironment
 from runtime.errors import RuntimeConfigError
-from runtime.registry import register_cluster_environment
 
 __all__ = ["MPIEnvironment"]
 
 
-@register_cluster_environment("mpi")
 class MPIEnvironment(ClusterEnvironment):
     """The resolved rendezvous; across machines without ``MASTER_ADDR``, rank 0's host by MPI broadcast."""
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
+from resolver.functions import first_host
 from runtime.cluster.base import ClusterEnvironment
-from runtime.cluster.hostlist import first_host
 from runtime.errors import RuntimeConfigError
-from runtime.registry import register_cluster_environment
 
 __all__ = ["SLURMEnvironment"]
 
 
-@register_cluster_environment("slurm")
 class SLURMEnvironment(ClusterEnvironment):
     """``MASTER_ADDR`` or the job's first node; ``MASTER_PORT`` or a port derived from the job id."""
 

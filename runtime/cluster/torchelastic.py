@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from runtime.cluster.base import ClusterEnvironment
-from runtime.registry import register_cluster_environment
 
 __all__ = ["TorchElasticEnvironment"]
 
 
-@register_cluster_environment("torchelastic")
 class TorchElasticEnvironment(ClusterEnvironment):
     """Reads ``MASTER_ADDR``/``MASTER_PORT`` as torchrun exports them to every worker.
 

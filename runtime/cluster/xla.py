@@ -6,12 +6,10 @@ import torch_xla.runtime as xr
 
 from runtime.cluster.base import ClusterEnvironment
 from runtime.errors import RuntimeConfigError
-from runtime.registry import register_cluster_environment
 
 __all__ = ["XLAEnvironment"]
 
 
-@register_cluster_environment("xla")
 class XLAEnvironment(ClusterEnvironment):
     """The processes torch_xla's launcher (or a TPU pod's runtime) started, one per device.
 

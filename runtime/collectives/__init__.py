@@ -1,4 +1,4 @@
-"""Collectives. Importing this package registers ``torch`` and ``single_device``."""
+"""Collectives (the built-ins are named in :mod:`runtime.catalog`)."""
 
 from runtime.collectives.base import OPERATIONS, REDUCE_OPS, Collective, CollectiveGroup, ReduceOp
 from runtime.collectives.errors import (

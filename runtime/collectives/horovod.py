@@ -29,7 +29,6 @@ import torch
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.collectives.handles import CollectiveHandle
 from runtime.errors import MissingDependencyError, RuntimeConfigError
-from runtime.registry import register_collective
 
 __all__ = ["HOROVOD_INSTALL_HINT", "HorovodCollective", "import_horovod"]
 
@@ -54,7 +53,6 @@ def import_horovod() -> Any:
     return hvd
 
 
-@register_collective("horovod")
 class HorovodCollective(Collective):
     """Horovod's operations; subgroups are Horovod process sets (added dynamically)."""
 

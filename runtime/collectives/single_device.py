@@ -8,14 +8,12 @@ from typing import Any, TypeVar
 import torch
 
 from runtime.collectives.base import Collective, CollectiveGroup
-from runtime.registry import register_collective
 
 __all__ = ["SingleDeviceCollective"]
 
 T = TypeVar("T")
 
 
-@register_collective("single_device")
 class SingleDeviceCollective(Collective):
     """A group of one: results are what this process passed in.
 

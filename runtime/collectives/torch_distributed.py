@@ -24,7 +24,6 @@ from runtime.collectives.torch_rendezvous import (
 from runtime.gloo_interface import SocketInterface, apply_gloo_interface
 from runtime.launchers.reports import mark_as_echo
 from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
-from runtime.registry import register_collective
 
 __all__ = ["TorchCollective", "import_group_default_modules"]
 
@@ -51,7 +50,6 @@ def _as_timedelta(timeout: timedelta | float | None) -> timedelta | None:
     return timedelta(seconds=float(timeout))
 
 
-@register_collective("torch")
 class TorchCollective(Collective):
     """``torch.distributed``'s default process group (gloo, nccl), and groups made from it.
 

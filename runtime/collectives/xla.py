@@ -25,7 +25,6 @@ import torch_xla.runtime as xr
 from runtime.accelerators.xla import xla_device
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.collectives.errors import CollectiveNotSupportedError
-from runtime.registry import register_collective
 
 __all__ = ["XLACollective"]
 
@@ -49,7 +48,6 @@ _SUBGROUPS = (
 )
 
 
-@register_collective("xla")
 class XLACollective(Collective):
     """Collectives among the replicas of torch_xla's runtime (one per XLA device).
 

@@ -1,4 +1,4 @@
-"""Precision plugins. Importing this package registers the six canonical precisions."""
+"""Precision plugins. The six canonical precisions are named in :mod:`runtime.catalog`."""
 
 from runtime.precision.base import Precision
 from runtime.precision.full import FullPrecision

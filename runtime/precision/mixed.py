@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 import torch
 
 from runtime.precision.base import Precision
-from runtime.registry import register_precision
 
 __all__ = ["BFloat16MixedPrecision", "Float16MixedPrecision", "MixedPrecision"]
 
@@ -52,14 +51,12 @@ class MixedPrecision(Precision):
             self.scaler.load_state_dict(state["scaler"])
 
 
-@register_precision("16-mixed")
 class Float16MixedPrecision(MixedPrecision):
     """float16 autocast (with loss scaling on CUDA)."""
 
     dtype = torch.float16
 
 
-@register_precision("bf16-mixed")
 class BFloat16MixedPrecision(MixedPrecision):
     """bfloat16 autocast."""
 

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 import torch
 
 from runtime.precision.base import Precision
-from runtime.registry import register_precision
 from runtime.tensor_tree import map_tensors
 
 __all__ = ["BFloat16TruePrecision", "DoublePrecision", "HalfTruePrecision", "TrueDtypePrecision"]
@@ -44,21 +43,18 @@ class TrueDtypePrecision(Precision):
         return default_dtype(self.dtype)
 
 
-@register_precision("64-true")
 class DoublePrecision(TrueDtypePrecision):
     """float64 everywhere."""
 
     dtype = torch.float64
 
 
-@register_precision("16-true")
 class HalfTruePrecision(TrueDtypePrecision):
     """float16 parameters and computation (no master weights, no loss scaling)."""
 
     dtype = torch.float16
 
 
-@register_precision("bf16-true")
 class BFloat16TruePrecision(TrueDtypePrecision):
     """bfloat16 parameters and computation."""
 

@@ -1,5 +1,5 @@
-"""Strategies. Importing this package registers ``single_device``, ``ddp``, ``fsdp`` and ``deepspeed``
-(``deepspeed`` imports DeepSpeed only when set up, so importing this needs no DeepSpeed)."""
+"""Strategies (the built-ins are named in :mod:`runtime.catalog`). ``deepspeed`` imports DeepSpeed
+only when set up, so importing this needs no DeepSpeed."""
 
 from runtime.strategies.base import DATALOADER_USES, DataLoaderUse, Strategy
 from runtime.strategies.ddp import DDPOptions, DDPStrategy

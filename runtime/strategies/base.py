@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-import attrs
 import torch
 from torch.utils.data import DataLoader
 
@@ -111,11 +110,6 @@ class Strategy:
     def structure_options(cls, config: ResolvedConfig) -> StrategyOptions:
         """``config.strategy_options`` as this class's :attr:`Options` (a clear error if they do not fit)."""
         return structure_options(config.strategy, cls.Options, config.strategy_options)
-
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        """The ``strategy_options`` this class accepts."""
-        return frozenset(attrs.fields_dict(cls.Options))
 
     @property
     def use_distributed_sampler(self) -> bool:

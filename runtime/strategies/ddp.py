@@ -12,7 +12,6 @@ import attrs
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from runtime.registry import register_strategy
 from runtime.strategies.base import Strategy
 from runtime.strategies.options import StrategyOptions
 
@@ -39,7 +38,6 @@ class DDPOptions(StrategyOptions):
 _DDP_ARGUMENTS = tuple(a.name for a in attrs.fields(DDPOptions) if a.name not in attrs.fields_dict(StrategyOptions))
 
 
-@register_strategy("ddp")
 class DDPStrategy(Strategy):
     """Wraps modules in :class:`~torch.nn.parallel.DistributedDataParallel`.
 

@@ -20,7 +20,6 @@ import torch
 from runtime.checkpoint import mark_complete, mark_incomplete
 from runtime.errors import MissingDependencyError, RuntimeConfigError, StrategyMisuseError
 from runtime.precision.sharded import EnginePrecision, deepspeed_precision_config
-from runtime.registry import register_strategy
 from runtime.strategies.base import SETUP_CALL, Strategy
 from runtime.strategies.deepspeed_config import deepspeed_config
 from runtime.strategies.options import StrategyOptions
@@ -66,7 +65,6 @@ def _deepspeed_has_cpu_support() -> bool:
     return any((Path(location) / "accelerator" / "cpu_accelerator.py").is_file() for location in locations)
 
 
-@register_strategy("deepspeed")
 class DeepSpeedStrategy(Strategy):
     """Trains through a ``deepspeed.DeepSpeedEngine``.
 

@@ -17,7 +17,6 @@ import torch
 
 from runtime.errors import RuntimeConfigError
 from runtime.precision.sharded import EnginePrecision, fsdp_mixed_precision_policy
-from runtime.registry import register_strategy
 from runtime.strategies.base import Strategy
 from runtime.strategies.fsdp_checkpoint import load_fsdp_checkpoint, save_fsdp_checkpoint
 from runtime.strategies.options import StrategyOptions
@@ -55,7 +54,6 @@ class FSDPOptions(StrategyOptions):
             raise ValueError(f"min_num_params must be at least 1, got {value}")
 
 
-@register_strategy("fsdp")
 class FSDPStrategy(Strategy):
     """Shards modules with ``torch.distributed.fsdp.fully_shard`` over all ranks.
 

@@ -16,13 +16,11 @@ import torch
 
 from runtime.collectives.horovod import HOROVOD_INSTALL_HINT, HorovodCollective, import_horovod
 from runtime.errors import MissingDependencyError, RuntimeConfigError
-from runtime.registry import register_strategy
 from runtime.strategies.base import Strategy
 
 __all__ = ["HorovodStrategy"]
 
 
-@register_strategy("horovod")
 class HorovodStrategy(Strategy):
     """Runs on Horovod's collective; ``setup_module_and_optimizer`` gives Horovod's distributed optimizer."""
 

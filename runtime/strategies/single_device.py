@@ -5,13 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from runtime.errors import RuntimeConfigError
-from runtime.registry import register_strategy
 from runtime.strategies.base import Strategy
 
 __all__ = ["SingleDeviceStrategy"]
 
 
-@register_strategy("single_device")
 class SingleDeviceStrategy(Strategy):
     """No processes to coordinate: the collective is the identity and modules are not wrapped.
 

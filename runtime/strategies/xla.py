@@ -23,7 +23,6 @@ from runtime.checkpoint import PathLike, TorchCheckpointIO
 from runtime.cluster.xla import XLAEnvironment
 from runtime.errors import RuntimeConfigError
 from runtime.precision.xla import XLAPrecision
-from runtime.registry import register_strategy
 from runtime.strategies.base import DataLoaderUse, Strategy
 from runtime.tensor_tree import map_tensors
 
@@ -68,7 +67,6 @@ class XLADeviceLoader(MpDeviceLoader):
         return getattr(self.loader, name)
 
 
-@register_strategy("xla")
 class XLAStrategy(Strategy):
     """Replicas started by torch_xla's launcher, one per XLA device; ranks come from its runtime.
 
@@ -133,7 +131,6 @@ class XLAStrategy(Strategy):
         return XLADeviceLoader(sharded, self.root_device, self.precision.convert_input)
 
 
-@register_strategy("single_xla")
 class SingleXLAStrategy(XLAStrategy):
     """One process on one XLA device; nothing to launch, the collective is a group of one."""
 

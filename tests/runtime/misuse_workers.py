@@ -37,7 +37,6 @@ def _loss() -> torch.Tensor:
 #: Arguments each method accepts (given the strategy and a scratch directory), by method name.
 VALID: dict[str, Callable[[Strategy, Path], tuple[Any, ...]]] = {
     "structure_options": lambda s, d: (s.config,),
-    "option_names": lambda s, d: (),
     "launch": lambda s, d: (_nothing,),
     "run": lambda s, d: (_nothing,),
     "setup_environment": lambda s, d: (),

@@ -9,6 +9,7 @@ from runtime_configs import ddp_config
 
 import resolver
 import runtime
+from resolver.functions import first_host
 from runtime.cluster import (
     KubeflowEnvironment,
     LocalEnvironment,
@@ -17,7 +18,6 @@ from runtime.cluster import (
     SLURMEnvironment,
     TorchElasticEnvironment,
 )
-from runtime.cluster.hostlist import first_host
 from runtime.ports import port_is_free
 
 

@@ -240,10 +240,13 @@ import runtime
 def loaded(strategy):
     # No graph library, no rule-file structuring; no rule table loaded or compiled.
     rule_engine = ("networkx", "cattrs", "tomli_w")
-    engine_modules = ("resolver.schema", "resolver.api", "resolver.engine", "resolver.compiler", "resolver.cache")
+    engine_modules = (
+        "resolver.schema", "resolver.api", "resolver.rule_tables", "resolver.engine", "resolver.compiler",
+        "resolver.cache",
+    )
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in rule_engine or m in engine_modules)
-    api = sys.modules.get("resolver.api")
-    evaluator = getattr(api, "_builtin_evaluator", None)
+    tables = sys.modules.get("resolver.rule_tables")
+    evaluator = getattr(tables, "_builtin_evaluator", None)
     if evaluator is not None and hasattr(evaluator, "cache_info") and evaluator.cache_info().currsize:
         loaded.append("the built-in rule table")
     return loaded

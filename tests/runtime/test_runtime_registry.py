@@ -142,3 +142,66 @@ def test_every_component_kind_has_its_own_registry() -> None:
 def test_a_registry_only_holds_classes() -> None:
     with pytest.raises(TypeError, match="register a class"):
         Registry[object]("widget").register("thing", object())
+
+
+# Each registry's state is process-wide: the questions about what is imported when, and about a
+# user's class replacing a built-in before its first look-up, are asked of a fresh process.
+_FRESH = """
+import json, sys
+import runtime
+from runtime import registry
+from runtime.catalog import BUILTINS
+modules = {target.split(":")[0] for entries in BUILTINS.values() for target, _, _ in entries.values()}
+before = sorted(modules & set(sys.modules))  # the built-in components imported so far
+
+class MySpawn(runtime.Launcher):
+    pass
+
+class MyDDP(runtime.Strategy):
+    pass
+
+runtime.register_launcher("spawn", MySpawn, replace=True)   # before spawn's module is imported
+runtime.register_strategy("ddp", MyDDP, replace=True)       # before the first look-up of ddp
+import runtime.launchers.multiprocessing  # registers its own classes on import: spawn stays the user's
+print(json.dumps({
+    "before": before,
+    "spawn": registry.LAUNCHERS.get("spawn").__name__,
+    "fork": registry.LAUNCHERS.get("fork").__name__,
+    "ddp": registry.STRATEGIES.get("ddp").__name__,
+}))
+"""
+
+
+def test_built_ins_are_imported_on_their_first_look_up_and_a_users_class_replaces_one_beforehand() -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FRESH], capture_output=True, text=True, timeout=120, check=True)
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["before"] == [], "importing runtime imported built-in components"
+    assert (seen["spawn"], seen["fork"], seen["ddp"]) == ("MySpawn", "ForkLauncher", "MyDDP")
+
+
+def test_every_catalogue_entry_names_a_class_of_its_registry_s_kind() -> None:
+    from runtime import registry
+    from runtime.catalog import BUILTINS
+
+    bases = {
+        "strategy": runtime.Strategy,
+        "accelerator": runtime.Accelerator,
+        "precision": runtime.Precision,
+        "collective": runtime.Collective,
+        "launcher": runtime.Launcher,
+        "cluster environment": runtime.ClusterEnvironment,
+    }
+    registries = {r.kind: r for r in vars(registry).values() if isinstance(r, Registry)}
+    assert set(registries) == set(BUILTINS) == set(bases)
+    for kind, entries in BUILTINS.items():
+        for name, (target, package, _) in entries.items():
+            if package is not None and importlib.util.find_spec(package) is None:
+                with pytest.raises(runtime.MissingDependencyError, match=package):
+                    registries[kind].get(name)
+                continue
+            cls = registries[kind].get(name)
+            assert issubclass(cls, bases[kind]) and f"{cls.__module__}:{cls.__qualname__}" == target

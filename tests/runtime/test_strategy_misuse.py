@@ -46,7 +46,6 @@ CLASSES = [Strategy, SingleDeviceStrategy, DDPStrategy, FSDPStrategy, DeepSpeedS
 #: Methods that need no set-up (no device, no process group), and why; every other one does.
 NO_SETUP_NEEDED = {
     "structure_options": "a classmethod runtime.build uses",
-    "option_names": "a classmethod",
     "launch": "it sets the ranks up",
     "run": "it sets this process up",
     "setup_environment": "it is the set-up",
@@ -126,7 +125,7 @@ def test_before_set_up_each_method_that_needs_it_says_so_and_how(kind: str) -> N
     assert not _check_report(report, "called before the strategy is set up in this process")
     assert "strategy.launch(fn)" in report["setup_module"]["message"]
     # the methods that need no set-up work
-    fine = at_this_time(strategy, ["unwrap_module", "process_dataloader", "option_names", "teardown"])
+    fine = at_this_time(strategy, ["unwrap_module", "process_dataloader", "teardown"])
     assert all(result["raised"] is None for result in fine.values()), fine
 
 

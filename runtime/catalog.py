@@ -1,0 +1,84 @@
+"""The built-in components, by registry and name: ``"module:Class"``, imported on first use.
+
+:mod:`runtime.registry` reads this table; no built-in module registers itself (the launchers
+still do, until they are moved), so importing the registry imports no component and no
+component needs the registry. A name whose engine is a separate package also gives that package
+and how to install it: looking it up without the package raises a
+:class:`~runtime.errors.MissingDependencyError`, and the module (which imports the engine) is
+imported only where the package is installed.
+
+Plain data (no import): users add their own components with the ``register_*`` functions.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BUILTINS", "Builtin"]
+
+#: ``(target, package, install)``: ``"module:Class"``; the separate package it needs (None: none),
+#: and the command that installs it.
+Builtin = tuple[str, str | None, str | None]
+
+_XLA_PACKAGE = "torch_xla"
+_XLA_INSTALL = (
+    "pip install torch_xla at your torch's version (torch_xla X.Y.Z needs torch X.Y.Z exactly, e.g. "
+    "pip install torch==2.9.0 torch_xla==2.9.0); without a TPU, run on CPU with PJRT_DEVICE=CPU"
+)
+
+
+def _xla(target: str) -> Builtin:
+    return (target, _XLA_PACKAGE, _XLA_INSTALL)
+
+
+def _plain(target: str) -> Builtin:
+    return (target, None, None)
+
+
+#: Registry kind (``Registry.kind``) -> name -> built-in.
+BUILTINS: dict[str, dict[str, Builtin]] = {
+    "strategy": {
+        "ddp": _plain("runtime.strategies.ddp:DDPStrategy"),
+        "deepspeed": _plain("runtime.strategies.deepspeed:DeepSpeedStrategy"),
+        "fsdp": _plain("runtime.strategies.fsdp:FSDPStrategy"),
+        "horovod": _plain("runtime.strategies.horovod:HorovodStrategy"),
+        "single_device": _plain("runtime.strategies.single_device:SingleDeviceStrategy"),
+        "single_xla": _xla("runtime.strategies.xla:SingleXLAStrategy"),
+        "xla": _xla("runtime.strategies.xla:XLAStrategy"),
+    },
+    "accelerator": {
+        "cpu": _plain("runtime.accelerators.cpu:CPUAccelerator"),
+        "cuda": _plain("runtime.accelerators.cuda:CUDAAccelerator"),
+        "mps": _plain("runtime.accelerators.mps:MPSAccelerator"),
+        "xla": _xla("runtime.accelerators.xla:XLAAccelerator"),
+    },
+    "precision": {
+        "16-mixed": _plain("runtime.precision.mixed:Float16MixedPrecision"),
+        "16-true": _plain("runtime.precision.true_dtype:HalfTruePrecision"),
+        "32-true": _plain("runtime.precision.full:FullPrecision"),
+        "64-true": _plain("runtime.precision.true_dtype:DoublePrecision"),
+        "bf16-mixed": _plain("runtime.precision.mixed:BFloat16MixedPrecision"),
+        "bf16-true": _plain("runtime.precision.true_dtype:BFloat16TruePrecision"),
+    },
+    "collective": {
+        "horovod": _plain("runtime.collectives.horovod:HorovodCollective"),
+        "single_device": _plain("runtime.collectives.single_device:SingleDeviceCollective"),
+        "torch": _plain("runtime.collectives.torch_distributed:TorchCollective"),
+        "xla": _xla("runtime.collectives.xla:XLACollective"),
+    },
+    "launcher": {
+        "fork": _plain("runtime.launchers.multiprocessing:ForkLauncher"),
+        "horovod": _plain("runtime.launchers.horovod:HorovodLauncher"),
+        "spawn": _plain("runtime.launchers.multiprocessing:SpawnLauncher"),
+        "subprocess": _plain("runtime.launchers.subprocess_script:SubprocessScriptLauncher"),
+        "xla": _xla("runtime.launchers.xla:XLALauncher"),
+    },
+    "cluster environment": {
+        "horovod": _plain("runtime.cluster.horovod:HorovodEnvironment"),
+        "kubeflow": _plain("runtime.cluster.kubeflow:KubeflowEnvironment"),
+        "local": _plain("runtime.cluster.local:LocalEnvironment"),
+        "lsf": _plain("runtime.cluster.lsf:LSFEnvironment"),
+        "mpi": _plain("runtime.cluster.mpi:MPIEnvironment"),
+        "slurm": _plain("runtime.cluster.slurm:SLURMEnvironment"),
+        "torchelastic": _plain("runtime.cluster.torchelastic:TorchElasticEnvironment"),
+        "xla": _xla("runtime.cluster.xla:XLAEnvironment"),
+    },
+}
