@@ -17,11 +17,8 @@ from typing import Any
 
 from resolver.errors import RuleTableError
 from resolver.integers import parse_int
-
-# Only resolver.loading imports this module, from inside its functions: loading is complete by then.
-from resolver.loading import RawRule, RuleCase, TableData, toml_key_pattern
 from resolver.suggest import did_you_mean
-from resolver.table import Slot
+from resolver.table import RawRule, RuleCase, Slot, TableData, toml_key_pattern
 
 __all__ = ["case_line", "expand_cases"]
 

@@ -34,9 +34,7 @@ class Accelerator(ABC):
     def root_device(self, local_rank: int, device_ids: Sequence[int]) -> torch.device:
         """The device the process with ``local_rank`` drives: ``device_ids[local_rank]``."""
         if not 0 <= local_rank < len(device_ids):
-            raise ValueError(
-                f"local rank {local_rank} has no device: the config lists device_ids {list(device_ids)}"
-            )
+            raise ValueError(f"local rank {local_rank} has no device: the config lists device_ids {list(device_ids)}")
         return torch.device(self.device_type, device_ids[local_rank])
 
     def set_device(self, device: torch.device) -> None:  # noqa: B027 (optional hook)

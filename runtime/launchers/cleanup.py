@@ -61,7 +61,7 @@ def sweep_stale_folders(directory: str | None = None) -> list[str]:
     except OSError:
         return removed
     for folder in candidates:
-        parts = folder.name[len(FOLDER_PREFIX):].split("-")
+        parts = folder.name[len(FOLDER_PREFIX) :].split("-")
         if len(parts) < 3 or not parts[0].isascii() or not parts[0].isdecimal():
             continue
         try:

@@ -124,8 +124,10 @@ class Outcome:
             if left is not None:
                 blamed = attrs.evolve(
                     left,
-                    summary=(f"its work returned and it left the run while rank {echo.rank} still waited for "
-                             f"it in a collective, which then failed ({echo.summary.splitlines()[0][:200]})"),
+                    summary=(
+                        f"its work returned and it left the run while rank {echo.rank} still waited for "
+                        f"it in a collective, which then failed ({echo.summary.splitlines()[0][:200]})"
+                    ),
                 )
             elif self.stuck_ranks and self.timed_out_at is None:
                 waited = next((f.rendezvous_timeout for f in self.failures if f.rendezvous_timeout is not None), None)

@@ -109,7 +109,11 @@ def main() -> None:
             for _ in range(rounds):
                 out = subprocess.run(
                     [sys.executable, "-c", f"FLAGS = {FLAGS!r}\n" + _PHASES],
-                    env=env, capture_output=True, text=True, check=True, timeout=120,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    timeout=120,
                 ).stdout
                 for line in out.splitlines():
                     name, ms = line.split("\t")

@@ -179,9 +179,26 @@ def resolver_run_rate() -> Window:
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "train.py"
         script.write_text(RUN_SCRIPT.format(repo=str(REPOSITORY), here=str(Path(__file__).parent)))
-        done = subprocess.run([sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--devices", "2",
-                               "--strategy", "ddp", str(script)], capture_output=True, text=True, timeout=600,
-                              env=_clean_env(), cwd=folder)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "resolver",
+                "run",
+                "--accelerator",
+                "cpu",
+                "--devices",
+                "2",
+                "--strategy",
+                "ddp",
+                str(script),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=_clean_env(),
+            cwd=folder,
+        )
     # resolver run prefixes each line with its rank: "[rank 0]: RATE 362.2 911.5"
     line = next((line for line in done.stdout.splitlines() if "RATE " in line), None)
     if line is None:
@@ -294,8 +311,14 @@ def _run_script(text: str, *args: str, prefix: list[str] | None = None) -> tuple
         script = Path(folder) / "script.py"
         script.write_text(text.format(repo=str(REPOSITORY)))
         start = time.time()
-        done = subprocess.run([*(prefix or [sys.executable]), str(script), *args], capture_output=True, text=True,
-                              env=_clean_env(), timeout=600, cwd=folder)
+        done = subprocess.run(
+            [*(prefix or [sys.executable]), str(script), *args],
+            capture_output=True,
+            text=True,
+            env=_clean_env(),
+            timeout=600,
+            cwd=folder,
+        )
     return start, done.stdout + "\n" + done.stderr
 
 
@@ -309,8 +332,15 @@ def _value(output: str, key: str) -> float:
 def process_ready_ms(torchrun: bool) -> float:
     prefix = None
     if torchrun:
-        prefix = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                  "--master-port", str(find_free_port())]
+        prefix = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(find_free_port()),
+        ]
     start, output = _run_script(READY_SCRIPT, prefix=prefix)
     return (_value(output, "READY") - start) * 1000
 
@@ -424,9 +454,13 @@ def _raw_wrapped(kind: str, model: torch.nn.Module, mp_policy: Any = None) -> tu
         import deepspeed
 
         engine, optimizer, _, _ = deepspeed.initialize(
-            model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
-            config={"train_micro_batch_size_per_gpu": 32, "zero_optimization": {"stage": 2},
-                    "zero_allow_untested_optimizer": True},  # as the runtime's default config (SGD)
+            model=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
+            config={
+                "train_micro_batch_size_per_gpu": 32,
+                "zero_optimization": {"stage": 2},
+                "zero_allow_untested_optimizer": True,
+            },  # as the runtime's default config (SGD)
         )
         return engine, optimizer
     return model, torch.optim.SGD(model.parameters(), lr=0.01)
@@ -629,16 +663,31 @@ def main() -> None:
     parser.add_argument(
         "--only", nargs="*", default=["train", "spawn", "fork", "ddp", "return", "collectives", "steps", "gpu"]
     )
-    parser.add_argument("--gpu-on-cpu", action="store_true",
-                        help="run the bf16 GPU step comparison on the CPU instead (checks the comparison itself)")
-    parser.add_argument("--gpu-kinds", nargs="*", default=["single_device", "ddp", "fsdp"],
-                        help="the strategies of the bf16 step comparison (default: %(default)s)")
-    parser.add_argument("--gpu-shapes", nargs="*", default=None, choices=sorted(BF16_SHAPES),
-                        help="model shapes of the bf16 step comparison (default: both on CUDA, small on the CPU)")
+    parser.add_argument(
+        "--gpu-on-cpu",
+        action="store_true",
+        help="run the bf16 GPU step comparison on the CPU instead (checks the comparison itself)",
+    )
+    parser.add_argument(
+        "--gpu-kinds",
+        nargs="*",
+        default=["single_device", "ddp", "fsdp"],
+        help="the strategies of the bf16 step comparison (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--gpu-shapes",
+        nargs="*",
+        default=None,
+        choices=sorted(BF16_SHAPES),
+        help="model shapes of the bf16 step comparison (default: both on CUDA, small on the CPU)",
+    )
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {_cores()} core(s); Fabric {'yes' if HAVE_FABRIC else 'not installed'}, "
-          f"DeepSpeed {'yes' if HAVE_DEEPSPEED else 'not installed'}; medians of {args.repeats}, alternating; "
-          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"torch {torch.__version__}, {_cores()} core(s); Fabric {'yes' if HAVE_FABRIC else 'not installed'}, "
+        f"DeepSpeed {'yes' if HAVE_DEEPSPEED else 'not installed'}; medians of {args.repeats}, alternating; "
+        f"load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     if "train" in args.only:
         sides = {"ours launch": runtime_train_rate, "ours run": resolver_run_rate, "raw": raw_train_rate}
         if HAVE_FABRIC:
@@ -646,26 +695,48 @@ def main() -> None:
         sides["control"] = raw_train_rate  # raw again: how far two identical sides differ in this run
         walls: dict[str, list[float]] = {side: [] for side in sides}
         cpus: dict[str, list[float]] = {side: [] for side in sides}
-        compare("train 2 ranks", {side: _timed(measure, walls[side], cpus[side]) for side, measure in sides.items()},
-                args.repeats, True, "steps/s")
+        compare(
+            "train 2 ranks",
+            {side: _timed(measure, walls[side], cpus[side]) for side, measure in sides.items()},
+            args.repeats,
+            True,
+            "steps/s",
+        )
         # What the loop costs rank 0's main thread per step: the framework's own work, read finely.
         report("train 2 ranks, rank 0 main-thread CPU per step", cpus, False, "us")
         # The same launches end to end (start-up included; `ours run` also starts the CLI).
         report(f"train 2 ranks, {STEPS + 10} steps, whole launch", walls, False, "s")
     for method in ("spawn", "fork"):
         if method in args.only:
-            compare(f"ddp_{method} call to ready", {"ours": lambda m=method: runtime_ready_ms(m),  # type: ignore[misc]
-                                                  "raw": lambda m=method: raw_ready_ms(m)}, args.repeats, False, "ms")
+            compare(
+                f"ddp_{method} call to ready",
+                {
+                    "ours": lambda m=method: runtime_ready_ms(m),  # type: ignore[misc]
+                    "raw": lambda m=method: raw_ready_ms(m),
+                },
+                args.repeats,
+                False,
+                "ms",
+            )
     if "ddp" in args.only:
-        compare("ddp process start to ready", {"ours": lambda: process_ready_ms(False),
-                                               "torchrun": lambda: process_ready_ms(True)}, args.repeats, False, "ms")
+        compare(
+            "ddp process start to ready",
+            {"ours": lambda: process_ready_ms(False), "torchrun": lambda: process_ready_ms(True)},
+            args.repeats,
+            False,
+            "ms",
+        )
     if "return" in args.only:
         sides = {"ours": lambda: return_ms("runtime")}
         if HAVE_FABRIC:
             sides["fabric"] = lambda: return_ms("fabric")
         samples = {side: statistics.median([measure() for _ in range(args.repeats)]) for side, measure in sides.items()}
-        print(f"{'ddp ranks finished to launch() returns':<44} " + "   ".join(
-            f"{side} {value:8.1f} ms" for side, value in samples.items()) + "   (goal: ours <= 50 ms)", flush=True)
+        print(
+            f"{'ddp ranks finished to launch() returns':<44} "
+            + "   ".join(f"{side} {value:8.1f} ms" for side, value in samples.items())
+            + "   (goal: ours <= 50 ms)",
+            flush=True,
+        )
     if "collectives" in args.only:
         results = _in_ranks("ddp", _collectives, 2 * args.repeats + 1)  # cheap rounds in running ranks
         for name, (ours, raw) in results.items():

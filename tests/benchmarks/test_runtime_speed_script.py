@@ -17,8 +17,14 @@ SCRIPT = Path(__file__).with_name("runtime_speed.py")
 
 def _run_script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """The script in a session of its own: on a timeout its ranks go with it."""
-    process = subprocess.Popen([sys.executable, str(SCRIPT), *args], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

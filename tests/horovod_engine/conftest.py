@@ -39,8 +39,16 @@ def _needs_horovod() -> None:
 @pytest.fixture(autouse=True)
 def _clean_rank_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith("HOROVOD_") or name in ("RESOLVER_CONFIG", "RUNTIME_REPORT_DIR", "RUNTIME_LAUNCHER_PID",
-                                                   "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        if name.startswith("HOROVOD_") or name in (
+            "RESOLVER_CONFIG",
+            "RUNTIME_REPORT_DIR",
+            "RUNTIME_LAUNCHER_PID",
+            "RANK",
+            "LOCAL_RANK",
+            "WORLD_SIZE",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+        ):
             monkeypatch.delenv(name)
     inherited = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(CONTRACT), str(RUNTIME_TESTS), *inherited]))

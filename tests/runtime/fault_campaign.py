@@ -51,8 +51,19 @@ FAULTS = {
 #: rendezvous"); on a loaded machine raise the latter above the time ranks take to start.
 LAUNCH_TIMEOUT = 60.0
 RENDEZVOUS_TIMEOUT = 30.0
-_DROP = ("RESOLVER_CONFIG", "RUNTIME_REPORT_DIR", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "RANK", "LOCAL_RANK",
-         "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "RUNTIME_RENDEZVOUS_TIMEOUT")
+_DROP = (
+    "RESOLVER_CONFIG",
+    "RUNTIME_REPORT_DIR",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NODE_RANK",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "RUNTIME_RENDEZVOUS_TIMEOUT",
+)
 
 
 @attrs.frozen
@@ -92,8 +103,11 @@ def run_case(launcher: str, fault: str, launch_timeout: float = LAUNCH_TIMEOUT,
     kind = FAULTS[fault]
     with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if k not in _DROP}
-        env.update(TMPDIR=tmp, RUNTIME_RENDEZVOUS_TIMEOUT=str(rendezvous_timeout),
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])))
+        env.update(
+            TMPDIR=tmp,
+            RUNTIME_RENDEZVOUS_TIMEOUT=str(rendezvous_timeout),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])),
+        )
         start = time.monotonic()
         process = subprocess.Popen(_command(launcher, kind, out, launch_timeout), stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, env=env, cwd=REPOSITORY)  # fmt: skip
@@ -124,16 +138,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per case; the time shown is their median")
     parser.add_argument("--fault", action="append", choices=list(FAULTS), help="only these faults (repeatable)")
     parser.add_argument("--launch-timeout", type=float, default=LAUNCH_TIMEOUT, help="seconds (default: %(default)s)")
-    parser.add_argument("--rendezvous-timeout", type=float, default=RENDEZVOUS_TIMEOUT,
-                        help="seconds (default: %(default)s)")
+    parser.add_argument(
+        "--rendezvous-timeout", type=float, default=RENDEZVOUS_TIMEOUT, help="seconds (default: %(default)s)"
+    )
     args = parser.parse_args()
     unknown = set(args.launchers) - set(LAUNCHERS)
     if unknown:
         parser.error(f"unknown launcher(s) {', '.join(sorted(unknown))}; choose from {', '.join(LAUNCHERS)}")
-    print(f"launch timeout {args.launch_timeout:g} s, rendezvous timeout {args.rendezvous_timeout:g} s, "
-          f"{args.repeat} run(s) per case")
-    print("| fault (in rank 1 unless named) | launcher | error named (rank, exit code) | median s to fail "
-          "| leftover processes | leftover report folders |")
+    print(
+        f"launch timeout {args.launch_timeout:g} s, rendezvous timeout {args.rendezvous_timeout:g} s, "
+        f"{args.repeat} run(s) per case"
+    )
+    print(
+        "| fault (in rank 1 unless named) | launcher | error named (rank, exit code) | median s to fail "
+        "| leftover processes | leftover report folders |"
+    )
     print("|---|---|---|---|---|---|")
     for fault in args.fault or FAULTS:
         for launcher in args.launchers or LAUNCHERS:

@@ -115,8 +115,14 @@ def checkpoint_round_trip(strategy: Strategy, path: str) -> list[bool]:
     checks = [
         loaded["step"] == 7,
         torch.equal(weights, rank0_weights),  # every rank loaded rank 0's file
-        all(torch.equal(a, b) for a, b in zip(strategy.unwrap_module(model).state_dict().values(),
-                                              strategy.unwrap_module(fresh).state_dict().values(), strict=True)),
+        all(
+            torch.equal(a, b)
+            for a, b in zip(
+                strategy.unwrap_module(model).state_dict().values(),
+                strategy.unwrap_module(fresh).state_dict().values(),
+                strict=True,
+            )
+        ),
         bool(fresh_optimizer.state_dict()["state"]),  # momentum buffers restored
     ]
     return strategy.collective.all_gather_object(all(checks))

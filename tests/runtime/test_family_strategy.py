@@ -62,8 +62,23 @@ def test_the_family_strategy_runs_with_two_processes(tmp_path: Path) -> None:
     site.write_text(SITE)
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    command = [sys.executable, "-m", "resolver", "run", "--rules", str(site), "--strategy", "my_ddp",
-               "--devices", "2", "--accelerator", "cpu", "--timeout", "120", str(script)]
+    command = [
+        sys.executable,
+        "-m",
+        "resolver",
+        "run",
+        "--rules",
+        str(site),
+        "--strategy",
+        "my_ddp",
+        "--devices",
+        "2",
+        "--accelerator",
+        "cpu",
+        "--timeout",
+        "120",
+        str(script),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RESOLVER_CONFIG")}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)

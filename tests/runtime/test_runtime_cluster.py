@@ -59,9 +59,17 @@ def test_externally_launched_clusters_read_master_addr_and_port(cls: type) -> No
 
 @pytest.mark.parametrize(
     ("hostlist", "first"),
-    [("node1", "node1"), ("gpu[07-09,12],cpu1", "gpu07"), ("a,b", "a"), ("rack[2-3]-n[01-04]", "rack2-n01"),
-     ("host[5,7]", "host5"), ("alpha beta gamma", "alpha"), ("  alpha\tbeta", "alpha"),
-     ("gpu[007-009] cpu1", "gpu007"), (" ,node[1-3,5,7-8],x", "node1")],
+    [
+        ("node1", "node1"),
+        ("gpu[07-09,12],cpu1", "gpu07"),
+        ("a,b", "a"),
+        ("rack[2-3]-n[01-04]", "rack2-n01"),
+        ("host[5,7]", "host5"),
+        ("alpha beta gamma", "alpha"),
+        ("  alpha\tbeta", "alpha"),
+        ("gpu[007-009] cpu1", "gpu007"),
+        (" ,node[1-3,5,7-8],x", "node1"),
+    ],
 )
 def test_the_first_host_of_a_slurm_host_list(hostlist: str, first: str) -> None:
     assert first_host(hostlist) == first
@@ -107,8 +115,12 @@ def test_lsf_derives_the_port_from_the_job_id_as_lightning_and_the_rules_do() ->
         environment=resolver.Environment(
             hostname="c1",
             variables={
-                "LSB_JOBID": "4242987", "LSB_DJOB_RANKFILE": "/r", "JSM_NAMESPACE_SIZE": "1",
-                "JSM_NAMESPACE_RANK": "0", "JSM_NAMESPACE_LOCAL_RANK": "0", "LSB_MCPU_HOSTS": "batch 1 c1 4",
+                "LSB_JOBID": "4242987",
+                "LSB_DJOB_RANKFILE": "/r",
+                "JSM_NAMESPACE_SIZE": "1",
+                "JSM_NAMESPACE_RANK": "0",
+                "JSM_NAMESPACE_LOCAL_RANK": "0",
+                "LSB_MCPU_HOSTS": "batch 1 c1 4",
             },
             files={"LSB_DJOB_RANKFILE": "batch\nc1\n"},
         ),
@@ -131,8 +143,14 @@ def test_the_runtime_meets_where_the_resolver_said_without_reading_variables() -
     slurm = resolver.Environment(
         cuda_device_count=4,
         variables={
-            "SLURM_NTASKS": "8", "SLURM_NNODES": "2", "SLURM_PROCID": "5", "SLURM_LOCALID": "1",
-            "SLURM_NODEID": "1", "SLURM_JOB_ID": "4242", "SLURM_NTASKS_PER_NODE": "4", "SLURM_JOB_NAME": "train",
+            "SLURM_NTASKS": "8",
+            "SLURM_NNODES": "2",
+            "SLURM_PROCID": "5",
+            "SLURM_LOCALID": "1",
+            "SLURM_NODEID": "1",
+            "SLURM_JOB_ID": "4242",
+            "SLURM_NTASKS_PER_NODE": "4",
+            "SLURM_JOB_NAME": "train",
             "SLURM_JOB_NODELIST": "gpu[01-02]",
         },
     )
@@ -145,7 +163,11 @@ def test_the_runtime_meets_where_the_resolver_said_without_reading_variables() -
 
 def test_flags_name_the_rendezvous_of_a_run_started_by_hand() -> None:
     config = resolver.resolve(
-        accelerator="cpu", num_nodes=2, node_rank=1, master_addr="Node0", master_port=29511,
+        accelerator="cpu",
+        num_nodes=2,
+        node_rank=1,
+        master_addr="Node0",
+        master_port=29511,
         environment=resolver.Environment(),
     )
     env = LocalEnvironment(config, environ={})

@@ -28,8 +28,17 @@ pytestmark = pytest.mark.timeout(150)
 
 
 def clean_environment(tmp: Path, **extra: str) -> dict[str, str]:
-    drop = {"RESOLVER_CONFIG", "RUNTIME_REPORT_DIR", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "RANK",
-            "LOCAL_RANK", "WORLD_SIZE", "RUNTIME_RENDEZVOUS_TIMEOUT"}
+    drop = {
+        "RESOLVER_CONFIG",
+        "RUNTIME_REPORT_DIR",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "NODE_RANK",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "RUNTIME_RENDEZVOUS_TIMEOUT",
+    }
     return {**{k: v for k, v in os.environ.items() if k not in drop}, "TMPDIR": str(tmp), **extra}
 
 
@@ -46,8 +55,13 @@ class Run:
         self.out.mkdir()
         self.tmp.mkdir()
         start = time.monotonic()
-        self.done = subprocess.run(command(launcher, kind, self.out, timeout), capture_output=True, text=True,
-                                   timeout=140, env=clean_environment(self.tmp, **env))
+        self.done = subprocess.run(
+            command(launcher, kind, self.out, timeout),
+            capture_output=True,
+            text=True,
+            timeout=140,
+            env=clean_environment(self.tmp, **env),
+        )
         self.seconds = time.monotonic() - start
         self.launcher = launcher
 
@@ -55,7 +69,7 @@ class Run:
     def outcome(self) -> dict[str, object]:
         lines = [line for line in self.done.stdout.splitlines() if line.startswith("OUTCOME ")]
         assert len(lines) == 1, self.done.stdout + self.done.stderr
-        return json.loads(lines[0][len("OUTCOME "):])  # type: ignore[no-any-return]
+        return json.loads(lines[0][len("OUTCOME ") :])  # type: ignore[no-any-return]
 
     @property
     def message(self) -> str:
@@ -229,8 +243,13 @@ def test_sigterm_to_the_launching_process_stops_the_ranks_and_removes_the_report
     out, tmp = tmp_path / "out", tmp_path / "tmp"
     out.mkdir()
     tmp.mkdir()
-    launching = subprocess.Popen(command(launcher, "hang", out, 120), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, env=clean_environment(tmp))
+    launching = subprocess.Popen(
+        command(launcher, "hang", out, 120),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_environment(tmp),
+    )
     try:
         deadline = time.monotonic() + 90
         while len(recorded_pids(out)) < 2 and time.monotonic() < deadline:

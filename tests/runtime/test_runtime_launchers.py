@@ -47,9 +47,15 @@ def test_fork_ranks_see_torchrun_variables_and_their_own_config() -> None:
     for rank, seen in enumerate(identities):
         assert (seen["global_rank"], seen["local_rank"], seen["config_rank"]) == (rank, rank, rank)
         assert seen["world_size"] == 2
-        assert seen["env"] == {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-                               "LOCAL_WORLD_SIZE": "2", "NODE_RANK": "0", "GROUP_RANK": "0",
-                               "MASTER_ADDR": "127.0.0.1"}
+        assert seen["env"] == {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "NODE_RANK": "0",
+            "GROUP_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1",
+        }
     assert "RANK" not in os.environ and "MASTER_PORT" not in os.environ  # the caller's environment is untouched
 
 
@@ -71,7 +77,7 @@ def test_a_failing_rank_raises_in_the_caller_with_its_traceback_and_no_rank_surv
 
     assert error.value.rank == 1
     assert "ValueError: rank 1 cannot go on: bad batch 42" in str(error.value)
-    assert 'in fail_on_rank\n    raise ValueError' in error.value.traceback
+    assert "in fail_on_rank\n    raise ValueError" in error.value.traceback
     pids = recorded_pids(tmp_path)
     assert len(pids) == 2 and all(process_is_gone(pid) for pid in pids)
 
@@ -119,8 +125,13 @@ def test_inside_a_launched_rank_a_launcher_runs_the_function_directly(monkeypatc
 
 
 def run_script(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
-                          env={k: v for k, v in os.environ.items() if k != "RESOLVER_CONFIG"})
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={k: v for k, v in os.environ.items() if k != "RESOLVER_CONFIG"},
+    )
 
 
 def test_the_subprocess_launcher_reruns_the_script_as_rank_1(tmp_path: Path) -> None:
@@ -177,8 +188,13 @@ def test_the_process_group_is_really_gone_after_a_ddp_run() -> None:
     # torch.distributed.nn.functional binds group.WORLD as a default argument when imported; if DDP
     # imports it while the group exists, the group (and its gloo threads) outlives teardown, and
     # those threads can abort the process at exit.
-    done = subprocess.run([sys.executable, str(SCRIPT.parent / "ddp_leftovers.py")], capture_output=True, text=True,
-                          timeout=90, env={k: v for k, v in os.environ.items() if k != "RESOLVER_CONFIG"})
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "ddp_leftovers.py")],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={k: v for k, v in os.environ.items() if k != "RESOLVER_CONFIG"},
+    )
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("GLOO-THREADS"))
     assert line.endswith("after=0") and "during=0" not in line
@@ -225,9 +241,13 @@ def test_threads_per_rank_is_resolved_from_the_cores_and_shown_by_explain() -> N
     config = resolver.resolve(accelerator="cpu", devices=4, strategy="ddp", environment=environment)
     assert config.threads_per_rank == 2
     assert "8 CPU core(s) shared by 4 local rank(s)" in config.provenance["threads_per_rank"].describe()
-    explained = subprocess.run([sys.executable, "-m", "resolver", "explain", "--accelerator", "cpu", "--devices", "2",
-                                "--strategy", "ddp"], capture_output=True, text=True, timeout=60,
-                               env={**os.environ, "OMP_NUM_THREADS": "3"})
+    explained = subprocess.run(
+        [sys.executable, "-m", "resolver", "explain", "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OMP_NUM_THREADS": "3"},
+    )
     assert explained.returncode == 0, explained.stderr
     line = next(line for line in explained.stdout.splitlines() if line.startswith("threads_per_rank"))
     assert line.split()[1] == "3" and "variable OMP_NUM_THREADS=3" in line

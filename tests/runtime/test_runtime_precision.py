@@ -24,8 +24,9 @@ def test_32_true_changes_nothing() -> None:
     assert next(module.parameters()).dtype == torch.float32 and out.dtype == torch.float32
 
 
-@pytest.mark.parametrize(("name", "dtype"), [("64-true", torch.float64), ("16-true", torch.float16),
-                                             ("bf16-true", torch.bfloat16)])
+@pytest.mark.parametrize(
+    ("name", "dtype"), [("64-true", torch.float64), ("16-true", torch.float16), ("bf16-true", torch.bfloat16)]
+)
 def test_true_precisions_cast_the_module_the_inputs_and_new_tensors(name: str, dtype: torch.dtype) -> None:
     precision = build_precision(name)
 

@@ -18,12 +18,17 @@ pytestmark = pytest.mark.timeout(120)
 
 def resolver_run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RESOLVER_CONFIG", "MASTER_PORT", "RANK")}
-    return subprocess.run([sys.executable, str(SCRIPTS / "run_script_driver.py"), *args],
-                          capture_output=True, text=True, timeout=90, env=env)
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / "run_script_driver.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+    )
 
 
 def lines_with(prefix: str, output: str) -> list[dict[str, object]]:
-    return [json.loads(line[len(prefix):]) for line in output.splitlines() if line.startswith(prefix)]
+    return [json.loads(line[len(prefix) :]) for line in output.splitlines() if line.startswith(prefix)]
 
 
 def test_every_rank_gets_torchrun_variables_and_the_resolved_config(tmp_path: Path) -> None:

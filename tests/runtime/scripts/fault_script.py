@@ -59,9 +59,13 @@ def main() -> None:
             runtime.launch(fault_workers.fault, kind, out, devices=2, strategy=strategy, timeout=timeout)
         outcome = {"error": None}
     except Exception as error:
-        outcome = {"error": type(error).__name__, "rank": getattr(error, "rank", None),
-                   "ranks": list(getattr(error, "ranks", ())), "exit_code": getattr(error, "exit_code", None),
-                   "message": str(error)}
+        outcome = {
+            "error": type(error).__name__,
+            "rank": getattr(error, "rank", None),
+            "ranks": list(getattr(error, "ranks", ())),
+            "exit_code": getattr(error, "exit_code", None),
+            "message": str(error),
+        }
         if strategy == "run":
             raise
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)  # as an uncaught error would show
