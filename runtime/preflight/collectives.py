@@ -148,7 +148,9 @@ def ring(collective: Collective, hosts: Mapping[int, str], timeout: float, repea
                             return _ring_fail(f"pair {pair}: rank {first} got {bad:g} back, expected "
                                               f"{first + 1001}", first, second, hosts, start)  # fmt: skip
                     one_way = best / 2
-                    figures.append({"pair": pair, "bytes": elements * 4, "latency_us": one_way * 1e6,
+                    figures.append({"pair": pair, "ranks": [first, second],
+                                    "hosts": [hosts.get(first, "?"), hosts.get(second, "?")],
+                                    "bytes": elements * 4, "latency_us": one_way * 1e6,
                                     "busbw_gbps": elements * 4 / one_way / 1e9})  # fmt: skip
                 else:
                     for _ in range(repeats):
