@@ -73,6 +73,11 @@ def _setup_collective(config: ResolvedConfig, store: dist.TCPStore, address: str
     if config.accelerator == "cuda":
         device = torch.device("cuda", config.device_ids[config.local_rank])
         torch.cuda.set_device(device)
+    if config.collective == "horovod":  # Horovod's own rendezvous (horovodrun's driver), no torch group
+        collective = COLLECTIVES.get("horovod")()
+        collective.setup(rank, world, timeout=timeout, device=device)
+        collective.check_across_ranks = False
+        return collective
     backend = config.process_group_backend or "gloo"
     if backend == "gloo":
         apply_gloo_interface(address)
@@ -126,7 +131,7 @@ def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int
     if "collectives skipped" in agreement.detail:
         return
     hosts = {r: str(data["host"]) for r, data in everyone.items()}
-    if config.collective != "torch" or world == 1:
+    if config.collective not in ("torch", "horovod") or world == 1:
         why = (
             "one process: there is no collective to check"
             if world == 1 or config.collective == "single_device"
@@ -149,7 +154,10 @@ def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int
         progress.record(check)
         if not check.ok:
             return
-    if world > 1:
+    if config.collective == "horovod":
+        progress.record(Check("ring", SKIP, "Horovod has no point-to-point messages: no pair can be timed alone "
+                              "(the operations above crossed every link)"))  # fmt: skip
+    elif world > 1:
         progress.enter("ring")
         check = ring(collective, hosts, timeout)
         progress.record(check)
@@ -161,13 +169,17 @@ def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int
     fault_at(rank, "speed")
     speed = measure(collective)
     progress.record(speed)
-    collective.teardown()
-    if not speed.ok:
-        return
-    progress.enter("engine")
-    from runtime.preflight.engine import engine_step
+    try:
+        if not speed.ok:
+            return
+        progress.enter("engine")
+        from runtime.preflight.engine import engine_step
 
-    progress.record(engine_step(config, timeout))
+        # Horovod stays joined: the strategy's collective finds it set up and leaves it so (a second
+        # hvd.init after shutdown is not something Horovod promises); a torch group is adopted either way
+        progress.record(engine_step(config, timeout))
+    finally:
+        collective.teardown()
 
 
 def _everyone(store: Any, mine: RankState, world: int, timeout: float) -> list[RankState]:
