@@ -33,6 +33,10 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT) ->
     """
     if not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if config.launcher == "xla":  # torch_xla starts and numbers the replicas: the check runs in them
+        from runtime.preflight.xla import check_xla
+
+        return check_xla(config, timeout=timeout)
     if config.launcher is not None and config.launcher not in ("subprocess", "spawn", "fork"):
         from runtime.errors import RuntimeConfigError
 

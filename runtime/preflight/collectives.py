@@ -30,6 +30,7 @@ def _fill(collective: Collective, value: float) -> torch.Tensor:
 
 def _wrong(values: torch.Tensor, expected: float) -> float | None:
     """The first value that is not ``expected``, or None."""
+    values = values.cpu()  # an XLA tensor is computed here, and nonzero() needs no device support
     bad = (values != expected).nonzero()
     return None if bad.numel() == 0 else float(values[bad[0]].item())
 
