@@ -60,3 +60,14 @@ def test_an_xla_step_that_differs_from_one_process_is_named():
         r"FAIL engine {6}rank 0 \(\S+\): one xla step differs from a single-process step in the loss", out
     ), out
     assert "9 checks, FAILED (engine), 1 rank" in out
+
+
+def test_a_replica_that_raises_is_named_with_the_step_and_its_error_not_a_traceback():
+    code, out, err = _check(RESOLVER_CHECK_FAULT="0:raise@engine")
+    assert code == 1, out + err
+    named = (
+        r"FAIL engine {6}rank 0 \(\S+\) exited with code 1 during engine \(its last line: \"rank 0 failed: "
+        r"RuntimeError: injected failure at engine \(RESOLVER_CHECK_FAULT\)\"\)"
+    )
+    assert re.search(named, out), out
+    assert "Traceback" not in out + err
