@@ -33,6 +33,10 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT) ->
     """
     if not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if config.launcher == "xla":  # torch_xla starts and numbers the replicas: the check runs in them
+        from runtime.preflight.xla import check_xla
+
+        return check_xla(config, timeout=timeout)
     if config.launcher is not None and config.launcher not in ("subprocess", "spawn", "fork"):
         from runtime.errors import RuntimeConfigError
 
@@ -55,8 +59,18 @@ def _check_this_rank(config: ResolvedConfig, timeout: float) -> CheckReport:
 
     started = time.monotonic()
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
-    state, everyone = check_rank(config, cluster.main_address, cluster.main_port, timeout=timeout,
-                                 source=cluster.main_port_source)  # fmt: skip
+    address, port, source = None, None, cluster.main_port_source
+    if config.cluster_environment == "horovod":  # horovodrun's rendezvous is its driver's, not rank 0's
+        from runtime.preflight.horovod import check_store_address
+
+        found = check_store_address(config.global_rank, timeout)
+        if isinstance(found, Check):
+            state = RankState(config.global_rank, found.hosts[0] if found.hosts else "?", (found,), "done")
+            return merge([state], config.world_size, timeout=timeout, summary=config.summary(),
+                         seconds=time.monotonic() - started)  # fmt: skip
+        (address, port), source = found, "a free port of rank 0's host, passed through horovodrun's store"
+    state, everyone = check_rank(config, address or cluster.main_address, port or cluster.main_port,
+                                 timeout=timeout, source=source)  # fmt: skip
     seconds = time.monotonic() - started
     if everyone is not None:
         return merge(everyone, config.world_size, timeout=timeout, summary=config.summary(), seconds=seconds)

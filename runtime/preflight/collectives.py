@@ -30,6 +30,7 @@ def _fill(collective: Collective, value: float) -> torch.Tensor:
 
 def _wrong(values: torch.Tensor, expected: float) -> float | None:
     """The first value that is not ``expected``, or None."""
+    values = values.cpu()  # an XLA tensor is computed here, and nonzero() needs no device support
     bad = (values != expected).nonzero()
     return None if bad.numel() == 0 else float(values[bad[0]].item())
 
@@ -148,7 +149,9 @@ def ring(collective: Collective, hosts: Mapping[int, str], timeout: float, repea
                             return _ring_fail(f"pair {pair}: rank {first} got {bad:g} back, expected "
                                               f"{first + 1001}", first, second, hosts, start)  # fmt: skip
                     one_way = best / 2
-                    figures.append({"pair": pair, "bytes": elements * 4, "latency_us": one_way * 1e6,
+                    figures.append({"pair": pair, "ranks": [first, second],
+                                    "hosts": [hosts.get(first, "?"), hosts.get(second, "?")],
+                                    "bytes": elements * 4, "latency_us": one_way * 1e6,
                                     "busbw_gbps": elements * 4 / one_way / 1e9})  # fmt: skip
                 else:
                     for _ in range(repeats):

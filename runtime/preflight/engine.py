@@ -14,12 +14,16 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
 from resolver.config import ResolvedConfig
 from runtime.preflight.faults import fault_at
 from runtime.preflight.report import FAIL, OK, Check
+
+if TYPE_CHECKING:
+    from runtime.strategies.base import Strategy
 
 __all__ = ["engine_step"]
 
@@ -61,16 +65,19 @@ def _sgd(parameters: Iterator[torch.nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.SGD(parameters, lr=_LR)
 
 
-def engine_step(config: ResolvedConfig, timeout: float) -> Check:
-    """The engine check for this rank: build the strategy, take one step, compare with the reference."""
+def engine_step(config: ResolvedConfig, timeout: float, strategy: Strategy | None = None) -> Check:
+    """The engine check for this rank: build the strategy (or use ``strategy``, one a launcher set
+    up for this rank: the XLA replicas'), take one step, compare with the reference."""
     import runtime
 
     rank, world, host = config.global_rank, config.world_size, socket.gethostname()
     fault = fault_at(rank, "engine")
     start = time.monotonic()
+    own = strategy is None
     try:
-        strategy = runtime.build(config, timeout=timeout)
-        strategy.setup_environment()  # adopts the check's process group
+        if strategy is None:
+            strategy = runtime.build(config, timeout=timeout)
+            strategy.setup_environment()  # adopts the check's process group
         try:
             module, optimizer = strategy.setup_module_and_optimizer(_model(), _sgd)
             x, y = _batch(world)
@@ -86,7 +93,8 @@ def engine_step(config: ResolvedConfig, timeout: float) -> Check:
             distributed_loss = float(total.item()) / world
             weights = {k: v.detach().float().cpu() for k, v in strategy.full_state_dict(module).items()}
         finally:
-            strategy.teardown()
+            if own:
+                strategy.teardown()
     except Exception as exc:
         text = str(exc).splitlines()[0] if str(exc) else ""
         return Check("engine", FAIL, f"rank {rank} ({host}): one {config.strategy} step failed: "

@@ -17,7 +17,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import torch
@@ -30,6 +30,9 @@ from runtime.preflight.faults import fault_at
 from runtime.preflight.rendezvous import RendezvousFailed, meet
 from runtime.preflight.report import FAIL, SKIP, STEPS, Check, RankState
 from runtime.preflight.speed import measure
+
+if TYPE_CHECKING:
+    from runtime.strategies.base import Strategy
 
 __all__ = ["check_rank"]
 
@@ -73,6 +76,11 @@ def _setup_collective(config: ResolvedConfig, store: dist.TCPStore, address: str
     if config.accelerator == "cuda":
         device = torch.device("cuda", config.device_ids[config.local_rank])
         torch.cuda.set_device(device)
+    if config.collective in ("horovod", "xla"):  # their own rendezvous (horovodrun's driver, PJRT), no torch group
+        collective = COLLECTIVES.get(config.collective)()
+        collective.setup(rank, world, timeout=timeout, device=None if config.collective == "xla" else device)
+        collective.check_across_ranks = False
+        return collective
     backend = config.process_group_backend or "gloo"
     if backend == "gloo":
         apply_gloo_interface(address)
@@ -85,9 +93,11 @@ def _setup_collective(config: ResolvedConfig, store: dist.TCPStore, address: str
 
 
 def check_rank(config: ResolvedConfig, address: str, port: int, *, timeout: float, state_file: str | None = None,
-               source: str = "MASTER_ADDR/MASTER_PORT") -> tuple[RankState, list[RankState] | None]:  # fmt: skip
+               source: str = "MASTER_ADDR/MASTER_PORT",
+               strategy: Strategy | None = None) -> tuple[RankState, list[RankState] | None]:  # fmt: skip
     """Run every step as the rank ``config`` names; return its state and, on rank 0, every rank's
-    final state as the store gave them (``None`` on the other ranks)."""
+    final state as the store gave them (``None`` on the other ranks). ``strategy``: this rank's,
+    already set up by a launcher (the XLA replicas'), for the engine step."""
     rank, world = config.global_rank, config.world_size
     progress = _Progress(rank, state_file)
     progress.enter("rendezvous")
@@ -101,7 +111,7 @@ def check_rank(config: ResolvedConfig, address: str, port: int, *, timeout: floa
         store = failed.store
     progress.store = store
     if store is not None and progress.state.checks[-1].ok:
-        _steps(config, store, address, port, timeout, progress)
+        _steps(config, store, address, port, timeout, progress, strategy)
     progress.enter(DONE)
     everyone = _everyone(store, progress.state, world, timeout) if rank == 0 else None
     if dist.is_initialized():
@@ -110,7 +120,7 @@ def check_rank(config: ResolvedConfig, address: str, port: int, *, timeout: floa
 
 
 def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int, timeout: float,
-           progress: _Progress) -> None:  # fmt: skip
+           progress: _Progress, strategy: Strategy | None) -> None:  # fmt: skip
     rank, world = config.global_rank, config.world_size
     progress.enter("agreement")
     fault_at(rank, "agreement")
@@ -126,11 +136,16 @@ def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int
     if "collectives skipped" in agreement.detail:
         return
     hosts = {r: str(data["host"]) for r, data in everyone.items()}
-    if config.collective != "torch" or world == 1:
+    if config.collective == "xla" and world == 1:  # one replica: no collective, but the engine step
+        for name in STEPS[2:-1]:
+            progress.record(Check(name, SKIP, "one XLA replica: no collective to check"))
+        _engine(config, timeout, progress, strategy)
+        return
+    if config.collective not in ("torch", "horovod", "xla") or world == 1:
         why = (
             "one process: there is no collective to check"
             if world == 1 or config.collective == "single_device"
-            else f"the check runs on torch.distributed only, not on the {config.collective} collective yet"
+            else f"the check runs on torch.distributed, Horovod and XLA, not on the {config.collective} collective"
         )
         for name in STEPS[2:]:
             progress.record(Check(name, SKIP, why))
@@ -149,7 +164,11 @@ def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int
         progress.record(check)
         if not check.ok:
             return
-    if world > 1:
+    if config.collective in ("horovod", "xla"):
+        engine = "Horovod" if config.collective == "horovod" else "XLA"
+        progress.record(Check("ring", SKIP, f"{engine} has no point-to-point messages: no pair can be timed alone "
+                              "(the operations above crossed every link)"))  # fmt: skip
+    elif world > 1:
         progress.enter("ring")
         check = ring(collective, hosts, timeout)
         progress.record(check)
@@ -159,15 +178,26 @@ def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int
         progress.record(Check("ring", SKIP, "one rank: no pair to check"))
     progress.enter("speed")
     fault_at(rank, "speed")
-    speed = measure(collective)
+    if config.collective == "xla":
+        speed = Check("speed", SKIP, "XLA records collectives lazily into each replica's graph: a time per call "
+                      "would measure graph building and compilation, not the link")  # fmt: skip
+    else:
+        speed = measure(collective)
     progress.record(speed)
-    collective.teardown()
-    if not speed.ok:
-        return
-    progress.enter("engine")
+    try:
+        if speed.ok:
+            # Horovod stays joined: the strategy's collective finds it set up and leaves it so (a second
+            # hvd.init after shutdown is not something Horovod promises); a torch group is adopted either way
+            _engine(config, timeout, progress, strategy)
+    finally:
+        collective.teardown()
+
+
+def _engine(config: ResolvedConfig, timeout: float, progress: _Progress, strategy: Strategy | None) -> None:
     from runtime.preflight.engine import engine_step
 
-    progress.record(engine_step(config, timeout))
+    progress.enter("engine")
+    progress.record(engine_step(config, timeout, strategy))
 
 
 def _everyone(store: Any, mine: RankState, world: int, timeout: float) -> list[RankState]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["STEPS", "Check", "CheckReport", "RankState", "merge"]
+__all__ = ["STEPS", "WARN", "Check", "CheckReport", "RankState", "merge"]
 
 #: The checks, in the order they run; a report lists them in this order.
 STEPS = (
@@ -30,6 +30,8 @@ STEPS = (
 )
 
 OK, FAIL, SKIP = "ok", "fail", "skip"
+#: Passed, with a finding that stands out (a slow link): the job would run, slower; exit status 0.
+WARN = "warn"
 
 
 # Typed converters: with a bare ``tuple`` converter, type checkers cannot tell what a field accepts.
@@ -131,6 +133,11 @@ class CheckReport:
     def failed(self) -> tuple[Check, ...]:
         return tuple(check for check in self.checks if not check.ok)
 
+    @property
+    def warnings(self) -> tuple[Check, ...]:
+        """The checks that passed with a warning (a slow link)."""
+        return tuple(check for check in self.checks if check.status == WARN)
+
     def __getitem__(self, name: str) -> Check:
         for check in self.checks:
             if check.name == name:
@@ -144,6 +151,7 @@ class CheckReport:
             "hosts": list(self.hosts),
             "summary": self.summary,
             "seconds": round(self.seconds, 3),
+            "warnings": [check.name for check in self.warnings],
             "checks": [check.to_dict() for check in self.checks],
         }
 
@@ -154,7 +162,7 @@ class CheckReport:
         """One line per check; a failure is followed by its blame, the differences and the fix."""
         lines = [f"resolver check: {self.summary}"] if self.summary else []
         for check in self.checks:
-            mark = {OK: "ok  ", FAIL: "FAIL", SKIP: "skip"}[check.status]
+            mark = {OK: "ok  ", FAIL: "FAIL", SKIP: "skip", WARN: "WARN"}[check.status]
             lines.append(f"{mark} {check.name:<11} {check.detail}".rstrip())
             if check.table:
                 widths = [max(len(row[i]) for row in check.table) for i in range(len(check.table[0]))]
@@ -163,9 +171,12 @@ class CheckReport:
                     lines.append(("       " + "  ".join(cells)).rstrip())
             for figure in check.figures:
                 lines.append("       " + _figure_text(figure))
-            if check.status == FAIL and check.fix:
+            if check.status in (FAIL, WARN) and check.fix:
                 lines.append(f"       = help: {check.fix}")
         verdict = "passed" if self.ok else f"FAILED ({', '.join(c.name for c in self.failed)})"
+        if self.ok and self.warnings:
+            verdict += f" with {len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''} "
+            verdict += f"({', '.join(c.name for c in self.warnings)})"
         ranks = f"{self.world_size} rank{'s' if self.world_size != 1 else ''}"
         lines.append(f"{len(self.checks)} checks, {verdict}, {ranks}, {self.seconds:.1f} s")
         return "\n".join(lines)
@@ -173,8 +184,9 @@ class CheckReport:
 
 def _figure_text(figure: Mapping[str, Any]) -> str:
     if "pair" in figure:
+        slow = "  <- slow" if figure.get("slow") else ""
         return (f"{figure['pair']:<22} {_size(figure['bytes']):>7}  {figure['latency_us']:>9.1f} us  "
-                f"{figure['busbw_gbps']:>8.3f} GB/s")  # fmt: skip
+                f"{figure['busbw_gbps']:>8.3f} GB/s{slow}")  # fmt: skip
     return (f"{figure['op']:<11} {_size(figure['bytes']):>7}  {figure['latency_us']:>9.1f} us  "
             f"algbw {figure['algbw_gbps']:>8.3f} GB/s  busbw {figure['busbw_gbps']:>8.3f} GB/s")  # fmt: skip
 
@@ -254,7 +266,8 @@ def merge(states: Sequence[RankState], world_size: int, *, timeout: float, summa
             statuses = {e.status for e in entries}
             first = min(entries, key=lambda e: 0 if e.figures or e.table else 1)  # rank 0's figures
             figures = [f for e in entries for f in e.figures] if name == "ring" else list(first.figures)
-            merged.append(attrs.evolve(first, status=OK if OK in statuses else SKIP, figures=figures))
+            check = attrs.evolve(first, status=OK if OK in statuses else SKIP, figures=figures)
+            merged.append(_flag_slow_links(check) if name == "ring" else check)
             continue
         causes = causes or failures
         blame = sorted({r for e in causes for r in e.blame})
@@ -268,6 +281,31 @@ def merge(states: Sequence[RankState], world_size: int, *, timeout: float, summa
         broken = name != "agreement" or any(_blocking(e) for e in causes)
     ordered_hosts = tuple(hosts.get(r, "?") for r in range(world_size))
     return CheckReport(tuple(merged), world_size, ordered_hosts, summary, seconds)
+
+
+def _flag_slow_links(ring: Check) -> Check:
+    """The ring's check with its slow pairs (see :mod:`runtime.preflight.links`) flagged: a warning
+    naming each pair with its figures, and the pair's figure lines marked."""
+    from runtime.preflight.links import describe, slow_pairs
+
+    findings = slow_pairs(ring.figures)
+    if not findings:
+        return ring
+    slow = {finding["pair"]: {s["bytes"] for s in finding["slow"]} for finding in findings}
+    figures = [{**f, "slow": True} if f.get("bytes") in slow.get(f.get("pair"), ()) else f for f in ring.figures]
+    ranks = sorted({r for finding in findings for r in finding.get("ranks", ())})
+    hosts = list(dict.fromkeys(h for finding in findings for h in finding.get("hosts", ())))
+    return attrs.evolve(
+        ring,
+        status=WARN,
+        detail=f"{ring.detail}; {describe(findings)}",
+        blame=ranks,
+        hosts=hosts,
+        figures=figures,
+        fix="the job runs, but every step waits for this link: compare the hosts' network (the link speed "
+        "`ethtool <interface>` reports, the interface gloo/NCCL picked: GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, "
+        "a shared or congested switch port) and run the check again to see whether it is stable",
+    )
 
 
 def _rank_of(check: Check) -> int | None:
