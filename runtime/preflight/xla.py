@@ -60,6 +60,8 @@ def check_xla(config: ResolvedConfig, *, timeout: float) -> CheckReport:
     try:
         try:
             found = strategy.launch(_replica, timeout, find_free_port(), str(folder))
+            if found is None:  # rank 0 gathers every replica's state: only the other replicas return None
+                raise RuntimeError("the XLA check's rank 0 returned no replica states")
             states = [RankState.from_dict(s) for s in found]
         except (RankFailedError, LaunchTimeoutError) as exc:
             states = []
