@@ -55,6 +55,13 @@ def test_pairs_across_hosts_are_not_compared_with_pairs_on_one_host():
     assert slow_pairs([*local, *remote]) == []
 
 
+def test_pairs_on_one_host_are_shown_but_never_flagged():
+    # measured in CI: 3 ranks on 2 busy cores, one local pair descheduled for milliseconds
+    local = [*_pair(0, 1, ("h", "h"), 90.0, 900.0), *_pair(1, 2, ("h", "h"), 95.0, 950.0),
+             *_pair(2, 0, ("h", "h"), 6500.0, 7400.0)]  # fmt: skip
+    assert slow_pairs(local) == []
+
+
 def test_a_lone_link_between_two_hosts_has_nothing_to_be_compared_with():
     assert slow_pairs([*_pair(0, 1, ("a", "b"), 10_000.0, 90_000.0), *_pair(1, 0, ("b", "a"), 90.0, 1300.0)]) == []
 
