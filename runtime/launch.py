@@ -14,6 +14,7 @@ from resolver.flags import collect_flags
 from runtime.build import build
 from runtime.collector import collector_paused
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
+from runtime.preemption import exit_if_preempted
 from runtime.rank_environment import launched_config
 from runtime.worker import check_worker_entry, run_worker
 
@@ -73,7 +74,8 @@ def launch(
             from resolver.flagsfile import flags_with_file
 
             flags = flags_with_file(flags, FLAG_DEFAULTS, config_file)[0]
-        return run_launched_rank(_run_checked_worker, launched, flags, fn, *args, **kwargs)
+        result = run_launched_rank(_run_checked_worker, launched, flags, fn, *args, **kwargs)
+        return exit_if_preempted(result, launched.global_rank)  # type: ignore[no-any-return]
     import resolver
 
     options = dict(strategy_options or {})
