@@ -102,6 +102,7 @@ class PreemptionState:
         self.checks = 0
         self.step: int | None = None
         self.checkpoint: str | None = None
+        self.requeued = False
 
     def handler(self, signum: int, frame: object) -> None:
         self.received = signum  # read at the next check: a handler must not call into a collective
@@ -132,7 +133,8 @@ def catching(strategy: Strategy) -> Iterator[PreemptionState | None]:
         yield state
     finally:
         for number, handler in previous.items():
-            signal.signal(number, handler)
+            if not (state.requeued and number == signal.SIGTERM):  # still ignored until the rank exits
+                signal.signal(number, handler)
 
 
 def agree(strategy: Strategy, state: PreemptionState | None, step: int | None) -> bool:
@@ -162,10 +164,13 @@ def finish(strategy: Strategy, state: PreemptionState | None, result: Any) -> An
         job = os.environ.get("SLURM_JOB_ID")
         if job is None:
             note = "not requeued: requeue=True, but this is not a SLURM job (SLURM_JOB_ID is unset)"
-        elif strategy.is_global_zero:
-            requeued, note = requeue(job)
         else:
-            requeued = job  # rank 0 requeues it
+            # SLURM ends the requeued job's processes with SIGTERM: each rank is about to exit (status 75)
+            # with its checkpoint saved, so it does, with its message, rather than die by that signal.
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            state.requeued = True
+            requeued, note = requeue(job) if strategy.is_global_zero else (job, "")  # rank 0 requeues it
     return Preempted(state.step, state.checkpoint, requeued, note)
 
 
