@@ -61,6 +61,8 @@ def launch(
     collective. ``max_restarts``: after a rank fails, every local rank is started again, at most this many
     times (torchrun's ``--max-restarts``; ``strategy.restart_count`` tells ``fn`` which attempt it runs in);
     the last failure is raised. Under torchrun, SLURM or MPI restarts are that launcher's: there it is an error.
+    With ``strategy_options={"preemption_signal": "SIGUSR1"}``, a run whose ranks stopped on that signal
+    (``strategy.preempted()``) raises :class:`~runtime.errors.PreemptedError` (see :mod:`runtime.preemption`).
 
     In a process that a launcher or ``resolver run`` started (``RESOLVER_CONFIG`` is set), the
     flags are not resolved again: ``fn`` runs as the rank that config names. This is what

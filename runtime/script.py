@@ -79,6 +79,10 @@ def run_script(
     is started again (``TORCHELASTIC_RESTART_COUNT`` counts the attempts), at most that many times; a
     timeout or an interrupt ends the run at once (see :mod:`runtime.launchers.restarts`).
 
+    With the strategy option ``preemption_signal`` (``--preemption-signal``), this process passes that
+    signal on to its ranks (and, as a SLURM task, ``SIGTERM`` too); a run whose ranks stopped on
+    pre-emption returns :data:`PREEMPTED_EXIT_CODE` (75) and is never restarted here.
+
     Returns 0 when every rank exits cleanly; otherwise the first failing rank's exit code
     (128 + N when killed by signal N) after stopping the others, or 124 when ``timeout``
     (seconds; default: the config's ``timeout`` option) ran out. Raises
