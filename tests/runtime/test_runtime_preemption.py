@@ -140,3 +140,25 @@ def test_requeue_without_a_preemption_signal_is_refused_by_resolver_run() -> Non
     assert done.returncode == 2, done.stderr
     assert "--requeue requeues a pre-empted SLURM job, but no --preemption-signal is given" in done.stderr
     assert "hint: add --preemption-signal SIGUSR1" in done.stderr
+
+
+def _stop_at_step_7(strategy: runtime.Strategy, folder: Path) -> str:
+    os.kill(os.getpid(), signal.SIGUSR1)  # delivered before the next bytecode: the check below sees it
+    assert strategy.preempted(7)
+    strategy.save_checkpoint(folder / "step-7", {"step": 7})
+    return "returned"
+
+
+def test_one_process_raises_preempted_error_and_says_why_a_requested_requeue_did_not_happen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    options = {"preemption_signal": "USR1", "requeue": True}
+    with pytest.raises(runtime.PreemptedError) as caught:
+        runtime.launch(_stop_at_step_7, tmp_path, accelerator="cpu", devices=1, strategy_options=options)
+    error = caught.value
+    assert (error.step, error.checkpoint, error.requeued, error.exit_code) == (7, str(tmp_path / "step-7"), None, 75)
+    assert str(error).startswith(f"pre-empted at step 7, checkpoint at {tmp_path / 'step-7'}\n")
+    assert "not requeued: requeue=True, but this is not a SLURM job (SLURM_JOB_ID is unset)" in str(error)
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # the handler lasted as long as the work
+    assert not runtime.launch(lambda strategy: strategy.preempted(), accelerator="cpu", devices=1)  # option off
