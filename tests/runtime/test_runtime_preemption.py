@@ -2,7 +2,7 @@
 
 ``tests/runtime/scripts/preempt_training.py`` trains two ranks, checking ``strategy.preempted(step)`` at
 every step, under ``resolver run --preemption-signal SIGUSR1`` and under ``runtime.launch(...,
-strategy_options={"preemption_signal": "SIGUSR1"})``. Once rank 1 has taken some steps the test sends
+strategy_options={"preemption_signal": "SIGUSR1"})`` (``ddp``, ``ddp_spawn``, ``fsdp``, ``deepspeed``). Once rank 1 has taken some steps the test sends
 ``SIGUSR1`` to rank 1 only. What must hold: both ranks stop at the same step, a checkpoint of that
 step exists, the run ends with "pre-empted at step N, checkpoint at PATH" and status 75
 (``PreemptedError`` from ``launch``), nothing is left behind, and a second run resumes at that step.
@@ -36,8 +36,9 @@ ENTRIES = {
                      "{out}", str(STEPS)],
     "launch ddp": [sys.executable, str(TRAINING), "{out}", str(STEPS), "ddp"],
     "launch ddp_spawn": [sys.executable, str(TRAINING), "{out}", str(STEPS), "ddp_spawn"],
-    # FSDP saves its checkpoint its own way: the PATH in the message is still the one saved
+    # FSDP and DeepSpeed save their checkpoints their own way: the PATH in the message is still the one saved
     "launch fsdp": [sys.executable, str(TRAINING), "{out}", str(STEPS), "fsdp"],
+    "launch deepspeed": [sys.executable, str(TRAINING), "{out}", str(STEPS), "deepspeed"],
 }  # fmt: skip
 
 
@@ -74,6 +75,8 @@ def gone(pid: int) -> bool:
 def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step_with_a_checkpoint_and_status_75(
     entry: str, tmp_path: Path
 ) -> None:
+    if entry == "launch deepspeed":
+        pytest.importorskip("deepspeed", reason="DeepSpeed is an optional extra: pip install -e '.[deepspeed]'")
     out, tmp = tmp_path / "out", tmp_path / "tmp"
     out.mkdir()
     tmp.mkdir()
