@@ -2,10 +2,11 @@
 
 ``tests/runtime/scripts/preempt_training.py`` trains two ranks, checking ``strategy.preempted(step)`` at
 every step, under ``resolver run --preemption-signal SIGUSR1`` and under ``runtime.launch(...,
-strategy_options={"preemption_signal": "SIGUSR1"})`` (``ddp``, ``ddp_spawn``, ``fsdp``, ``deepspeed``). Once rank 1 has taken some steps the test sends
-``SIGUSR1`` to rank 1 only. What must hold: both ranks stop at the same step, a checkpoint of that
-step exists, the run ends with "pre-empted at step N, checkpoint at PATH" and status 75
-(``PreemptedError`` from ``launch``), nothing is left behind, and a second run resumes at that step.
+strategy_options={"preemption_signal": "SIGUSR1"})`` (``ddp``, ``ddp_spawn``, ``fsdp``,
+``deepspeed``). Once rank 1 has taken some steps the test sends ``SIGUSR1`` to rank 1 only. What must
+hold: both ranks stop at the same step, a checkpoint of that step exists, the run ends with
+"pre-empted at step N, checkpoint at PATH" and status 75 (``PreemptedError`` from ``launch``),
+nothing is left behind, and a second run resumes at that step.
 (The SLURM requeue: tests/cluster/test_slurm_preemption.py.)
 """
 
