@@ -46,6 +46,28 @@ def _rank_output(args: argparse.Namespace, config: ResolvedConfig) -> Any:
     return output
 
 
+def _with_preemption(args: argparse.Namespace, config: ResolvedConfig) -> ResolvedConfig:
+    """``config`` with ``--preemption-signal``/``--requeue`` as strategy options (the ranks read them there)."""
+    if args.preemption_signal is None and not args.requeue:
+        return config
+    import attrs
+
+    from runtime.errors import RuntimeConfigError
+    from runtime.preemption import check_preemption_signal
+
+    if args.preemption_signal is None:
+        raise RuntimeConfigError(
+            "--requeue requeues a pre-empted SLURM job, but no --preemption-signal is given\n"
+            "  hint: add --preemption-signal SIGUSR1 (and submit with sbatch --signal=USR1@90 --requeue)"
+        )
+    try:
+        check_preemption_signal(args.preemption_signal)
+    except ValueError as exc:
+        raise RuntimeConfigError(f"--preemption-signal: {exc}") from None
+    options = {"preemption_signal": args.preemption_signal, "requeue": bool(args.requeue)}
+    return attrs.evolve(config, strategy_options={**config.strategy_options, **options})
+
+
 def _resolve(args: argparse.Namespace, **keywords: Any) -> ResolvedConfig:
     """``resolve()`` with the command line's flags, over the flags file of ``--config`` if any."""
     flags = _flags(args)
@@ -159,6 +181,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     try:
         output = _rank_output(args, config)
+        config = _with_preemption(args, config)
     except runtime.RuntimeConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

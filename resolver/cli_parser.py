@@ -290,6 +290,19 @@ def _run_options(run: _Parser) -> None:
         help="stop every rank (and fail) if the run takes longer than this",
     )
     _add_rank_output_options(run)
+    preemption = run.add_argument_group("pre-emption (docs/runtime.md, Surviving failures)")
+    preemption.add_argument(
+        "--preemption-signal",
+        metavar="SIGNAL",
+        default=None,
+        help="the signal that announces pre-emption, e.g. SIGUSR1 (sbatch --signal=USR1@90): the ranks stop at "
+        "the same strategy.preempted() check, the script saves and returns, and the run exits with status 75",
+    )
+    preemption.add_argument(
+        "--requeue",
+        action="store_true",
+        help="with --preemption-signal, in a SLURM job: requeue the job (scontrol requeue) after the ranks saved",
+    )
     from resolver.cli_torchrun import add_torchrun_options
 
     add_torchrun_options(run)

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
     from runtime.errors import MissingDependencyError as MissingDependencyError
     from runtime.errors import PortInUseError as PortInUseError
+    from runtime.errors import PreemptedError as PreemptedError
     from runtime.errors import RankFailedError as RankFailedError
     from runtime.errors import RendezvousTimeoutError as RendezvousTimeoutError
     from runtime.errors import RendezvousWaitError as RendezvousWaitError
@@ -89,6 +90,7 @@ _MODULES = {
     "Launcher": "runtime.launchers.base",
     "MissingDependencyError": "runtime.errors",
     "PortInUseError": "runtime.errors",
+    "PreemptedError": "runtime.errors",
     "Precision": "runtime.precision.base",
     "RankFailedError": "runtime.errors",
     "RankOutput": "runtime.launchers.rank_output",

@@ -10,6 +10,7 @@ __all__ = [
     "LaunchTimeoutError",
     "MissingDependencyError",
     "PortInUseError",
+    "PreemptedError",
     "RankFailedError",
     "RendezvousTimeoutError",
     "RendezvousWaitError",
@@ -197,3 +198,30 @@ class StrategyMisuseError(RuntimeError):
 class StrategyArgumentError(StrategyMisuseError, TypeError, ValueError):
     """A :class:`~runtime.strategies.base.Strategy` method got an argument of the wrong type or value
     (a ``TypeError`` and a ``ValueError`` too, for code that catches those)."""
+
+
+class PreemptedError(RuntimeError):
+    """The run was pre-empted: every rank stopped at ``step`` after its pre-emption signal, and the
+    script saved ``checkpoint`` (``None`` when it saved none after the signal).
+
+    ``requeued`` is the SLURM job id requeued to resume from it (``requeue=True``), else ``None``;
+    ``note`` says why a requested requeue did not happen. ``exit_code`` is the status ``resolver run``
+    and a pre-empted rank process exit with (75).
+    """
+
+    exit_code = 75
+
+    def __init__(self, step: int, checkpoint: str | None, *, requeued: str | None = None, note: str = "") -> None:
+        self.step = step
+        self.checkpoint = checkpoint
+        self.requeued = requeued
+        self.note = note
+        where = f"checkpoint at {checkpoint}" if checkpoint else "no checkpoint saved after the signal"
+        message = f"pre-empted at step {step}, {where}"
+        if requeued:
+            message += f"; SLURM job {requeued} requeued to resume from it"
+        if note:
+            message += f"\n  {note}"
+        elif not requeued and checkpoint:
+            message += "\n  hint: run again to resume from it (strategy.latest_checkpoint finds it)"
+        super().__init__(message)

@@ -14,6 +14,7 @@ from resolver.flags import collect_flags
 from runtime.build import build
 from runtime.collector import collector_paused
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
+from runtime.preemption import exit_if_preempted
 from runtime.rank_environment import launched_config
 from runtime.worker import check_worker_entry, run_worker
 
@@ -60,6 +61,8 @@ def launch(
     collective. ``max_restarts``: after a rank fails, every local rank is started again, at most this many
     times (torchrun's ``--max-restarts``; ``strategy.restart_count`` tells ``fn`` which attempt it runs in);
     the last failure is raised. Under torchrun, SLURM or MPI restarts are that launcher's: there it is an error.
+    With ``strategy_options={"preemption_signal": "SIGUSR1"}``, a run whose ranks stopped on that signal
+    (``strategy.preempted()``) raises :class:`~runtime.errors.PreemptedError` (see :mod:`runtime.preemption`).
 
     In a process that a launcher or ``resolver run`` started (``RESOLVER_CONFIG`` is set), the
     flags are not resolved again: ``fn`` runs as the rank that config names. This is what
@@ -73,7 +76,8 @@ def launch(
             from resolver.flagsfile import flags_with_file
 
             flags = flags_with_file(flags, FLAG_DEFAULTS, config_file)[0]
-        return run_launched_rank(_run_checked_worker, launched, flags, fn, *args, **kwargs)
+        result = run_launched_rank(_run_checked_worker, launched, flags, fn, *args, **kwargs)
+        return exit_if_preempted(result, launched.global_rank)  # type: ignore[no-any-return]
     import resolver
 
     options = dict(strategy_options or {})

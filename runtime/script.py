@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from resolver.config import ResolvedConfig
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
@@ -13,10 +15,14 @@ from runtime.launchers.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.launchers.restarts import check_max_restarts, report_restart, restart_variables
 from runtime.ports import check_rendezvous_port
+from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signals
 from runtime.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
-__all__ = ["TIMEOUT_EXIT_CODE", "run_script"]
+if TYPE_CHECKING:
+    from runtime.cluster.base import ClusterEnvironment
+
+__all__ = ["PREEMPTED_EXIT_CODE", "TIMEOUT_EXIT_CODE", "run_script"]
 
 #: The exit code when ranks were stopped at the timeout (as coreutils' ``timeout``).
 TIMEOUT_EXIT_CODE = 124
@@ -73,6 +79,10 @@ def run_script(
     is started again (``TORCHELASTIC_RESTART_COUNT`` counts the attempts), at most that many times; a
     timeout or an interrupt ends the run at once (see :mod:`runtime.launchers.restarts`).
 
+    With the strategy option ``preemption_signal`` (``--preemption-signal``), this process passes that
+    signal on to its ranks (and, as a SLURM task, ``SIGTERM`` too); a run whose ranks stopped on
+    pre-emption returns :data:`PREEMPTED_EXIT_CODE` (75) and is never restarted here.
+
     Returns 0 when every rank exits cleanly; otherwise the first failing rank's exit code
     (128 + N when killed by signal N) after stopping the others, or 124 when ``timeout``
     (seconds; default: the config's ``timeout`` option) ran out. Raises
@@ -102,30 +112,71 @@ def run_script(
     # One process on this machine (config.launcher is None there too) is this run's to restart.
     started_by = config.cluster_environment if started_by_cluster and config.cluster_environment != "local" else None
     check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)
-    for attempt in range(max_restarts + 1):
-        if attempt:
-            check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
-        restart = restart_variables(attempt, max_restarts) if started_by is None else {}
-        # The group is left first: every rank is stopped and reaped before the pump writes what is left.
-        with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
-            for rank in ranks:
-                variables = rank_variables(rank, address, port, group.reports.directory)
-                if not started_by_cluster:  # ranks it starts itself: as torchrun's (a cluster's keep its own)
-                    variables.update(elastic_variables(rank, run_id, role))
-                variables.update(restart)
-                environment = {**os.environ, **variables}
-                group.popen(rank.global_rank, command, environment, output=pump, local_rank=rank.local_rank)
-            try:
-                outcome = group.supervisor(timeout).watch()
-            except KeyboardInterrupt:
-                return 130  # the group stops and reaps every rank on the way out
-        problem = outcome.problem(timeout)
-        if not isinstance(problem, RankFailedError) or attempt == max_restarts:
-            break
-        report_restart(_report(problem, output), attempt + 1, max_restarts, "resolver run")
+    slurm_task = started_by_cluster and config.cluster_environment == "slurm"
+    signals = launching_signals(config.strategy_options, started_by_slurm=slurm_task)
+    with forwarding(signals):  # the ranks take a pre-emption signal this process gets (SLURM signals both)
+        problem = _Attempts(config, ranks, command, cluster, run_id, role, output, timeout).run(
+            max_restarts, restarts_ours=started_by is None
+        )
+    if isinstance(problem, RankFailedError) and problem.exit_code == PREEMPTED_EXIT_CODE:
+        problem = PREEMPTED_EXIT_CODE  # a rank exited so before its work was seen to return
+    if problem == PREEMPTED_EXIT_CODE:
+        # Every rank stopped at the agreed step; rank 0 printed the step and the checkpoint.
+        print(f"resolver run: pre-empted: every rank stopped (exit status {PREEMPTED_EXIT_CODE})", file=sys.stderr)
+        return PREEMPTED_EXIT_CODE
+    if isinstance(problem, int):
+        return problem
     if problem is None:
         return 0
     print(f"resolver run: {_report(problem, output)}", file=sys.stderr, flush=True)  # with the traceback or stacks
     if isinstance(problem, LaunchTimeoutError):
         return TIMEOUT_EXIT_CODE
     return _exit_code(problem.exit_code)
+
+
+@dataclass
+class _Attempts:
+    """The rank processes of one ``run_script``, started again after a failure (``max_restarts``)."""
+
+    config: ResolvedConfig
+    ranks: list[ResolvedConfig]
+    command: list[str]
+    cluster: ClusterEnvironment
+    run_id: str
+    role: str
+    output: RankOutput | None
+    timeout: float | None
+
+    def run(self, max_restarts: int, *, restarts_ours: bool) -> Exception | int | None:
+        """The problem that ended the run (``None``: none), or 130 after Ctrl-C."""
+        config, cluster, output, timeout = self.config, self.cluster, self.output, self.timeout
+        address, port = cluster.main_address, cluster.main_port
+        problem = None
+        for attempt in range(max_restarts + 1):
+            if attempt:
+                check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
+            restart = restart_variables(attempt, max_restarts) if restarts_ours else {}
+            # The group is left first: every rank is stopped and reaped before the pump writes what is left.
+            with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
+                for rank in self.ranks:
+                    variables = rank_variables(rank, address, port, group.reports.directory)
+                    if config.launcher is not None:  # ranks it starts itself: as torchrun's (a cluster's keep its own)
+                        variables.update(elastic_variables(rank, self.run_id, self.role))
+                    variables.update(restart)
+                    environment = {**os.environ, **variables}
+                    group.popen(rank.global_rank, self.command, environment, output=pump, local_rank=rank.local_rank)
+                try:
+                    outcome = group.supervisor(timeout).watch()
+                except KeyboardInterrupt:
+                    return 130  # the group stops and reaps every rank on the way out
+                # A rank whose work returned is not watched any more: its status says it was pre-empted.
+                preempted = any(process.poll() == PREEMPTED_EXIT_CODE for process in group.processes.values())
+            problem = outcome.problem(timeout)
+            if problem is None and preempted:
+                return PREEMPTED_EXIT_CODE
+            if not isinstance(problem, RankFailedError) or attempt == max_restarts:
+                break
+            if problem.exit_code == PREEMPTED_EXIT_CODE:
+                break  # pre-empted, not failed: never restarted here (a requeued SLURM job starts again)
+            report_restart(_report(problem, output), attempt + 1, max_restarts, "resolver run")
+        return problem

@@ -139,6 +139,9 @@ start() {
   ctld_port=$(free_port)
   slurmd_port=$(free_port)
   first_job=$((1000 + RANDOM % 8000))
+  # cred_expire: a requeued job waits this long before it may start again (SLURM's default, 120 s,
+  # would make the pre-emption test wait two minutes); sched_interval: the scheduler then looks at it
+  # within 5 s, not the default 60.
   cat > "$dir/slurm.conf" << EOF
 ClusterName=resolvertest
 SlurmctldHost=$NODE(127.0.0.1)
@@ -147,7 +150,7 @@ SlurmdPort=$slurmd_port
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.socket
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=30
 CredType=cred/munge
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
@@ -163,6 +166,7 @@ JobCompType=jobcomp/none
 SwitchType=switch/none
 MpiDefault=none
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=5
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides

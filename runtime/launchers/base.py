@@ -24,6 +24,7 @@ from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_ra
 from runtime.launchers.reports import RankReports
 from runtime.launchers.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime.ports import check_rendezvous_port
+from runtime.preemption import exit_if_preempted, forwarding, launching_signals, raise_if_preempted
 from runtime.rank_environment import launched_config
 
 if TYPE_CHECKING:
@@ -69,7 +70,13 @@ class Launcher(ABC):
         if launched_config() is not None:
             # A worker (re-run script, or a `resolver run` rank): this must be the launch it was
             # started for. Checked inside run_launched_rank so that a wrong call is reported.
-            return run_launched_rank(self._enter_as_worker, fn, *args, **kwargs)
+            result = run_launched_rank(self._enter_as_worker, fn, *args, **kwargs)
+            return exit_if_preempted(result, int(os.environ.get("RANK", "0")))  # type: ignore[no-any-return]
+        with forwarding(launching_signals(self.config.strategy_options, started_by_slurm=False)):
+            return raise_if_preempted(self._launch_attempts(fn, *args, **kwargs))  # type: ignore[no-any-return]
+
+    def _launch_attempts(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """The launch, once, or again after a failed attempt up to ``max_restarts`` times."""
         if not self.max_restarts:
             return self._launch(fn, *args, **kwargs)
         check_max_restarts(self.max_restarts, num_nodes=self.config.num_nodes, started_by=None)
@@ -89,6 +96,7 @@ class Launcher(ABC):
             return self._launch(fn, *args, **kwargs)
 
         try:
+            # A pre-empted attempt returns (its ranks' work returned): it is never restarted.
             return run_attempts(attempt, self.max_restarts, "launch")
         finally:
             self.attempt = 0

@@ -30,6 +30,7 @@ from runtime.launchers.in_process_rank import InProcessRank
 from runtime.launchers.rank_output import RankOutputPump
 from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
+from runtime.preemption import watched
 from runtime.rank_environment import DOORBELL_VARIABLE
 
 __all__ = ["DOORBELL_VARIABLE", "RankGroup", "rank_group", "start_rank_process"]
@@ -150,6 +151,7 @@ def rank_group() -> Iterator[RankGroup]:
         os.set_blocking(write, False)
         group = RankGroup(reports, (read, write))
         try:
-            yield group
+            with watched(group.processes):  # a pre-emption signal the launching process gets reaches them
+                yield group
         finally:
             group.close()

@@ -2,7 +2,7 @@
 
 Each launch gets a private directory (``RUNTIME_REPORT_DIR``). A rank that raises writes its
 traceback there before exiting; local rank 0 of an in-process launch (spawn/fork) pickles its
-return value there; and on a timeout the launcher asks a rank for its Python stack (``SIGUSR1``,
+return value there; and on a timeout the launcher asks a rank for its Python stack (``SIGUSR2``,
 answered by :mod:`faulthandler` even while the rank is blocked inside C code).
 """
 
@@ -44,8 +44,10 @@ __all__ = [
     "where_waiting",
 ]
 
-#: The signal that makes a rank dump its stack (None where the platform has no SIGUSR1).
-STACK_SIGNAL: int | None = getattr(signal, "SIGUSR1", None)
+#: The signal that makes a rank dump its stack (None where the platform has no SIGUSR2). Not SIGUSR1:
+#: that is the signal SLURM clusters send before pre-empting a job (``--signal=USR1@90``,
+#: ``runtime.preemption``); SIGQUIT is a stop signal for torchrun's agent and a terminal's Ctrl-\.
+STACK_SIGNAL: int | None = getattr(signal, "SIGUSR2", None)
 
 _stack_files: list[IO[str]] = []  # kept open: faulthandler writes to their descriptors
 

@@ -27,6 +27,7 @@ from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import DataLoaderWarning, stamp_failure_time
 from runtime.launchers.launched_rank import run_launched_rank
 from runtime.launchers.restarts import restart_count
+from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves, settle_preempted
 from runtime.rank_environment import rendezvous_timeout, threads_applied
 from runtime.strategies.guard import BUILT, guard_methods
 from runtime.strategies.options import StrategyOptions, structure_options
@@ -77,6 +78,8 @@ class Strategy:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "save_checkpoint" in cls.__dict__:  # a save after agreed pre-emption names the checkpoint
+            cls.save_checkpoint = recording_saves(cls.__dict__["save_checkpoint"])  # type: ignore[method-assign]
         guard_methods(cls)  # the misuse checks (runtime.strategies.guard) cover overrides too
 
     def __init__(
@@ -105,6 +108,7 @@ class Strategy:
         self._checked_optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
         # id -> parameter that setup_module replaced (by id: tensors compare elementwise, not by identity)
         self._replaced_parameters: dict[int, weakref.ref[torch.Tensor]] = {}
+        self._preemption: PreemptionState | None = None  # while the work runs with preemption_signal set
 
     @classmethod
     def structure_options(cls, config: ResolvedConfig) -> StrategyOptions:
@@ -191,17 +195,23 @@ class Strategy:
             self._cluster_environment.check_started_by_cluster()  # before waiting for the others
             # A rank some launcher started reports its failure to it (no-op otherwise).
             with threads_applied(self._config):
-                return run_launched_rank(self.run, fn, *args, **kwargs)
+                result = run_launched_rank(self.run, fn, *args, **kwargs)
+            return settle_preempted(result, self._config)
         from runtime.worker import run_worker  # the worker builds strategies: import at use
 
         return self._launcher.launch(run_worker, fn, *args, **kwargs)
 
     def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        """Run ``fn(self, *args, **kwargs)`` in this process as this strategy's rank."""
+        """Run ``fn(self, *args, **kwargs)`` in this process as this strategy's rank.
+
+        With the option ``preemption_signal``, the signal sets this rank's flag while ``fn`` runs, and
+        when the ranks agreed on it (:meth:`preempted`) the result is a :class:`runtime.preemption.Preempted`.
+        """
         with collector_paused():
             self.setup_environment()
         try:
-            return fn(self, *args, **kwargs)
+            with catching(self) as self._preemption:
+                return finish(self, self._preemption, fn(self, *args, **kwargs))
         except BaseException as exc:
             stamp_failure_time(exc)
             raise
@@ -222,6 +232,13 @@ class Strategy:
             device=device,
             rendezvous_timeout=rendezvous_timeout(self._config),
         )
+
+    def preempted(self, step: int | None = None) -> bool:
+        """Whether the run is being pre-empted: ``True`` on every rank at the same call once any rank got
+        the ``preemption_signal`` (an ``all_reduce`` of the ranks' flags; call it on every rank, once a
+        step). Then save a checkpoint and return. ``step`` names the step in the end message (default:
+        how many checks came before). Always ``False``, with no exchange, without ``preemption_signal``."""
+        return agree(self, self._preemption, step)
 
     def teardown(self) -> None:
         """Leave the collective and release device state."""
@@ -403,4 +420,5 @@ class Strategy:
         )
 
 
+Strategy.save_checkpoint = recording_saves(Strategy.save_checkpoint)  # type: ignore[method-assign]
 guard_methods(Strategy)

@@ -128,6 +128,12 @@ def _optional_state(strategy: Strategy, value: Any) -> tuple[str, str] | None:
     return None if value is None else _STATE.problem(strategy, value)
 
 
+def _step(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return None
+    return f"step must be the step number (an int) or None, got {_describe(value)}", "pass the loop's step, e.g. step"
+
+
 def _config(strategy: Strategy, value: Any) -> tuple[str, str] | None:
     from resolver.config import ResolvedConfig
 
@@ -227,6 +233,7 @@ RULES: dict[str, MethodRule] = {
         ),
         why_any="lists a folder's files, to pick a checkpoint before or after set-up; no collective",
     ),
+    "preempted": MethodRule("set_up", (Arg("step", _step),), every_rank=True),
     "sync": MethodRule("set_up"),
 }
 

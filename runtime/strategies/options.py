@@ -45,6 +45,10 @@ class StrategyOptions:
     - ``max_restarts``: after a rank fails, stop the others and start every local rank again, at
       most this many times (torchrun's ``--max-restarts``; see :mod:`runtime.launchers.restarts`).
       Only where this launch starts the processes, on one node; 0 (default) never restarts.
+    - ``preemption_signal``: the signal that announces pre-emption (``"SIGUSR1"``, SLURM's
+      ``--signal`` convention; ranks SLURM started take ``SIGTERM`` too); ranks then agree on it
+      in :meth:`~runtime.Strategy.preempted` (see :mod:`runtime.preemption`). ``None`` (default): off.
+    - ``requeue``: after a pre-emption in a SLURM job, rank 0 requeues the job (``scontrol requeue``).
     """
 
     use_distributed_sampler: bool = True
@@ -62,6 +66,24 @@ class StrategyOptions:
 
     rank_output: RankOutput | None = None
     max_restarts: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    preemption_signal: str | None = attrs.field(default=None)
+
+    @preemption_signal.validator
+    def _check_preemption_signal(self, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+        if value is not None:
+            from runtime.preemption import check_preemption_signal
+
+            check_preemption_signal(value)
+
+    requeue: bool = attrs.field(default=False)
+
+    @requeue.validator
+    def _check_requeue(self, attribute: attrs.Attribute[bool], value: bool) -> None:
+        if value and self.preemption_signal is None:
+            raise ValueError(
+                "requeue=True requeues a pre-empted SLURM job, but no preemption_signal is set; "
+                "set preemption_signal='SIGUSR1' (resolver run --preemption-signal SIGUSR1) too"
+            )
 
 
 def _strict_bool(value: object, _: type) -> bool:

@@ -18,7 +18,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from slurm_jobs import FIGURES, REQUIRED, Cluster, start_cluster, stop_cluster  # noqa: E402
+from slurm_jobs import FIGURES, PREEMPTION_FIGURES, REQUIRED, Cluster, start_cluster, stop_cluster  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +36,10 @@ def slurm_cluster() -> Iterator[Cluster]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if PREEMPTION_FIGURES:
+        terminalreporter.section("SLURM: pre-emption and requeue (seconds)")
+        for what, seconds in PREEMPTION_FIGURES:
+            terminalreporter.write_line(f"{what:<52} {seconds:7.2f} s")
     if not FIGURES:
         return
     terminalreporter.section("SLURM: seconds from submitting the job to each step (slowest rank)")

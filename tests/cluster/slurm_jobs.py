@@ -17,6 +17,8 @@ import pytest
 
 #: (job shape, entry point, seconds from submission to the slowest rank's start, to its first step)
 FIGURES: list[tuple[str, str, float, float]] = []
+#: (what, seconds) of the pre-emption test (test_slurm_preemption.py)
+PREEMPTION_FIGURES: list[tuple[str, float]] = []
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

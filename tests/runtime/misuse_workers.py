@@ -54,6 +54,7 @@ VALID: dict[str, Callable[[Strategy, Path], tuple[Any, ...]]] = {
     "save_checkpoint": lambda s, d: (str(d / "checkpoint"), {"step": 1}),
     "latest_checkpoint": lambda s, d: (str(d),),
     "load_checkpoint": lambda s, d: (str(d / "checkpoint"), None),
+    "preempted": lambda s, d: (3,),
     "sync": lambda s, d: (),
 }
 
