@@ -93,7 +93,7 @@ def test_duplicate_ids_name_both_places():
     )
     assert error.rule == "strategy.explicit"
     assert "duplicate rule id" in str(error)
-    assert "40-plan.toml" in str(error)
+    assert "rules/strategies.toml" in str(error)
 
 
 def test_cycle_is_named():
