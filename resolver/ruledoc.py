@@ -136,7 +136,7 @@ def _files(table: CompiledTable) -> list[str]:
         "",
         "## Where the rules live",
         "",
-        "Rules are filed by concept (`docs/rule-format.md`, \"Where rules live\"): one file per accelerator,",
+        'Rules are filed by concept (`docs/rule-format.md`, "Where rules live"): one file per accelerator,',
         "cluster environment and strategy, beside a file for what all of them share. The files load in",
         "this order (a folder's own files by name, then its subfolders'); the order decides nothing a",
         "rule means.",
