@@ -57,8 +57,8 @@ class ResolvedConfig:
     """Everything the runtime needs to build a strategy, decided and frozen.
 
     Field names and values are the public vocabulary: each field is a slot the rules declare, with
-    its type, domain and meaning (``rules/00-vocabulary.toml``; the rendezvous in
-    ``rules/37-rendezvous.toml``), and ``docs/usage.md`` ("The result") lists them.
+    its type, domain and meaning (``rules/vocabulary.toml``; the rendezvous in
+    ``rules/rendezvous.toml``), and ``docs/usage.md`` ("The result") lists them.
     ``provenance`` maps each field to the :class:`Provenance` of its value; ``notes`` holds the
     explained choices made on the user's behalf (e.g. one GPU in a notebook).
     """

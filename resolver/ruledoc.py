@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -119,11 +120,45 @@ def _slot_graph(table: CompiledTable) -> list[str]:
     return lines
 
 
+def _file_name(file: str) -> str:
+    """A built-in rule file as ``rules/...`` (where it lives in the source tree); any other as given."""
+    from resolver.rule_tables import builtin_rules_dir
+
+    folder = str(builtin_rules_dir())
+    if file.startswith(folder + os.sep):
+        return "rules/" + Path(os.path.relpath(file, folder)).as_posix()
+    return file
+
+
+def _files(table: CompiledTable) -> list[str]:
+    """Where the rules live: each file, in the order they load, with what it holds."""
+    lines = [
+        "",
+        "## Where the rules live",
+        "",
+        'Rules are filed by concept (`docs/rule-format.md`, "Where rules live"): one file per accelerator,',
+        "cluster environment and strategy, beside a file for what all of them share. The files load in",
+        "this order (a folder's own files by name, then its subfolders'); the order decides nothing a",
+        "rule means.",
+        "",
+        "| file | rules | slots declared | rules' stages |",
+        "|---|---|---|---|",
+    ]
+    stage_index = {plan.name: i for i, plan in enumerate(table.stages)}
+    for file in table.files:
+        rules = [r for r in table.rules.values() if r.file == file]
+        stages = sorted({r.stage for r in rules}, key=lambda s: stage_index.get(s, len(stage_index)))
+        slots = sum(1 for slot in table.slots.values() if slot.file == file)
+        named = ", ".join(f"`{s}`" for s in stages)
+        lines.append(f"| `{_cell(_file_name(file))}` | {len(rules)} | {slots} | {named} |")
+    return lines
+
+
 def rules_markdown(table: CompiledTable) -> str:
     lines = [
         "# The rule table",
         "",
-        "Generated from `rules/*.toml` by `resolver rules --output docs/rules.md`; do not edit by hand",
+        "Generated from the files of `rules/` by `resolver rules --output docs/rules.md`; do not edit by hand",
         "(a test fails when this file is stale). See `docs/rule-format.md` for how rules are written.",
         "",
         f"{len(table.rules)} rules in {len(table.stages)} stages: "
@@ -133,12 +168,14 @@ def rules_markdown(table: CompiledTable) -> str:
         "then the stage's checks run (errors and notes, highest priority first).",
         *_pipeline(table),
         *_slot_graph(table),
+        *_files(table),
     ]
+    order = {name: i for i, name in enumerate(table.files)}  # the stage tables list rules file by file
     for plan in table.stages:
         rules = [r for r in table.rules.values() if r.stage == plan.name]
         if not rules:
             continue
-        rules.sort(key=lambda r: (Path(r.file).name, r.line or 0, r.id))
+        rules.sort(key=lambda r: (order.get(r.file, len(order)), r.file, r.line or 0, r.id))
         lines += [
             "",
             f"## Stage `{plan.name}`",

@@ -29,6 +29,7 @@ __all__ = [
     "TableData",
     "read_folder",
     "read_sources",
+    "rule_files",
     "toml_key_pattern",
 ]
 
@@ -108,25 +109,48 @@ _PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
 
 
 def read_sources(paths: Iterable[str | os.PathLike[str]]) -> list[RuleSource]:
-    """The rule sources of the given files or folders (``*.toml`` in a folder, sorted)."""
+    """The rule sources of the given files or folders (a folder's ``*.toml`` files at any depth, in
+    the order of :func:`rule_files`)."""
     from pathlib import Path
 
     sources: list[RuleSource] = []
     for path in paths:
         p = Path(path)
         if p.is_dir():
-            sources.extend(RuleSource.from_path(f) for f in sorted(p.glob("*.toml")))
+            sources.extend(RuleSource._read(name) for name in rule_files(str(p)))
         else:
             sources.append(RuleSource.from_path(p))
     return sources
 
 
 def read_folder(folder: str) -> list[RuleSource]:
-    """The ``*.toml`` files of ``folder`` (an absolute, normalized path), sorted: :func:`read_sources`
-    for one folder, with ``os`` alone (``pathlib`` costs every process a few milliseconds to import)."""
+    """The rule files of ``folder`` (an absolute, normalized path): :func:`read_sources` for one
+    folder, with ``os`` alone (``pathlib`` costs every process a few milliseconds to import)."""
+    return [RuleSource._read(name) for name in rule_files(folder)]
+
+
+def rule_files(folder: str, _seen: frozenset[str] = frozenset()) -> list[str]:
+    """The ``*.toml`` files under ``folder``: its own, by name, then each subfolder's, the same way,
+    in the order of the subfolders' names (``rules/flags.toml`` before ``rules/accelerators/cpu.toml``).
+
+    The order decides nothing a rule means (stages, priorities and ids do); it only fixes which file
+    a message names first, and it is the same on every machine. A link back to a folder above is
+    not followed (it would never end).
+    """
+    seen = _seen | {os.path.realpath(folder)}
+    files: list[str] = []
+    folders: list[str] = []
     with os.scandir(folder) as entries:
-        names = sorted(entry.path for entry in entries if entry.name.endswith(".toml"))
-    return [RuleSource._read(name) for name in names]
+        for entry in entries:
+            if entry.is_dir():
+                folders.append(entry.path)
+            elif entry.name.endswith(".toml"):
+                files.append(entry.path)
+    files.sort()
+    for sub in sorted(folders):
+        if os.path.realpath(sub) not in seen:
+            files += rule_files(sub, seen)
+    return files
 
 
 @attrs.define

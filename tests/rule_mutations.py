@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import random
 import sys
 import tomllib
@@ -30,7 +31,7 @@ from resolver import Environment, ResolutionError, resolve
 from resolver.api import builtin_rules_dir, compile_sources
 from resolver.compiler import CompiledTable
 from resolver.errors import RuleTableError
-from resolver.table import RuleSource
+from resolver.table import RuleSource, rule_files
 
 Document = dict[str, Any]
 
@@ -101,7 +102,11 @@ _ANY_VALUES: list[Any] = [
 
 
 def builtin_sources() -> list[RuleSource]:
-    return [RuleSource(p.name, p.read_text(encoding="utf-8")) for p in sorted(builtin_rules_dir().glob("*.toml"))]
+    folder = str(builtin_rules_dir())  # each file named by its place in rules/ ("clusters/slurm.toml")
+    return [
+        RuleSource(Path(os.path.relpath(f, folder)).as_posix(), Path(f).read_text(encoding="utf-8"))
+        for f in rule_files(folder)
+    ]
 
 
 class Mutant:
@@ -366,6 +371,7 @@ def _load_file_from_disk(mutant: Mutant) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / mutant.file
+        path.parent.mkdir(parents=True, exist_ok=True)  # clusters/slurm.toml
         path.write_bytes(mutant.data)
         RuleSource.from_path(path)
 
@@ -386,7 +392,7 @@ def mutants(seed: int, count: int, make: str = "breaking") -> list[Mutant]:
     rng = random.Random(seed)
     sources = builtin_sources()
     docs = {s.name: tomllib.loads(s.text) for s in sources}
-    vocabulary = docs.get("00-vocabulary.toml", {})
+    vocabulary = docs.get("vocabulary.toml", {})
     found: list[Mutant] = []
     while len(found) < count:
         source = rng.choice(sources)

@@ -112,7 +112,8 @@ def _shuffled_table(seed: int) -> CompiledTable:
                 items = list(document[section].items())
                 rng.shuffle(items)
                 document[section] = dict(items)
-        sources.append(RuleSource(f"shuffled-{seed}/{Path(source.name).name}", dumps(document)))
+        place = Path(source.name).relative_to(builtin_rules_dir()).as_posix()  # xla.toml is three files
+        sources.append(RuleSource(f"shuffled-{seed}/{place}", dumps(document)))
     rng.shuffle(sources)
     return compile_sources(sources)
 

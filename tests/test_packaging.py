@@ -40,8 +40,9 @@ def test_wheel_is_named_for_the_project_and_typed(wheel):
 
 def test_wheel_contains_every_rule_file(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    shipped = sorted(Path(n).name for n in names if n.startswith("resolver/_rules/"))
-    assert shipped == sorted(p.name for p in (ROOT / "rules").glob("*.toml"))
+    shipped = sorted(n.removeprefix("resolver/_rules/") for n in names if n.startswith("resolver/_rules/"))
+    assert shipped == sorted(p.relative_to(ROOT / "rules").as_posix() for p in (ROOT / "rules").rglob("*.toml"))
+    assert "resolver/_rules/clusters/slurm.toml" in names  # the folders of rules/ ship as they are
     assert any(n.startswith("runtime/") for n in names)
 
 

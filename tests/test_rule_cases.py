@@ -18,7 +18,8 @@ from resolver.cli import main
 from resolver.table import RuleSource, read_sources
 
 BASE = read_sources([builtin_rules_dir()])
-PLAN = str(builtin_rules_dir() / "40-plan.toml")
+#: The cases of rule "strategy" that mean DeepSpeed live in the DeepSpeed strategy's file.
+DEEPSPEED = str(builtin_rules_dir() / "strategies" / "deepspeed.toml")
 GPUS = Environment(cuda_device_count=2, deepspeed_available=True)
 
 # A site file that adds one alias to the built-in table of strategy aliases: one case line.
@@ -48,9 +49,9 @@ def line_of(text: str, needle: str) -> int:
 
 def test_each_case_is_an_ordinary_rule_at_its_own_line():
     table = compile_sources(BASE)
-    text = Path(PLAN).read_text(encoding="utf-8")
+    text = Path(DEEPSPEED).read_text(encoding="utf-8")
     stage_3 = table.rules["strategy.deepspeed_stage_3"]
-    assert (stage_3.file, stage_3.line) == (PLAN, line_of(text, "cases.deepspeed_stage_3 ="))
+    assert (stage_3.file, stage_3.line) == (DEEPSPEED, line_of(text, "deepspeed_stage_3 ="))
     assert [list(c.render()) for c in stage_3.when] == [["`flag.strategy` = 'deepspeed_stage_3'"]]
     assert stage_3.why == "DeepSpeed ZeRO stage 3" and stage_3.priority == 100
     assert "strategy" not in table.rules  # the table itself is not a rule
@@ -232,7 +233,7 @@ def test_a_case_for_a_misspelt_rule_suggests_the_rule():
         # a case the built-in table already has
         (
             '[cases."strategy"]\ndeepspeed_stage_3 = { set = { strategy = "ddp" } }\n',
-            f"case 'deepspeed_stage_3': given twice (first at {PLAN}:",
+            f"case 'deepspeed_stage_3': given twice (first at {DEEPSPEED}:",
             2,
         ),
         # a case whose rule id another rule has

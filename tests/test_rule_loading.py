@@ -93,7 +93,7 @@ def test_duplicate_ids_name_both_places():
     )
     assert error.rule == "strategy.explicit"
     assert "duplicate rule id" in str(error)
-    assert "40-plan.toml" in str(error)
+    assert "rules/strategies.toml" in str(error)
 
 
 def test_cycle_is_named():
@@ -367,3 +367,61 @@ def test_a_slot_of_my_own_can_ask_for_lowercase_values():
         """
     )
     assert "domain 'site_queue' has the value 'Debug'" in str(error)
+
+
+# -- where rules live: folders at any depth ------------------------------------------------------
+
+
+def test_a_rule_folder_is_read_at_any_depth_in_a_fixed_order(tmp_path):
+    """A folder's own files by name, then each subfolder's the same way: the same on every machine,
+    and a link back to a folder above is not followed."""
+    for name in ("z.toml", "a.toml", "b/c.toml", "b/d/e.toml", "c/f.toml", "b/notes.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "b" / "d" / "up").symlink_to(tmp_path / "b", target_is_directory=True)
+    names = [source.name for source in read_sources([tmp_path])]
+    assert names == [str(tmp_path / n) for n in ("a.toml", "z.toml", "b/c.toml", "b/d/e.toml", "c/f.toml")]
+
+
+def test_a_users_nested_rule_folder_is_used_and_its_errors_name_the_nested_file(tmp_path):
+    site = tmp_path / "site"
+    (site / "strategies").mkdir(parents=True)
+    (site / "strategies" / "my_ddp.toml").write_text('[domain.torch_distributed_strategy]\nvalues = ["my_ddp"]\n')
+    config = resolve(strategy="my_ddp", devices=2, environment=Environment(), rules=site)
+    assert (config.strategy, config.launcher) == ("my_ddp", "subprocess")  # the family's rules apply to it
+
+    (site / "clusters").mkdir()
+    broken = site / "clusters" / "pbs.toml"
+    broken.write_text('[[rule]]\nid = "pbs.world"\nstage = "clustered"\nset = { wrld_size = 1 }\nwhy = "x"\n')
+    with pytest.raises(RuleTableError) as info:
+        resolve(environment=Environment(), rules=site)
+    assert (info.value.file, info.value.line) == (str(broken), 2)
+    assert f"{broken}:2" in str(info.value)
+
+
+def test_each_accelerator_cluster_and_strategy_is_named_in_its_own_file():
+    """rules/accelerators/NAME.toml adds NAME to the accelerator domain (clusters/NAME.toml to
+    cluster); each strategy is added to the strategy domain (or a family) by one strategies/ file."""
+    import tomllib
+
+    folder = builtin_rules_dir()
+    table = compile_sources(BASE)
+
+    def added(path, domains):
+        declared = tomllib.loads(path.read_text(encoding="utf-8")).get("domain", {})
+        return {value for name in domains for value in declared.get(name, {}).get("values", [])}
+
+    for kind, domain in (("accelerators", "accelerator"), ("clusters", "cluster")):
+        files = sorted((folder / kind).glob("*.toml"))
+        assert sorted(p.stem for p in files) == sorted(table.domains[domain]), kind
+        for path in files:
+            assert added(path, [domain]) == {path.stem}, path
+    families = ("strategy", "torch_distributed_strategy", "xla_strategy", "single_process_strategy")
+    owners: dict[str, list[str]] = {}
+    for path in sorted((folder / "strategies").glob("*.toml")):
+        assert path.stem in added(path, families), path
+        for value in added(path, families):
+            owners.setdefault(value, []).append(path.name)
+    assert set(owners) == set(table.domains["strategy"])
+    assert {value: files for value, files in owners.items() if len(files) > 1} == {}
+    assert added(folder / "vocabulary.toml", families + ("accelerator", "cluster")) == set()

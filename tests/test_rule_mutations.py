@@ -41,11 +41,13 @@ def test_random_mutations_never_crash_the_loader_or_resolve():
 
 
 def test_the_mutations_cover_every_kind():
-    kinds = {m.what.split(":")[0] for m in rule_mutations.mutants(seed=0, count=400)}
+    # 1200: the files are drawn at random, and of the 28 by-concept files only vocabulary.toml has
+    # `stages` (stage_renamed) and few have a rule with `match` (match_slot)
+    kinds = {m.what.split(":")[0] for m in rule_mutations.mutants(seed=0, count=1200)}
     assert kinds >= set(rule_mutations.BREAKING_KINDS)
 
 
-VOCABULARY = "00-vocabulary.toml"
+VOCABULARY = "vocabulary.toml"
 
 
 def _with_vocabulary(text: str) -> list:

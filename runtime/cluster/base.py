@@ -1,10 +1,11 @@
 """ClusterEnvironment: where the processes of a run meet (the rendezvous address and port).
 
 Ranks, world size and the rendezvous (``main_address``, ``main_port``) are decided by the resolver
-and arrive in the ``ResolvedConfig`` with their provenance (``rules/37-rendezvous.toml``). A cluster
-environment hands them to the launchers; only a config built by hand without them (or a single
-machine's ``main_port = None``: a free port picked at launch) falls back to ``MASTER_ADDR`` and
-``MASTER_PORT`` as the cluster (or the user) exported them.
+and arrive in the ``ResolvedConfig`` with their provenance (``rules/rendezvous.toml`` and each
+cluster's file in ``rules/clusters/``). A cluster environment hands them to the launchers; only a
+config built by hand without them (or a single machine's ``main_port = None``: a free port picked
+at launch) falls back to ``MASTER_ADDR`` and ``MASTER_PORT`` as the cluster (or the user) exported
+them.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class ClusterEnvironment:
     #: A job id every node sees alike; without MASTER_PORT, the port is derived from it.
     job_id_variable: ClassVar[str | None] = None
     #: How the port is derived from the job id: the function the cluster's rule in
-    #: ``rules/37-rendezvous.toml`` calls, so that the runtime and the resolver agree.
+    #: ``rules/clusters/NAME.toml`` calls, so that the runtime and the resolver agree.
     job_id_port: ClassVar[staticmethod[[str], int]] = staticmethod(port_from_job_id)
 
     def __init__(self, config: ResolvedConfig, environ: Mapping[str, str] | None = None) -> None:

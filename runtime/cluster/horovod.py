@@ -21,7 +21,7 @@ class HorovodEnvironment(ClusterEnvironment):
 
     @property
     def main_address(self) -> str:
-        if self.config.main_address:  # resolved from the same variable (rules/37-rendezvous.toml)
+        if self.config.main_address:  # resolved from the same variable (rules/clusters/horovod.toml)
             return self.config.main_address
         return self._required("HOROVOD_GLOO_RENDEZVOUS_ADDR")
 

@@ -1,6 +1,6 @@
 """MPI (``mpirun``/``mpiexec``): ranks come from Open MPI's variables, the rendezvous from the config.
 
-The resolver decides where the ranks meet (``rules/37-rendezvous.toml``): ``MASTER_ADDR`` and
+The resolver decides where the ranks meet (``rules/clusters/mpi.toml``): ``MASTER_ADDR`` and
 ``MASTER_PORT`` when mpirun passes them (``-x``), else ``127.0.0.1`` when every rank runs on one
 machine and a port derived from the MPI job id. A job that spans machines without ``MASTER_ADDR``
 resolves only where mpi4py is installed (``main_address`` None, rule ``main_address.mpi.broadcast``):
@@ -29,7 +29,7 @@ class MPIEnvironment(ClusterEnvironment):
 
     @property
     def main_address(self) -> str:
-        if self.config.main_address:  # resolved, with provenance (rules/37-rendezvous.toml)
+        if self.config.main_address:  # resolved, with provenance (rules/clusters/mpi.toml)
             return self.config.main_address
         if self.environ.get("MASTER_ADDR", "").strip():  # a config built by hand
             return self._required("MASTER_ADDR")

@@ -18,7 +18,7 @@ class SLURMEnvironment(ClusterEnvironment):
 
     @property
     def main_address(self) -> str:
-        if self.config.main_address:  # resolved, with provenance (rules/37-rendezvous.toml)
+        if self.config.main_address:  # resolved, with provenance (rules/clusters/slurm.toml)
             return self.config.main_address
         explicit = self.environ.get("MASTER_ADDR", "").strip()
         if explicit:
