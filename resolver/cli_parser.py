@@ -146,7 +146,7 @@ def _add_flags(parser: _Parser, *, can_simulate: bool = True) -> None:
     )
     if can_simulate:
         parser.help_texts[where.add_argument("--simulate", metavar="SPEC")] = _simulate_help
-    for name in builtin_table().removed:  # removed flags are data (rules/90-removed.toml)
+    for name in builtin_table().removed:  # removed flags are data (rules/removed.toml)
         spellings = dict.fromkeys((f"--{name.replace('_', '-')}", f"--{name}"))  # both, as for every flag
         parser.add_argument(
             *spellings, dest=f"removed_{name}", action=_RemovedFlag, nargs="?", default=None, help=argparse.SUPPRESS

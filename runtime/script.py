@@ -131,7 +131,7 @@ def run_script(
     print(f"resolver run: {_report(problem, output)}", file=sys.stderr, flush=True)  # with the traceback or stacks
     if isinstance(problem, LaunchTimeoutError):
         return TIMEOUT_EXIT_CODE
-    return _exit_code(problem.exit_code)
+    return _exit_code(problem.exit_code) if isinstance(problem, RankFailedError) else 1
 
 
 @dataclass
