@@ -137,10 +137,10 @@ def __dir__() -> list[str]:
 
 def _answer_stack_requests_from_the_start() -> None:
     """In a launched rank, answer the launcher's stack requests from import on, not only from launch()."""
-    from runtime.launchers.reports import RankReports
+    from runtime.launchers.rank_files import RankFiles
     from runtime.rank_environment import launched_config
 
-    reports = RankReports.from_environment()
+    reports = RankFiles.from_environment()
     config = launched_config() if reports is not None else None
     if reports is not None and config is not None:
         reports.answer_stack_requests(config.global_rank)

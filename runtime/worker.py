@@ -9,7 +9,7 @@ from runtime.build import build
 from runtime.collector import collector_paused
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF
-from runtime.launchers.reports import RankReports
+from runtime.launchers.rank_files import RankFiles
 from runtime.rank_environment import CONFIG_VARIABLE, launched_config, threads_applied
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def run_worker(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         raise RuntimeError(f"run_worker runs inside a launched rank, but {CONFIG_VARIABLE} is not set")
     with collector_paused():
         strategy = build(config)
-        reports = RankReports.from_environment()
+        reports = RankFiles.from_environment()
         if reports is not None:
             # Selecting the device can fail (or hang) too: do it before telling the launcher this
             # rank is about to join (strategy.run selects it again, which is harmless).

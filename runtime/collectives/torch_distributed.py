@@ -22,7 +22,7 @@ from runtime.collectives.torch_rendezvous import (
     wait_for_every_rank,
 )
 from runtime.gloo_interface import SocketInterface, apply_gloo_interface
-from runtime.launchers.reports import mark_as_echo
+from runtime.launchers.rank_files import mark_as_echo
 from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 
 __all__ = ["TorchCollective", "import_group_default_modules"]

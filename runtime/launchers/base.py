@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
-from runtime.launchers.reports import RankReports
+from runtime.launchers.rank_files import RankFiles
 from runtime.launchers.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime.ports import check_rendezvous_port
 from runtime.preemption import exit_if_preempted, forwarding, launching_signals, raise_if_preempted
@@ -110,7 +110,7 @@ class Launcher(ABC):
 
         check_worker_entry(self.config, f"a launch of {self.config.strategy!r} on {self.config.num_devices} device(s)")
         if not getattr(fn, MARKS_JOINED_ITSELF, False):
-            reports = RankReports.from_environment()
+            reports = RankFiles.from_environment()
             if reports is not None:
                 reports.mark_joined(int(os.environ.get("RANK", "0")))
         return fn(*args, **kwargs)

@@ -20,7 +20,7 @@ from runtime.collectives.horovod import HOROVOD_INSTALL_HINT
 from runtime.errors import MissingDependencyError, RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.launched_rank import run_launched_rank
-from runtime.launchers.reports import RankReports
+from runtime.launchers.rank_files import RankFiles
 from runtime.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
 from runtime.registry import register_launcher
 
@@ -63,7 +63,7 @@ class HorovodLauncher(Launcher):
         size = self.config.num_devices
         address = self.cluster_environment.main_address
         port = self.cluster_environment.main_port
-        with RankReports.temporary() as reports:
+        with RankFiles.temporary() as reports:
             per_rank: dict[int, dict[str, str]] = {}
             for local_rank in range(size):
                 variables = rank_variables(rank_config(self.config, local_rank), address, port, reports.directory)

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runtime.launchers.reports import RankReports
+from runtime.launchers.rank_files import RankFiles
 from runtime.rank_environment import PARENT_PID_VARIABLE
 
 __all__ = ["MARKS_JOINED_ITSELF", "die_with_launcher", "run_launched_rank"]
@@ -46,7 +46,7 @@ def run_launched_rank(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     traceback) and end this process's work with ``SystemExit(1)`` (130 for Ctrl-C), so the
     traceback is shown once, by the launcher. The rank answers the launcher's stack requests.
     """
-    reports = RankReports.from_environment()
+    reports = RankFiles.from_environment()
     if reports is None:
         return fn(*args, **kwargs)
     die_with_launcher()

@@ -21,9 +21,9 @@ import torch.multiprocessing
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.launched_rank import run_launched_rank
+from runtime.launchers.rank_files import RankFiles
 from runtime.launchers.rank_group import rank_group
 from runtime.launchers.rank_output import ChildStreams, RankOutputPump
-from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import MultiprocessingRank
 from runtime.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime.registry import register_launcher
@@ -48,7 +48,7 @@ def _rank_process_main(
     try:
         result = run_launched_rank(fn, *args, **kwargs)
         if variables["LOCAL_RANK"] == "0":
-            reports = RankReports.from_environment()
+            reports = RankFiles.from_environment()
             assert reports is not None
             try:
                 reports.write_result(rank, result)

@@ -27,8 +27,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
 from runtime.launchers.in_process_rank import InProcessRank
+from runtime.launchers.rank_files import RankFiles
 from runtime.launchers.rank_output import RankOutputPump
-from runtime.launchers.reports import RankReports
 from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
 from runtime.preemption import watched
 from runtime.rank_environment import DOORBELL_VARIABLE
@@ -58,7 +58,7 @@ def start_rank_process(
 class RankGroup:
     """The rank processes of one launch, their report folder and their doorbell (use :func:`rank_group`)."""
 
-    def __init__(self, reports: RankReports, doorbell: tuple[int, int]) -> None:
+    def __init__(self, reports: RankFiles, doorbell: tuple[int, int]) -> None:
         self.reports = reports
         self.processes: dict[int, RankProcess] = {}
         self._bell_read, self._bell_write = doorbell
@@ -145,7 +145,7 @@ def _wait_for_reapers() -> None:
 @contextlib.contextmanager
 def rank_group() -> Iterator[RankGroup]:
     """A :class:`RankGroup` with a fresh report folder; no process of it outlives the block."""
-    with RankReports.temporary() as reports:
+    with RankFiles.temporary() as reports:
         read, write = os.pipe()
         os.set_blocking(read, False)
         os.set_blocking(write, False)

@@ -29,6 +29,8 @@ from collections.abc import Iterator, MutableMapping
 from types import FrameType
 from typing import Any
 
+from runtime.launchers.rank_processes import stop_processes
+
 __all__ = ["HANDLER_GRACE", "SIGTERM_EXIT_CODE", "sigterm_guard", "watch_processes"]
 
 #: The exit status of a launching process stopped by SIGTERM (as a shell reports it).
@@ -67,8 +69,6 @@ class _Guard:
                 self._stop_now()
 
     def _stop_now(self) -> None:
-        from runtime.launchers.supervision import stop_processes  # supervision imports this module's users
-
         for processes in list(self.processes):
             stop_processes(dict(processes))
         shutil.rmtree(self.folder, ignore_errors=True)

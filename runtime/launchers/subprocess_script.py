@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
 from runtime.launchers.in_process_rank import InProcessRank
+from runtime.launchers.rank_files import RankFiles
 from runtime.launchers.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutputPump
-from runtime.launchers.reports import RankReports
 from runtime.launchers.signals import watch_processes
 from runtime.launchers.supervision import Failure, RankProcess, Supervisor
 from runtime.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
@@ -125,7 +125,7 @@ class SubprocessScriptLauncher(Launcher):
             raise problem
         return result
 
-    def _wait_for_peers(self, processes: dict[int, RankProcess], reports: RankReports, supervisor: Supervisor) -> None:
+    def _wait_for_peers(self, processes: dict[int, RankProcess], reports: RankFiles, supervisor: Supervisor) -> None:
         """Wait until every re-run script reached its launch() call, before this rank's rendezvous.
 
         This rank is the caller's own process, so once it waits inside torch's rendezvous nothing
@@ -158,7 +158,7 @@ def _failed(supervisor: Supervisor) -> bool:
     return bool(outcome.failures) or outcome.timed_out_at is not None
 
 
-def _peers_done(processes: dict[int, RankProcess], reports: RankReports, supervisor: Supervisor) -> bool:
+def _peers_done(processes: dict[int, RankProcess], reports: RankFiles, supervisor: Supervisor) -> bool:
     return _failed(supervisor) or all(reports.has_finished(r) or processes[r].poll() is not None for r in processes)
 
 

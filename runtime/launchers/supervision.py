@@ -38,10 +38,9 @@ import attrs
 
 from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
 from runtime.launchers.in_process_rank import InProcessRank
-from runtime.launchers.rank_processes import GRACE, MultiprocessingRank, PopenRank, RankProcess, stop_processes
-from runtime.launchers.reports import (
+from runtime.launchers.rank_files import (
     STACK_SIGNAL,
-    RankReports,
+    RankFiles,
     abandon_rendezvous,
     describe_exception,
     is_communication_error,
@@ -50,6 +49,7 @@ from runtime.launchers.reports import (
     timeout_error,
     where_waiting,
 )
+from runtime.launchers.rank_processes import GRACE, MultiprocessingRank, PopenRank, RankProcess, stop_processes
 
 __all__ = [
     "Failure",
@@ -149,14 +149,14 @@ class Supervisor:
     :meth:`watch` may run on a helper thread while the launching process runs a rank itself;
     :meth:`add_failure` records that rank's failure and :meth:`stop` (from any thread) makes it
     stop the processes that are still running. ``rendezvous_timeout`` bounds the time until
-    every rank has reported that it reached the rendezvous (:meth:`RankReports.mark_joined`).
+    every rank has reported that it reached the rendezvous (:meth:`RankFiles.mark_joined`).
     ``in_process`` is that rank, which the launch timeout covers too (module docstring).
     """
 
     def __init__(
         self,
         processes: Mapping[int, RankProcess],
-        reports: RankReports,
+        reports: RankFiles,
         timeout: float | None,
         *,
         rendezvous_timeout: float | None = None,

@@ -18,7 +18,7 @@ import torch_xla.distributed.xla_multiprocessing as xmp
 from runtime.accelerators.xla import runtime_initialized
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError, stamp_failure_time
 from runtime.launchers.base import Launcher
-from runtime.launchers.reports import RankReports
+from runtime.launchers.rank_files import RankFiles
 from runtime.rank_environment import CONFIG_VARIABLE, environ_patch
 from runtime.registry import register_launcher
 
@@ -37,7 +37,7 @@ class _Replica:
         self.kwargs = kwargs
 
     def __call__(self, index: int) -> None:
-        reports = RankReports(self.directory)
+        reports = RankFiles(self.directory)
         try:
             result = self.fn(*self.args, **self.kwargs)
             if index == 0:
@@ -67,7 +67,7 @@ class XLALauncher(Launcher):
                 "and torch_xla cannot start replicas after that\n"
                 "  hint: launch before touching any XLA device in the launching process"
             )
-        with RankReports.temporary() as reports, environ_patch({CONFIG_VARIABLE: self.config.to_json()}):
+        with RankFiles.temporary() as reports, environ_patch({CONFIG_VARIABLE: self.config.to_json()}):
             try:
                 self._spawn(_Replica(reports.directory, fn, args, kwargs), reports)
             except LaunchTimeoutError:
@@ -86,7 +86,7 @@ class XLALauncher(Launcher):
                 raise RuntimeError("torch_xla's launcher returned, but rank 0 reported no result")
             return reports.read_result(0)  # type: ignore[no-any-return]
 
-    def _spawn(self, replica: _Replica, reports: RankReports) -> None:
+    def _spawn(self, replica: _Replica, reports: RankFiles) -> None:
         if self.timeout is None:
             xmp.spawn(replica, start_method=self.start_method)
             return
@@ -116,7 +116,7 @@ class XLALauncher(Launcher):
         if failure:
             raise failure[0]
 
-    def _first_failure(self, reports: RankReports) -> RankFailedError | None:
+    def _first_failure(self, reports: RankFiles) -> RankFailedError | None:
         errors = [e for rank in range(self.config.world_size) if (e := reports.read_error(rank)) is not None]
         if not errors:
             return None

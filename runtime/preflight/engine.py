@@ -68,7 +68,7 @@ def _sgd(parameters: Iterator[torch.nn.Parameter]) -> torch.optim.Optimizer:
 def engine_step(config: ResolvedConfig, timeout: float, strategy: Strategy | None = None) -> Check:
     """The engine check for this rank: build the strategy (or use ``strategy``, one a launcher set
     up for this rank: the XLA replicas'), take one step, compare with the reference."""
-    import runtime
+    from runtime.build import build
 
     rank, world, host = config.global_rank, config.world_size, socket.gethostname()
     fault = fault_at(rank, "engine")
@@ -76,7 +76,7 @@ def engine_step(config: ResolvedConfig, timeout: float, strategy: Strategy | Non
     own = strategy is None
     try:
         if strategy is None:
-            strategy = runtime.build(config, timeout=timeout)
+            strategy = build(config, timeout=timeout)
             strategy.setup_environment()  # adopts the check's process group
         try:
             module, optimizer = strategy.setup_module_and_optimizer(_model(), _sgd)

@@ -301,7 +301,7 @@ def test_a_report_folder_left_by_a_killed_launch_is_removed_by_the_next_launch(t
 def test_the_rendezvous_wait_is_bounded_by_the_rendezvous_timeout_not_the_collective_timeout() -> None:
     from runtime.collectives.torch_distributed import TorchCollective
     from runtime.errors import RendezvousWaitError
-    from runtime.launchers.reports import is_communication_error
+    from runtime.launchers.rank_files import is_communication_error
     from runtime.ports import find_free_port
 
     collective = TorchCollective()

@@ -1,4 +1,4 @@
-"""What launched ranks tell their launcher: error reports, rank 0's result, stack dumps.
+"""The files launched ranks and their launcher exchange: error reports, rank 0's result, stack dumps.
 
 Each launch gets a private directory (``RUNTIME_REPORT_DIR``). A rank that raises writes its
 traceback there before exiting; local rank 0 of an in-process launch (spawn/fork) pickles its
@@ -30,7 +30,7 @@ from runtime.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
 
 __all__ = [
     "ErrorReport",
-    "RankReports",
+    "RankFiles",
     "abandon_rendezvous",
     "rendezvous_abandoned",
     "rendezvous_may_be_abandoned",
@@ -201,7 +201,7 @@ def timeout_error(
     return kind(hung, limit, {rank: stacks[rank] for rank in hung if rank in stacks}, waiting=waiting)
 
 
-class RankReports:
+class RankFiles:
     """The report directory of one launch, used by the launcher and by its ranks."""
 
     def __init__(self, directory: str) -> None:
@@ -209,14 +209,14 @@ class RankReports:
 
     @classmethod
     @contextlib.contextmanager
-    def temporary(cls) -> Iterator[RankReports]:
+    def temporary(cls) -> Iterator[RankFiles]:
         """A fresh directory, removed however the launch ends (see :mod:`runtime.launchers.cleanup`)."""
         _abandoned.clear()  # a new launch
         with report_folder() as directory:
             yield cls(directory)
 
     @classmethod
-    def from_environment(cls) -> RankReports | None:
+    def from_environment(cls) -> RankFiles | None:
         directory = os.environ.get(REPORT_DIR_VARIABLE)
         return cls(directory) if directory and os.path.isdir(directory) else None
 
