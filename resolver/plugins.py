@@ -24,17 +24,20 @@ the file (:class:`PluginError`, or the :class:`~resolver.errors.RuleTableError` 
 Finding the entry points costs ``importlib.metadata`` (tens of milliseconds: it imports ``email``,
 ``zipfile``, ``pathlib`` and reads every installed distribution). What it found is kept in the cache
 folder (:mod:`resolver.cache`), keyed by ``sys.path`` and the modification time of each of its
-entries: installing, upgrading or removing a distribution adds or removes a ``*.dist-info`` folder
-in its site folder, which changes that folder's time. A process then spends one ``stat`` per
-``sys.path`` entry and reads one small file.
+entries that hold distributions: installing, upgrading or removing a distribution adds or removes
+a ``*.dist-info`` folder in its site folder, which changes that folder's time. A process then
+spends one ``stat`` and one listing per ``sys.path`` entry and reads one small file (about half a
+millisecond, where ``importlib.metadata`` takes 40).
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from stat import S_ISDIR
 from typing import Any
 
 import attrs
@@ -60,6 +63,7 @@ _OFF_VALUES = ("", "0", "false", "no", "off")
 _DISCOVERY_FORMAT = 1
 _DISCOVERY_PATTERN = "plugins-*.marshal"
 _DISCOVERY_KEEP = 16
+_METADATA = (".dist-info", ".egg-info")
 
 
 class PluginError(ResolutionError):
@@ -103,6 +107,10 @@ def plugins_disabled(environ: Mapping[str, str] | None = None) -> bool:
 
 #: The plugins of this process, once loaded (:func:`load_plugins`).
 _LOADED: tuple[Plugin, ...] | None = None
+#: The plugins loaded so far while :func:`load_plugins` runs (what a plugin module importing another sees).
+_PARTIAL: list[Plugin] | None = None
+#: Another thread waits for the list (``_thread``: ``threading`` would cost an import here).
+_LOCK = _thread.RLock()
 #: The distribution whose module is being imported now (probes registered meanwhile are its own).
 _IMPORTING: list[str] = []
 
@@ -117,12 +125,23 @@ def load_plugins() -> tuple[Plugin, ...]:
 
     Never raises: a plugin that cannot be loaded carries its ``problem`` (:func:`checked_plugins`
     raises it)."""
-    global _LOADED
-    if _LOADED is None:
-        _LOADED = ()  # a plugin module that loads a table while imported sees the plugins before it
-        for name, target, distribution, version in _discover():
-            _LOADED = (*_LOADED, _load(name, target, distribution, version))
-    return _LOADED
+    global _LOADED, _PARTIAL
+    loaded = _LOADED
+    if loaded is not None:
+        return loaded
+    with _LOCK:
+        if _LOADED is not None:
+            return _LOADED
+        if _PARTIAL is not None:  # this thread, from a plugin module being imported: the plugins before it
+            return tuple(_PARTIAL)
+        _PARTIAL = []
+        try:
+            for name, target, distribution, version in _discover():
+                _PARTIAL.append(_load(name, target, distribution, version))
+            _LOADED = tuple(_PARTIAL)
+        finally:
+            _PARTIAL = None
+        return _LOADED
 
 
 def checked_plugins() -> tuple[Plugin, ...]:
@@ -132,12 +151,6 @@ def checked_plugins() -> tuple[Plugin, ...]:
         if plugin.problem is not None:
             raise plugin.error()
     return loaded
-
-
-def forget_plugins() -> None:
-    """Forget the loaded list, so the next :func:`load_plugins` discovers again (for tests)."""
-    global _LOADED
-    _LOADED = None
 
 
 @contextmanager
@@ -270,14 +283,20 @@ def _discover() -> tuple[tuple[str, str, str, str], ...]:
 
 
 def _path_key() -> tuple[str, ...]:
-    """What the installed distributions depend on: each ``sys.path`` entry and its modification time."""
+    """What the installed distributions depend on: each ``sys.path`` entry and, for a folder that
+    holds distributions (``*.dist-info``, ``*.egg-info``), its modification time. A folder holding
+    none (the script's, the current one: their times change whenever a file is written there)
+    counts only once it holds one; a zip file counts by its time."""
     parts = [f"format={_DISCOVERY_FORMAT}", f"group={ENTRY_POINT_GROUP}", f"python={sys.version}"]
     for entry in sys.path:
+        folder = entry or "."
         try:
-            mtime = os.stat(entry or ".").st_mtime_ns
+            st = os.stat(folder)
+            holds = not S_ISDIR(st.st_mode) or any(name.endswith(_METADATA) for name in os.listdir(folder))
         except OSError:
-            mtime = -1
-        parts.append(f"{entry}={mtime}")
+            parts.append(f"{entry}=missing")
+            continue
+        parts.append(f"{entry}={st.st_mtime_ns if holds else 'no distributions'}")
     return tuple(parts)
 
 

@@ -80,10 +80,10 @@ def probes() -> dict[str, Probe]:
     first call (:func:`resolver.plugins.load_plugins`), not when resolver is."""
     global _plugins_pending
     if _plugins_pending:
-        _plugins_pending = False
         from resolver.plugins import load_plugins
 
-        load_plugins()
+        load_plugins()  # another thread waits for it; a plugin module calling back gets the list so far
+        _plugins_pending = False
     return PROBES
 
 

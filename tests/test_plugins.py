@@ -263,9 +263,14 @@ BROKEN = {
 
 def _broken(venv: dict[str, Path], tmp_path: Path, name: str) -> Path:
     """``name`` built from its few files and pip-installed into a folder of its own (for PYTHONPATH)."""
+    return _package(tmp_path, name, BROKEN[name], tmp_path / f"{name}-site")
+
+
+def _package(tmp_path: Path, name: str, files: dict[str, str], target: Path) -> Path:
+    """A package of ``files`` declaring its module as a plugin, pip-installed into ``target``."""
     source = tmp_path / name
     module = name.replace("-", "_")
-    for path, text in BROKEN[name].items():
+    for path, text in files.items():
         (source / path).parent.mkdir(parents=True, exist_ok=True)
         (source / path).write_text(text)
     (source / "pyproject.toml").write_text(
@@ -282,9 +287,25 @@ def _broken(venv: dict[str, Path], tmp_path: Path, name: str) -> Path:
             packages = ["{module}"]
         """)
     )
-    target = tmp_path / f"{name}-site"
     _pip(sys.executable, "install", "--no-deps", "--no-build-isolation", "--target", str(target), str(source))
     return target
+
+
+def test_installing_or_removing_a_plugin_is_seen_at_once(venv, tmp_path):
+    """The list of plugins and the compiled table are cached on disk; neither outlives an install or removal."""
+    site = tmp_path / "site"
+    site.mkdir()
+    notes = "import resolver; print(resolver.resolve(environment=resolver.Environment()).notes)"
+    assert _python(venv, notes, PYTHONPATH=str(site)).stdout.strip() == "()"  # caches the list and the table
+    files = {
+        "hello_plugin/__init__.py": 'RULES = "hello.toml"\n',
+        "hello_plugin/hello.toml": '[[rule]]\nid = "site.hello"\nstage = "placed"\nnote = "hello from a plugin"\n',
+    }
+    _package(tmp_path, "hello-plugin", files, site)
+    assert _python(venv, notes, PYTHONPATH=str(site)).stdout.strip() == "('hello from a plugin',)"
+    for installed in site.iterdir():  # what pip uninstall does: the module and its metadata go
+        shutil.rmtree(installed)
+    assert _python(venv, notes, PYTHONPATH=str(site)).stdout.strip() == "()"
 
 
 @pytest.mark.parametrize(
