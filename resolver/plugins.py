@@ -40,8 +40,6 @@ from contextlib import contextmanager
 from stat import S_ISDIR
 from typing import Any
 
-import attrs
-
 from resolver.errors import ResolutionError, RuleTableError
 
 __all__ = [
@@ -70,21 +68,36 @@ class PluginError(ResolutionError):
     """An installed plugin cannot be used: names its distribution, version, entry point and the file."""
 
 
-@attrs.frozen
 class Plugin:
-    """One installed plugin: where it was declared and what its module contributes."""
+    """One installed plugin: where it was declared and what its module contributes.
 
-    #: The entry point's name and value (the module, or ``module:object``).
-    name: str
-    target: str
-    distribution: str
-    version: str
-    #: Rule files and folders (absolute paths), loaded after the built-in table.
-    rules: tuple[str, ...] = ()
-    #: Runtime classes: kind (``accelerator``, ``cluster_environment``, ...) -> name -> ``module:Class``.
-    components: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict)
-    #: Why it could not be loaded (None: loaded).
-    problem: str | None = None
+    A plain class, not attrs: it is made in every process that loads a table, and an attrs class
+    costs that process about a millisecond to create."""
+
+    __slots__ = ("name", "target", "distribution", "version", "rules", "components", "problem")
+
+    def __init__(
+        self,
+        name: str,
+        target: str,
+        distribution: str,
+        version: str,
+        rules: tuple[str, ...] = (),
+        components: Mapping[str, Mapping[str, str]] | None = None,
+        problem: str | None = None,
+    ) -> None:
+        #: The entry point's name and value (the module, or ``module:object``).
+        self.name, self.target = name, target
+        self.distribution, self.version = distribution, version
+        #: Rule files and folders (absolute paths), loaded after the built-in table.
+        self.rules = rules
+        #: Runtime classes: kind (``accelerator``, ``cluster_environment``, ...) -> name -> ``module:Class``.
+        self.components: Mapping[str, Mapping[str, str]] = components or {}
+        #: Why it could not be loaded (None: loaded).
+        self.problem = problem
+
+    def __repr__(self) -> str:
+        return f"<{self.title}{': ' + self.problem if self.problem else ''}>"
 
     @property
     def title(self) -> str:
@@ -195,16 +208,17 @@ def _load(name: str, target: str, distribution: str, version: str) -> Plugin:
         module = importlib.import_module(module_name)
         namespace = _attribute(module, attribute) if attribute else module
     except Exception as exc:  # whatever a third party's import raises, the user sees whose it is
-        return attrs.evolve(plugin, problem=_import_problem(module_name, exc))
+        plugin.problem = _import_problem(module_name, exc)
+        return plugin
     finally:
         _IMPORTING.pop()
     folder = os.path.dirname(os.path.abspath(getattr(module, "__file__", None) or "."))
     try:
-        rules = _rule_paths(getattr(namespace, "RULES", ()), folder, module_name)
-        components = _components(getattr(namespace, "COMPONENTS", {}), module_name)
+        plugin.rules = _rule_paths(getattr(namespace, "RULES", ()), folder, module_name)
+        plugin.components = _components(getattr(namespace, "COMPONENTS", {}), module_name)
     except ValueError as exc:
-        return attrs.evolve(plugin, problem=str(exc))
-    return attrs.evolve(plugin, rules=rules, components=components)
+        plugin.problem = str(exc)
+    return plugin
 
 
 def _attribute(module: Any, path: str) -> Any:
