@@ -26,8 +26,8 @@ Finding the entry points costs ``importlib.metadata`` (tens of milliseconds: it 
 folder (:mod:`resolver.cache`), keyed by ``sys.path`` and the modification time of each of its
 entries that hold distributions: installing, upgrading or removing a distribution adds or removes
 a ``*.dist-info`` folder in its site folder, which changes that folder's time. A process then
-spends one ``stat`` and one listing per ``sys.path`` entry and reads one small file (about half a
-millisecond, where ``importlib.metadata`` takes 40).
+spends one ``stat`` and one listing per ``sys.path`` entry and reads one small file: about a
+millisecond, where ``importlib.metadata`` takes 40 to 60 (measured with no plugin installed).
 """
 
 from __future__ import annotations
