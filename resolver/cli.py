@@ -326,9 +326,9 @@ def _before_exit() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command in ``argv`` (default: this process's command line, which then exits)."""
-    args = _parse(argv)
     handlers = {"explain": _explain, "run": _run, "check": _check, "env": _env, "golden": _golden, "rules": _rules}
     try:
+        args = _parse(argv)  # inside: the options come from the rule table, which a broken plugin breaks
         code = handlers[args.command](args)
         sys.stdout.flush()  # here, so that a closed pipe is seen below and not at exit
         if argv is None and args.command == "explain":

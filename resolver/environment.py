@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from resolver.config import FrozenMapping, Provenance
 from resolver.errors import ResolutionError
-from resolver.probing import PROBES, read_facts, register_probe
+from resolver.probing import PROBES, probes, read_facts, register_probe
 
 if TYPE_CHECKING:
     from resolver.compiler import CompiledTable
@@ -80,15 +80,16 @@ class Environment:
         files: Mapping[str, str] | None = None,
         **facts: Any,
     ) -> None:
-        unknown = sorted(set(facts) - PROBES.keys())
+        known = probes()  # the installed plugins' probes included
+        unknown = sorted(set(facts) - known.keys())
         if unknown:
             raise ResolutionError(
                 f"unknown environment field(s) {', '.join(unknown)}; known fields are "
-                f"{', '.join(sorted([*PROBES, 'files', 'variables']))}",
+                f"{', '.join(sorted([*known, 'files', 'variables']))}",
                 hint="a new machine fact needs a probe: resolver.register_probe(NAME, default=...)",
             )
         checked = {}
-        for name, probe in PROBES.items():
+        for name, probe in known.items():
             try:
                 checked[name] = probe.check(facts[name]) if name in facts else probe.default
             except ValueError as exc:
@@ -372,7 +373,7 @@ class InputPlan:
 
 
 def _rebuild(facts: dict[str, Any], variables: dict[str, str], files: dict[str, str]) -> Environment:
-    return Environment(variables=variables, files=files, **{k: v for k, v in facts.items() if k in PROBES})
+    return Environment(variables=variables, files=files, **{k: v for k, v in facts.items() if k in probes()})
 
 
 def _read_named_file(path: str) -> str | None:

@@ -20,7 +20,9 @@ import attrs
 
 from resolver.config import get_converter
 from resolver.environment import Environment
-from resolver.errors import ResolutionError
+from resolver.errors import ResolutionError, RuleTableError
+from resolver.plugins import DISABLE_VARIABLE, Plugin, load_plugins, plugins_disabled
+from resolver.probing import probes
 
 __all__ = ["DISTRIBUTION", "ENV_SCHEMA_VERSION", "EnvReport", "collect", "mask_variables", "resolver_version"]
 
@@ -94,6 +96,41 @@ class Package:
 
 
 @attrs.frozen
+class PluginReport:
+    """One installed plugin as ``resolver env`` shows it: who ships it and what it contributes."""
+
+    name: str
+    distribution: str
+    version: str
+    module: str
+    rules: tuple[str, ...]
+    probes: tuple[str, ...]
+    components: Mapping[str, Mapping[str, str]]
+    problem: str | None
+
+    @classmethod
+    def of(cls, plugin: Plugin, probes: Mapping[str, Any]) -> PluginReport:
+        own = tuple(sorted(name for name, probe in probes.items() if probe.origin == plugin.distribution))
+        components = {kind: dict(entries) for kind, entries in plugin.components.items()}
+        return cls(plugin.name, plugin.distribution, plugin.version, plugin.target, plugin.rules, own, components,
+                   plugin.problem)  # fmt: skip
+
+    def describe(self) -> str:
+        """``npu-plugin 0.1.0 (npu_plugin): rules ...; probes ...; accelerator npu``, or its problem."""
+        head = f"{self.distribution} {self.version} ({self.module})"
+        if self.problem is not None:
+            return f"{head}: does not load: {self.problem}"
+        parts = []
+        if self.rules:
+            parts.append("rules " + ", ".join(self.rules))
+        if self.probes:
+            parts.append("probes " + ", ".join(self.probes))
+        for kind, entries in sorted(self.components.items()):
+            parts.append(f"{kind.replace('_', ' ')} " + ", ".join(sorted(entries)))
+        return f"{head}: " + ("; ".join(parts) if parts else "contributes nothing")
+
+
+@attrs.frozen
 class EnvReport:
     """Everything ``resolver env`` prints. :meth:`to_dict` is the JSON shape."""
 
@@ -107,6 +144,8 @@ class EnvReport:
     cluster_environment: str | None
     cluster_source: str
     variables: Mapping[str, str]
+    #: The installed plugins (:mod:`resolver.plugins`), each with what it contributes or its problem.
+    plugins: tuple[PluginReport, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         converter = get_converter()
@@ -132,6 +171,11 @@ class EnvReport:
             rows += [(1, _LABELS.get(key, key), _shown(value)) for key, value in package.details.items()]
         rows += [(0, _DEVICE_LABELS.get(key, key), _shown(value)) for key, value in self.devices.items()]
         rows.append((0, "cluster detected", f"{self.cluster_environment or 'unknown'} ({self.cluster_source})"))
+        plugins = f"{len(self.plugins)}" if self.plugins else "none"
+        if plugins_disabled():
+            plugins += f" (not looked for: {DISABLE_VARIABLE} is set)"
+        rows.append((0, "plugins", plugins))
+        rows += [(1, plugin.name, plugin.describe()) for plugin in self.plugins]
         width = max(2 * depth + len(name) for depth, name, _ in rows) + 2
         lines = [f"{'  ' * depth}- {name + ':':<{width - 2 * depth}}{value}" for depth, name, value in rows]
         if self.variables:
@@ -242,7 +286,7 @@ def _cluster(environment: Environment) -> tuple[str | None, str]:
     trace = RecordingReporter()
     try:
         config = resolve(environment=environment, reporter=trace)
-    except ResolutionError as error:
+    except (ResolutionError, RuleTableError) as error:
         decided = trace.decisions.get("cluster_environment")
         reason = f"resolving with default flags fails here: {error.message}"
         if decided is None:
@@ -261,7 +305,12 @@ def report_variables(environment: Environment, environ: Mapping[str, str]) -> di
 def collect(environ: Mapping[str, str] | None = None) -> EnvReport:
     """Read this machine for a bug report (imports torch only if it is installed)."""
     env_vars = dict(os.environ if environ is None else environ)
-    environment = Environment.probe(env_vars)
+    try:
+        environment = Environment.probe(env_vars)
+    except (ResolutionError, RuleTableError):  # a broken plugin: listed below with its problem
+        from resolver.rule_tables import load_rules
+
+        environment = Environment.probe(env_vars, table=load_rules(plugins=False))
     cluster, cluster_source = _cluster(environment)
     return EnvReport(
         resolver_version=resolver_version(),
@@ -280,4 +329,5 @@ def collect(environ: Mapping[str, str] | None = None) -> EnvReport:
         cluster_environment=cluster,
         cluster_source=cluster_source,
         variables=mask_variables(report_variables(environment, env_vars)),
+        plugins=tuple(PluginReport.of(plugin, probes()) for plugin in load_plugins()),
     )

@@ -87,6 +87,7 @@ class RuleTableError(ValueError):
     def __init__(
         self, message: str, *, file: str | None = None, rule: str | None = None, line: int | None = None
     ) -> None:
+        self.message = message  # without the place: a wrapper (resolver.plugins) re-words it
         self.file = file
         self.rule = rule
         self.line = line

@@ -30,7 +30,7 @@ import attrs
 
 from resolver.integers import parse_int
 
-__all__ = ["PROBES", "Probe", "forget_kept_facts", "read_facts", "register_probe"]
+__all__ = ["PROBES", "Probe", "forget_kept_facts", "probes", "read_facts", "register_probe"]
 
 # Paths with os.path: probing runs in every process, and pathlib costs a few milliseconds to import.
 _NVIDIA_PROC = "/proc/driver/nvidia/gpus"
@@ -47,6 +47,8 @@ class Probe:
     doc: str = ""
     #: The fact cannot change within a process: read at the first probe and kept.
     per_process: bool = False
+    #: The distribution of the plugin that registered it (:mod:`resolver.plugins`); empty: not a plugin's.
+    origin: str = ""
 
     def check(self, value: Any) -> Any:
         """The value if it has this fact's type, else a ValueError saying what was expected."""
@@ -60,8 +62,9 @@ class Probe:
         return value
 
 
-#: Every registered machine fact, by name.
+#: Every registered machine fact, by name (the installed plugins' once :func:`probes` was called).
 PROBES: dict[str, Probe] = {}
+_plugins_pending = True
 #: What this process read once and keeps ("fact:NAME", "module:NAME", "nvidia"): see the module's doc.
 _KEPT: dict[str, Any] = {}
 
@@ -72,12 +75,24 @@ def forget_kept_facts() -> None:
     _KEPT.clear()
 
 
+def probes() -> dict[str, Probe]:
+    """Every registered probe, the installed plugins' included: their modules are imported at the
+    first call (:func:`resolver.plugins.load_plugins`), not when resolver is."""
+    global _plugins_pending
+    if _plugins_pending:
+        from resolver.plugins import load_plugins
+
+        load_plugins()  # another thread waits for it; a plugin module calling back gets the list so far
+        _plugins_pending = False
+    return PROBES
+
+
 def read_facts(environ: Mapping[str, str], *, refresh: bool = False) -> dict[str, Any]:
     """Every registered probe's fact, by name; a ``per_process`` probe's as first read (``refresh``: read again)."""
     if refresh:
         forget_kept_facts()
     facts = {}
-    for name, probe in PROBES.items():
+    for name, probe in probes().items():
         if probe.per_process:
             key = "fact:" + name
             value = _KEPT.get(key, _KEPT)
@@ -106,7 +121,10 @@ def register_probe(
         raise TypeError(f"the default of fact {name!r} must be a bool, int or str, got {default!r}")
 
     def decorate(read: Reader) -> Reader:
-        PROBES[name] = Probe(name, default, read, doc or (read.__doc__ or "").strip().split("\n")[0], per_process)
+        from resolver.plugins import importing  # a plugin's module registering its probes while imported
+
+        summary = doc or (read.__doc__ or "").strip().split("\n")[0]
+        PROBES[name] = Probe(name, default, read, summary, per_process, importing() or "")
         _KEPT.pop("fact:" + name, None)
         return read
 

@@ -18,6 +18,7 @@ from resolver.compiler import CompiledTable
 from resolver.engine import Evaluator
 from resolver.errors import ResolutionError
 from resolver.flags import flag_rules_source, flags_fingerprint
+from resolver.plugins import checked_plugins, naming_plugin_files
 from resolver.table import RuleSource, read_folder, read_sources
 
 if TYPE_CHECKING:
@@ -54,13 +55,25 @@ def _builtin_folder() -> str:
     raise ResolutionError(f"the built-in rule table is missing (looked in {candidates[0]} and {candidates[1]})")
 
 
-def load_rules(extra: Iterable[str | os.PathLike[str]] = (), *, builtin: bool = True) -> CompiledTable:
-    """Load and compile the rule table: the built-in files plus ``extra`` files or folders."""
+def load_rules(
+    extra: Iterable[str | os.PathLike[str]] = (), *, builtin: bool = True, plugins: bool = True
+) -> CompiledTable:
+    """Load and compile the rule table: the built-in files, then the installed plugins' rule files
+    (:mod:`resolver.plugins`; with ``builtin`` and ``plugins`` only), then ``extra`` files or folders.
+
+    A plugin that does not load raises its :class:`~resolver.plugins.PluginError`; an error in a
+    plugin's rule file names the plugin. Each file's name and text key the disk cache, so installing
+    or removing a plugin never serves a table compiled without it, or with it."""
     sources = read_folder(_builtin_folder()) if builtin else []
-    extra = list(extra)
-    if extra:
-        sources += read_sources(extra)
-    return cached_table(sources, _compile_with_flags, fingerprint=flags_fingerprint())
+    installed = checked_plugins() if builtin and plugins else ()
+    with naming_plugin_files(installed):
+        for plugin in installed:  # after the built-in files: a plugin extends the built-in domains and rules
+            for path in plugin.rules:
+                sources += read_folder(path) if os.path.isdir(path) else [RuleSource._read(path)]
+        extra = list(extra)
+        if extra:
+            sources += read_sources(extra)
+        return cached_table(sources, _compile_with_flags, fingerprint=flags_fingerprint())
 
 
 def compile_sources(sources: Sequence[RuleSource]) -> CompiledTable:

@@ -16,7 +16,7 @@ from typing import Any
 from resolver.environment import Environment
 from resolver.errors import ResolutionError
 from resolver.integers import parse_int
-from resolver.probing import PROBES
+from resolver.probing import probes
 from resolver.suggest import did_you_mean
 
 __all__ = ["SIMULATE_HELP", "simulate"]
@@ -46,7 +46,7 @@ _TOKENS = ("cuda", "gpus", "xla", "tpu", *_FLAGS, "nofork", "hostname", "nodes",
 
 def _unknown_token(raw: str, name: str) -> ResolutionError:
     """The error for a token no part of the spec knows, naming the closest known tokens."""
-    suggestion = did_you_mean(name, [*_TOKENS, *PROBES]) if name else ""
+    suggestion = did_you_mean(name, [*_TOKENS, *probes()]) if name else ""
     message = f"--simulate: unknown token {raw!r}" + (f"; {suggestion}" if suggestion else "")
     return ResolutionError(message, hint=SIMULATE_HELP)
 
@@ -105,8 +105,8 @@ def simulate(spec: str, base: Environment | None = None) -> Environment:
             cluster = (key, _int(raw, value) if value else None)
         elif value and name[:1].isupper() and name.isidentifier():
             explicit[name] = value  # a variable: upper-case first, as OMPI_MCA_ess_base_jobid
-        elif value and name in PROBES:
-            facts[name] = _fact(PROBES[name].default, raw, value)
+        elif value and name in probes():
+            facts[name] = _fact(probes()[name].default, raw, value)
         else:
             raise _unknown_token(raw, name)
     if cluster is not None and cluster[0] == "horovodrun":

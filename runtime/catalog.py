@@ -7,7 +7,9 @@ and how to install it: looking it up without the package raises a
 :class:`~runtime.errors.MissingDependencyError`, and the module (which imports the engine) is
 imported only where the package is installed.
 
-Plain data (no import): users add their own components with the ``register_*`` functions.
+Plain data (no import): users add their own components with the ``register_*`` functions, and
+installed plugins name theirs the same way (``COMPONENTS`` of a ``resolver.plugins`` entry point:
+:mod:`resolver.plugins`), added to the registries at their first look-up that misses.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from runtime.catalog import BUILTINS, Builtin
 from runtime.errors import MissingDependencyError, RuntimeConfigError
 
 if TYPE_CHECKING:
+    from resolver.plugins import Plugin
     from runtime.accelerators.base import Accelerator
     from runtime.cluster.base import ClusterEnvironment
     from runtime.collectives.base import Collective
@@ -77,6 +78,31 @@ class Registry(Generic[T]):
         #: The catalogue entries not imported (nor replaced, nor unregistered) yet.
         self._builtins: dict[str, Builtin] = dict(builtins or {})
         self._catalogue: dict[str, str] = {name: entry[0] for name, entry in self._builtins.items()}
+        #: The entries the installed plugins added (name -> the plugin, for messages).
+        self._from_plugins: dict[str, str] = {}
+        self._plugins_added = False
+
+    def _add_plugins(self) -> None:
+        """Add the installed plugins' entries of this kind (:mod:`resolver.plugins`), once: at the
+        first look-up that misses or listing, not when the registry is imported."""
+        if self._plugins_added:
+            return
+        with _LOADING:
+            if self._plugins_added:
+                return
+            self._plugins_added = True
+            for plugin, name, target in plugin_components(self.kind):
+                if name in self._classes:
+                    continue  # a class the user registered under the name keeps it
+                if name in self._builtins or name in self._catalogue:
+                    raise RuntimeConfigError(
+                        f"{plugin.title} names a {self.kind} {name!r}, which is built in "
+                        f"({self._catalogue.get(name) or self._builtins[name][0]})\n"
+                        f"  hint: the plugin must use a name of its own; pip uninstall {plugin.distribution} "
+                        "(or RESOLVER_DISABLE_PLUGINS=1) runs without it"
+                    )
+                self._builtins[name] = (target, None, None)
+                self._from_plugins[name] = plugin.title
 
     def _import_builtin(self, name: str) -> type[T]:
         """Import the catalogued ``name`` (a clear error if its engine's package is missing)."""
@@ -88,9 +114,18 @@ class Registry(Generic[T]):
                 return self._classes[name]
             module, _, qualname = target.partition(":")
             if module:
-                imported = importlib.import_module(module)
-                if qualname:
-                    self._classes.setdefault(name, getattr(imported, qualname))
+                try:
+                    imported = importlib.import_module(module)
+                    if qualname:
+                        self._classes.setdefault(name, getattr(imported, qualname))
+                except (ImportError, AttributeError) as exc:
+                    if name not in self._from_plugins:
+                        raise
+                    raise RuntimeConfigError(
+                        f"{self._from_plugins[name]} names {target} as {self.kind} {name!r}, which cannot be "
+                        f"imported: {type(exc).__name__}: {exc}\n"
+                        "  hint: reinstall or fix the plugin, or set RESOLVER_DISABLE_PLUGINS=1 to run without it"
+                    ) from exc
             if name not in self._classes:  # a module that was to register the name did not
                 raise RuntimeConfigError(
                     f"{self.kind} {name!r}: {package} is installed, but this runtime does not "
@@ -159,6 +194,8 @@ class Registry(Generic[T]):
         found = self._classes.get(name)
         if found is not None:
             return found
+        if name not in self._builtins:
+            self._add_plugins()
         if name in self._builtins:
             return self._import_builtin(name)
         known = ", ".join(repr(n) for n in self.names())
@@ -169,10 +206,12 @@ class Registry(Generic[T]):
 
     def names(self) -> tuple[str, ...]:
         """Every known name, implemented or optional, sorted."""
+        self._add_plugins()
         return tuple(sorted({*self._classes, *self._builtins}))
 
     def _available(self) -> set[str]:
         """The names a look-up needs no separate package for."""
+        self._add_plugins()
         return {*self._classes, *(name for name, entry in self._builtins.items() if entry[1] is None)}
 
     def __contains__(self, name: object) -> bool:
@@ -180,6 +219,26 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._available()))
+
+
+def plugin_components(kind: str) -> list[tuple[Plugin, str, str]]:
+    """``(plugin, name, "module:Class")`` for each runtime class of ``kind`` the installed plugins
+    name (``cluster environment`` is written ``cluster_environment`` there). A kind no registry has
+    is an error naming the plugin: a misspelt kind would otherwise leave its classes unknown."""
+    from resolver.plugins import load_plugins
+
+    found = []
+    for plugin in load_plugins():
+        for written, entries in plugin.components.items():
+            if written.replace("_", " ") not in BUILTINS:
+                known = ", ".join(sorted(k.replace(" ", "_") for k in BUILTINS))
+                raise RuntimeConfigError(
+                    f"{plugin.title}: COMPONENTS names the kind {written!r}, which is not one of {known}\n"
+                    "  hint: fix the plugin's COMPONENTS, or set RESOLVER_DISABLE_PLUGINS=1 to run without it"
+                )
+            if written.replace("_", " ") == kind:
+                found += [(plugin, name, target) for name, target in entries.items()]
+    return found
 
 
 STRATEGIES: Registry[Strategy] = Registry("strategy", BUILTINS["strategy"])

@@ -48,12 +48,13 @@ class _Payload:
 
 @pytest.fixture(scope="module")
 def entry_names(tmp_path_factory) -> list[str]:
-    """The table and generated-code entries that VICTIM writes (and so looks up)."""
+    """The table, generated-code and plugin-list entries that VICTIM writes (and so looks up); the
+    plugin list names modules to import, so it is trusted as the others are (resolver.plugins)."""
     good = tmp_path_factory.mktemp("good") / "cache"
     result = _run(good)
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in good.iterdir())
-    assert [n.split("-")[0] for n in names] == ["code", "table"], names
+    assert [n.split("-")[0] for n in names] == ["code", "plugins", "table"], names
     return names
 
 

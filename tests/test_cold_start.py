@@ -19,6 +19,7 @@ NOT_ON_THE_COLD_PATH = (
     "tomli_w",
     "tomllib",
     "hashlib",
+    "importlib.metadata",  # the plugins' entry points are read from the cache folder (resolver.plugins)
     "pathlib",
     "socket",
     "shutil",
