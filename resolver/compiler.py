@@ -14,6 +14,7 @@ import attrs
 
 from resolver.conditions import Call, Condition, Ref, ValueExpr
 from resolver.table import Slot
+from resolver.values import fields_repr
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -40,6 +41,8 @@ class DomainRef:
 
     domain: str
 
+    __repr__ = fields_repr
+
 
 @attrs.frozen
 class Template:
@@ -51,6 +54,8 @@ class Template:
 
     text: str
     parts: tuple[str | Ref | DomainRef, ...]
+
+    __repr__ = fields_repr
 
     @classmethod
     def parse(cls, text: str) -> Template:
@@ -95,6 +100,8 @@ class CompiledRule:
     reads: tuple[str, ...]
     templates: Mapping[str, Template] = attrs.field(factory=dict, eq=False, repr=False)
 
+    __repr__ = fields_repr
+
     def set_of(self, slot: str) -> ValueExpr:
         """The expression this rule sets ``slot`` to."""
         for name, expr in self.sets:
@@ -116,6 +123,8 @@ class StagePlan:
     setters: Mapping[str, tuple[CompiledRule, ...]]
     checks: tuple[CompiledRule, ...]
 
+    __repr__ = fields_repr
+
 
 @attrs.frozen
 class CompiledTable:
@@ -129,6 +138,8 @@ class CompiledTable:
     #: The ``var.NAME`` slots the rules read, mapped to the environment variable NAME.
     variables: Mapping[str, str]
     files: tuple[str, ...] = ()
+
+    __repr__ = fields_repr
 
     @property
     def functions(self) -> frozenset[str]:
@@ -147,12 +158,16 @@ class SlotNode:
 
     slot: str
 
+    __repr__ = fields_repr
+
 
 @attrs.frozen
 class RuleNode:
     """A rule in the dependency graph (a rule may share its id with a slot's name)."""
 
     rule: str
+
+    __repr__ = fields_repr
 
 
 def dependency_graph(slots: Mapping[str, Slot], rules: Any, stage_index: Mapping[str, int]) -> nx.DiGraph:

@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from resolver.integers import parse_int
+from resolver.values import fields_repr
 
 __all__ = ["PROBES", "Probe", "forget_kept_facts", "read_facts", "register_probe"]
 
@@ -47,6 +48,8 @@ class Probe:
     doc: str = ""
     #: The fact cannot change within a process: read at the first probe and kept.
     per_process: bool = False
+
+    __repr__ = fields_repr
 
     def check(self, value: Any) -> Any:
         """The value if it has this fact's type, else a ValueError saying what was expected."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from resolver.errors import RuleTableError
+from resolver.values import fields_repr
 
 if TYPE_CHECKING:
     from resolver.schema import RuleSpec
@@ -46,6 +47,8 @@ class RuleSource:
 
     name: str
     text: str
+
+    __repr__ = fields_repr
 
     @classmethod
     def from_path(cls, path: str | os.PathLike[str]) -> RuleSource:
@@ -87,6 +90,8 @@ class Slot:
     lowercase: bool = False
     file: str | None = attrs.field(default=None, eq=False)
     line: int | None = attrs.field(default=None, eq=False)
+
+    __repr__ = fields_repr
 
     def accepts(self, value: Any) -> bool:
         """Whether a constant a rule sets (None for ``"none"``) fits this slot's type and nullability."""
@@ -142,6 +147,8 @@ class Domain:
     #: The file that first gave each value, for errors.
     value_files: dict[str, str] = attrs.field(factory=dict)
 
+    __repr__ = fields_repr
+
 
 @attrs.frozen
 class RuleCase:
@@ -152,6 +159,8 @@ class RuleCase:
     data: Mapping[str, Any]
     file: str
     line: int | None
+
+    __repr__ = fields_repr
 
     def error(self, message: str) -> RuleTableError:
         return RuleTableError(f"case {self.value!r}: {message}", file=self.file, rule=self.rule, line=self.line)
@@ -172,6 +181,8 @@ class RawRule:
     cases: tuple[RuleCase, ...] = attrs.field(default=(), eq=False, repr=False)
     case_of: str | None = None
     case: str | None = None
+
+    __repr__ = fields_repr
 
     @property
     def id(self) -> str:
@@ -195,6 +206,8 @@ class TableData:
     files: list[str] = attrs.field(factory=list)
     #: The file and line of the ``stages`` list, once a file gave it.
     stages_from: tuple[str, int | None] | None = None
+
+    __repr__ = fields_repr
 
     def stages_said(self) -> str:
         """``stages are a, b, c (`stages` in FILE:LINE)``: the other side of an unknown-stage error."""
