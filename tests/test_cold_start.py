@@ -138,3 +138,12 @@ def test_the_shared_repr_writes_what_attrs_writes():
     node = _Node()
     node.children.append(node)  # a value that holds itself is written as attrs writes it
     assert repr(node) == "_Node(children=[...])"
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_importing_the_engine_leaves_the_garbage_collector_as_it_found_it(before):
+    """resolver.api pauses the collector while the engine's modules load, and only then."""
+    code = f"import gc\nif not {before}: gc.disable()\nimport resolver.api\nprint(gc.isenabled())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(before)
