@@ -14,15 +14,16 @@ import attrs
 
 __all__ = ["FrozenMapping", "Provenance", "ProvenanceView", "display", "fields_repr"]
 
-#: Each attrs class's fields shown by :func:`fields_repr`, found on its first ``repr``.
-_SHOWN: dict[type, tuple[str, ...]] = {}
+#: Each attrs class's fields shown by :func:`fields_repr`, with how each is written, found on its first ``repr``.
+_SHOWN: dict[type, tuple[tuple[str, Any], ...]] = {}
 #: The objects being written by :func:`fields_repr` in this thread (a value that contains itself reads ``...``).
 _WRITING = threading.local()
 
 
 def fields_repr(self: Any) -> str:
     """``repr`` of an attrs instance, the text attrs writes: ``Name(field=value, ...)`` over the
-    fields shown (``repr=False`` ones left out), ``...`` for an object already being written.
+    fields shown (``repr=False`` ones left out, ``repr=callable`` ones written by it), ``...`` for
+    an object already being written.
 
     The package's attrs classes take this one function as their ``__repr__``
     (``__repr__ = fields_repr`` in the class body, which attrs then keeps): attrs would write and
@@ -32,7 +33,9 @@ def fields_repr(self: Any) -> str:
     cls = type(self)
     shown = _SHOWN.get(cls)
     if shown is None:
-        shown = _SHOWN[cls] = tuple(field.name for field in attrs.fields(cls) if field.repr)
+        shown = _SHOWN[cls] = tuple(
+            (field.name, repr if field.repr is True else field.repr) for field in attrs.fields(cls) if field.repr
+        )
     writing: set[int] | None = getattr(_WRITING, "ids", None)
     if writing is None:
         writing = _WRITING.ids = set()
@@ -40,7 +43,7 @@ def fields_repr(self: Any) -> str:
         return "..."
     writing.add(id(self))
     try:
-        parts = ", ".join(f"{name}={getattr(self, name)!r}" for name in shown)
+        parts = ", ".join(f"{name}={write(getattr(self, name))}" for name, write in shown)
     finally:
         writing.discard(id(self))
     return f"{cls.__qualname__.rsplit('>.', 1)[-1]}({parts})"

@@ -110,6 +110,7 @@ class _AttrsOwn:  # the repr attrs writes
     number: int
     hidden: object = attrs.field(default=None, repr=False)
     items: tuple[object, ...] = ()
+    text: str = attrs.field(default="", repr=str.upper)
 
 
 @attrs.frozen
@@ -117,6 +118,7 @@ class _Shared:  # the same fields, with the package's shared repr
     number: int
     hidden: object = attrs.field(default=None, repr=False)
     items: tuple[object, ...] = ()
+    text: str = attrs.field(default="", repr=str.upper)
 
     __repr__ = fields_repr
 
@@ -129,8 +131,8 @@ class _Node:
 
 
 def test_the_shared_repr_writes_what_attrs_writes():
-    own = repr(_AttrsOwn(1, "x", (_AttrsOwn(2), "text")))
-    assert repr(_Shared(1, "x", (_Shared(2), "text"))) == own.replace("_AttrsOwn", "_Shared")
+    own = repr(_AttrsOwn(1, "x", (_AttrsOwn(2), "text"), "shout"))
+    assert repr(_Shared(1, "x", (_Shared(2), "text"), "shout")) == own.replace("_AttrsOwn", "_Shared")
     assert (
         repr(Provenance("flag", "devices=2"))
         == "Provenance(kind='flag', source='devices=2', rule=None, why=None, inputs=())"
