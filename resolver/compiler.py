@@ -24,11 +24,8 @@ __all__ = [
     "CompiledRule",
     "CompiledTable",
     "DomainRef",
-    "RuleNode",
-    "SlotNode",
     "StagePlan",
     "Template",
-    "dependency_graph",
 ]
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.:-]+)\}")
@@ -149,39 +146,6 @@ class CompiledTable:
     def graph(self) -> nx.DiGraph:
         """The dependency graph: slot -> rule that reads it -> slot it sets (imports networkx)."""
         stage_index = {plan.name: i for i, plan in enumerate(self.stages)}
+        from resolver.slot_graph import dependency_graph  # networkx: only when a graph is drawn
+
         return dependency_graph(self.slots, self.rules.values(), stage_index)
-
-
-@attrs.frozen
-class SlotNode:
-    """A slot in the dependency graph."""
-
-    slot: str
-
-    __repr__ = fields_repr
-
-
-@attrs.frozen
-class RuleNode:
-    """A rule in the dependency graph (a rule may share its id with a slot's name)."""
-
-    rule: str
-
-    __repr__ = fields_repr
-
-
-def dependency_graph(slots: Mapping[str, Slot], rules: Any, stage_index: Mapping[str, int]) -> nx.DiGraph:
-    """Slot -> rule that reads it -> slot it sets; each node carries its stage's index."""
-    import networkx as nx  # only when a table is compiled: loading from the disk cache never needs it
-
-    graph = nx.DiGraph()
-    for name, slot in slots.items():
-        graph.add_node(SlotNode(name), stage=stage_index[slot.stage])
-    for rule in rules:
-        node = RuleNode(rule.id)
-        graph.add_node(node, stage=stage_index[rule.stage])
-        for name in rule.reads:
-            graph.add_edge(SlotNode(name), node)
-        for name, _ in rule.sets:
-            graph.add_edge(node, SlotNode(name))
-    return graph

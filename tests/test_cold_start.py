@@ -36,6 +36,8 @@ NOT_ON_THE_COLD_PATH = (
     "resolver.decision_graph",
     "resolver.codegen",
     "resolver.codewriter",
+    "resolver.declared",
+    "resolver.slot_graph",
 )
 
 _MODULES_AFTER = """
