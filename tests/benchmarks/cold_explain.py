@@ -18,7 +18,7 @@ inside one process, phase by phase.
 loads the cached table). ``--code DIR`` also runs the explain and the first resolve() with
 ``resolver`` imported from another checkout (the main branch's: a before and after in one run).
 ``--lightning-rounds N`` (0: skip) runs a Lightning process that builds its
-``_AcceleratorConnector`` for the same flags and prints the result, N times, each next to a
+``_AcceleratorConnector`` for the same flags and prints the result, N times, each next to five
 ``resolver explain`` (Lightning imports torch: seconds a process).
 """
 
@@ -150,15 +150,15 @@ def _median_ms(values: list[tuple[float, float]], index: int) -> float:
 
 
 def _lightning(env: dict[str, str], rounds: int) -> None:
-    """A Lightning process deciding the same flags, next to a ``resolver explain`` each round."""
+    """A Lightning process deciding the same flags, next to five ``resolver explain`` each round."""
     if not _lightning_installed():
         print("\nLightning: not installed (pip install -e '.[bench]'), skipped")
         return
     ours_command, theirs_command = _explain_command(), [sys.executable, "-c", _LIGHTNING]
     process_times(theirs_command, env)  # warm-up: byte code, the page cache
     ours, theirs = [], []
-    for _ in range(rounds):
-        ours.append(process_times(ours_command, env))
+    for _ in range(rounds):  # five explains a round: one Lightning process lasts seconds, an explain a blink
+        ours.extend(process_times(ours_command, env) for _ in range(5))
         theirs.append(process_times(theirs_command, env))
     print(f"\nLightning process vs `resolver explain`, {rounds} rounds, medians in ms (load {os.getloadavg()[0]:.2f}):")
     for kind, index in (("wall", 0), ("cpu", 1)):
