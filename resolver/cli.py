@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+# before the engine: a `resolver explain` process runs without the garbage collector (see the module)
+import resolver.cli_process  # noqa: F401
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
 from resolver.cli_parser import _given_flags, _parse, removed_flags_given
 from resolver.environment import Environment

@@ -151,3 +151,27 @@ def test_importing_the_engine_leaves_the_garbage_collector_as_it_found_it(before
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(before)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["/venv/bin/resolver", "explain", "--devices", "2"], True),  # the console script
+        (["/src/resolver/__main__.py", "explain"], True),  # python -m resolver
+        (["/venv/bin/resolver", "run", "train.py"], False),
+        (["/venv/bin/resolver", "--version"], False),
+        (["/venv/bin/pytest", "explain"], False),
+        (["/src/other/__main__.py", "explain"], False),  # python -m other explain
+    ],
+)
+def test_only_a_resolver_explain_process_runs_without_the_garbage_collector(argv, expected):
+    from resolver.cli_process import explain_only
+
+    assert explain_only(argv) is expected
+
+
+def test_importing_the_command_line_leaves_the_garbage_collector_on():
+    code = "import gc, sys\nsys.argv = ['tool', 'explain']\nimport resolver.cli\nprint(gc.isenabled())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
