@@ -2,27 +2,38 @@
 
 from __future__ import annotations
 
+import gc
 import operator
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
-from resolver.engine import Evaluation, Evaluator
-from resolver.environment import Environment, InputPlan
-from resolver.errors import ResolutionError
-from resolver.flag_values import DEFAULT_INPUTS, by_name, flag_inputs, given_flags
-from resolver.flags import FLAG_DEFAULTS, FLAGS
-from resolver.rule_tables import (
-    NO_VALUE,
-    RulesArg,
-    _evaluator,
-    builtin_rules_dir,
-    builtin_table,
-    compile_sources,
-    load_rules,
-    removed_flag_error,
-)
+# The collector is paused while the engine's modules load (attrs and the classes it makes): the first
+# import of this module, by a CLI command or the first resolve(), is most of a cold start. Those imports
+# make tens of thousands of objects and no garbage, and the collections their allocations would start
+# cost a cold `resolver explain` about 5 ms (tests/benchmarks/cold_explain.py).
+_collecting = gc.isenabled()
+gc.disable()
+try:
+    from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
+    from resolver.engine import Evaluation, Evaluator
+    from resolver.environment import Environment, InputPlan
+    from resolver.errors import ResolutionError
+    from resolver.flag_values import DEFAULT_INPUTS, by_name, flag_inputs, given_flags
+    from resolver.flags import FLAG_DEFAULTS, FLAGS
+    from resolver.rule_tables import (
+        NO_VALUE,
+        RulesArg,
+        _evaluator,
+        builtin_rules_dir,
+        builtin_table,
+        compile_sources,
+        load_rules,
+        removed_flag_error,
+    )
+finally:
+    if _collecting:
+        gc.enable()
 
 if TYPE_CHECKING:
     from resolver.flagsfile import FlagsFile

@@ -15,10 +15,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from resolver.declared import RawRule, RuleCase, TableData
 from resolver.errors import RuleTableError
 from resolver.integers import parse_int
 from resolver.suggest import did_you_mean
-from resolver.table import RawRule, RuleCase, Slot, TableData, toml_key_pattern
+from resolver.table import Slot, toml_key_pattern
 
 __all__ = ["case_line", "expand_cases"]
 

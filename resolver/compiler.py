@@ -14,6 +14,7 @@ import attrs
 
 from resolver.conditions import Call, Condition, Ref, ValueExpr
 from resolver.table import Slot
+from resolver.values import fields_repr
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -23,11 +24,8 @@ __all__ = [
     "CompiledRule",
     "CompiledTable",
     "DomainRef",
-    "RuleNode",
-    "SlotNode",
     "StagePlan",
     "Template",
-    "dependency_graph",
 ]
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.:-]+)\}")
@@ -40,6 +38,8 @@ class DomainRef:
 
     domain: str
 
+    __repr__ = fields_repr
+
 
 @attrs.frozen
 class Template:
@@ -51,6 +51,8 @@ class Template:
 
     text: str
     parts: tuple[str | Ref | DomainRef, ...]
+
+    __repr__ = fields_repr
 
     @classmethod
     def parse(cls, text: str) -> Template:
@@ -95,6 +97,8 @@ class CompiledRule:
     reads: tuple[str, ...]
     templates: Mapping[str, Template] = attrs.field(factory=dict, eq=False, repr=False)
 
+    __repr__ = fields_repr
+
     def set_of(self, slot: str) -> ValueExpr:
         """The expression this rule sets ``slot`` to."""
         for name, expr in self.sets:
@@ -116,6 +120,8 @@ class StagePlan:
     setters: Mapping[str, tuple[CompiledRule, ...]]
     checks: tuple[CompiledRule, ...]
 
+    __repr__ = fields_repr
+
 
 @attrs.frozen
 class CompiledTable:
@@ -130,6 +136,8 @@ class CompiledTable:
     variables: Mapping[str, str]
     files: tuple[str, ...] = ()
 
+    __repr__ = fields_repr
+
     @property
     def functions(self) -> frozenset[str]:
         """Names of the registered functions the rules call."""
@@ -138,35 +146,6 @@ class CompiledTable:
     def graph(self) -> nx.DiGraph:
         """The dependency graph: slot -> rule that reads it -> slot it sets (imports networkx)."""
         stage_index = {plan.name: i for i, plan in enumerate(self.stages)}
+        from resolver.slot_graph import dependency_graph  # networkx: only when a graph is drawn
+
         return dependency_graph(self.slots, self.rules.values(), stage_index)
-
-
-@attrs.frozen
-class SlotNode:
-    """A slot in the dependency graph."""
-
-    slot: str
-
-
-@attrs.frozen
-class RuleNode:
-    """A rule in the dependency graph (a rule may share its id with a slot's name)."""
-
-    rule: str
-
-
-def dependency_graph(slots: Mapping[str, Slot], rules: Any, stage_index: Mapping[str, int]) -> nx.DiGraph:
-    """Slot -> rule that reads it -> slot it sets; each node carries its stage's index."""
-    import networkx as nx  # only when a table is compiled: loading from the disk cache never needs it
-
-    graph = nx.DiGraph()
-    for name, slot in slots.items():
-        graph.add_node(SlotNode(name), stage=stage_index[slot.stage])
-    for rule in rules:
-        node = RuleNode(rule.id)
-        graph.add_node(node, stage=stage_index[rule.stage])
-        for name in rule.reads:
-            graph.add_edge(SlotNode(name), node)
-        for name, _ in rule.sets:
-            graph.add_edge(node, SlotNode(name))
-    return graph

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from resolver.compiler import CompiledRule, CompiledTable, RuleNode, SlotNode, StagePlan, Template, dependency_graph
+from resolver.compiler import CompiledRule, CompiledTable, StagePlan, Template
 from resolver.conditions import OPERATORS, Call, Condition, Const, InvalidOperand, OperandContext, Ref, ValueExpr
+from resolver.declared import RawRule, TableData
 from resolver.errors import RuleTableError
 from resolver.function_registry import call_problem
+from resolver.slot_graph import RuleNode, SlotNode, dependency_graph
 from resolver.suggest import did_you_mean
-from resolver.table import VARIABLE_PREFIX, RawRule, Slot, TableData
+from resolver.table import VARIABLE_PREFIX, Slot
 
 if TYPE_CHECKING:
     import networkx as nx

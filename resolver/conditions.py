@@ -29,6 +29,7 @@ from resolver.operators import (
     Shape,
     as_number,
 )
+from resolver.values import fields_repr
 
 __all__ = [
     "CONDITION_OPS",
@@ -52,11 +53,15 @@ __all__ = [
 class Const:
     value: Any
 
+    __repr__ = fields_repr
+
 
 @attrs.frozen
 class Call:
     fn: str
     args: tuple[Ref | Const, ...]
+
+    __repr__ = fields_repr
 
 
 ValueExpr = Const | Ref | Call
@@ -74,6 +79,8 @@ class Condition:
     #: The domains the operands name, for :attr:`shape`.
     domains: Mapping[str, frozenset[str]] = attrs.field(factory=dict, eq=False, repr=False)
     _shape: Shape | None = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    __repr__ = fields_repr
 
     @property
     def shape(self) -> Shape:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.values import FrozenMapping, Provenance, ProvenanceView, display
+from resolver.values import FrozenMapping, Provenance, ProvenanceView, display, fields_repr
 
 if TYPE_CHECKING:
     import cattrs
@@ -93,6 +93,8 @@ class ResolvedConfig:
         factory=FrozenMapping, converter=_to_provenance_mapping, eq=False, repr=False
     )
     notes: tuple[str, ...] = attrs.field(default=(), converter=_to_tuple)
+
+    __repr__ = fields_repr
 
     def to_dict(self, *, with_provenance: bool = True) -> dict[str, Any]:
         """Plain data (JSON/TOML-ready)."""

@@ -21,9 +21,8 @@ evaluated as code.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from resolver.codegen import CompileCode, Generated, generate
 from resolver.compiler import CompiledRule, CompiledTable, DomainRef, Template
 from resolver.conditions import Call, NotANumber, Ref
 from resolver.errors import ConflictError, ResolutionError, Side
@@ -46,6 +45,9 @@ from resolver.steps import (
     verify_value,
 )
 from resolver.values import Provenance, display
+
+if TYPE_CHECKING:
+    from resolver.codegen import CompileCode, Generated
 
 __all__ = ["Evaluation", "Evaluator", "display"]
 
@@ -242,6 +244,9 @@ class Evaluator:
 
     def _generate(self) -> Generated | None:
         """The generated evaluation; None (the closures go on deciding) if it cannot be made."""
+        # imported here: a process that resolves once (a CLI command, a launched rank) never writes code
+        from resolver.codegen import generate
+
         try:
             run, self.generated_source = generate(
                 self._stages, self.table.domains, self._add_note, self.render, self._compile_code

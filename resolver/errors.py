@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from resolver.values import fields_repr
+
 if TYPE_CHECKING:
     from resolver.values import Provenance
 
@@ -30,6 +32,8 @@ class Side:
     slot: str
     value: Any
     provenance: Provenance
+
+    __repr__ = fields_repr
 
     def describe(self) -> str:
         return f"{self.slot} = {format_value(self.value)}  <- {self.provenance.describe()}"

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from resolver.table import FLAGS_SOURCE_NAME, RuleSource
+from resolver.values import fields_repr
 
 __all__ = [
     "FLAGS",
@@ -55,6 +56,8 @@ class Flag:
     repeatable: bool = False
     #: The domains whose values ``--help`` lists, when not just ``domain``.
     help_domains: tuple[str, ...] = ()
+
+    __repr__ = fields_repr
 
     @property
     def listed_domains(self) -> tuple[str, ...]:

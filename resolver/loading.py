@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from resolver.declared import Domain, RawRule, RuleCase, TableData
 from resolver.errors import RuleTableError
-from resolver.table import FLAGS_SOURCE_NAME, Domain, RawRule, RuleCase, RuleSource, Slot, TableData, toml_key_pattern
+from resolver.table import FLAGS_SOURCE_NAME, RuleSource, Slot, toml_key_pattern
 from resolver.values import FrozenMapping
 
 if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files are loaded

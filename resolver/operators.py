@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from resolver.shapes import ANY, TYPE_NAMES, TYPE_TESTS, NotANumber, Shape, as_number, is_int, same
-from resolver.values import display
+from resolver.values import display, fields_repr
 
 __all__ = [
     "CONDITION_OPS",
@@ -42,6 +42,8 @@ class InvalidOperand(Exception):
 @attrs.frozen
 class Ref:
     slot: str
+
+    __repr__ = fields_repr
 
 
 def _type_predicate(slot: str, name: str, positive: bool) -> Predicate:
@@ -97,6 +99,8 @@ class OperandContext:
     slot: str
     domains: Mapping[str, frozenset[str]]
     check_value: Callable[[Any], Any]
+
+    __repr__ = fields_repr
 
 
 def _operand_text(value: Any) -> str:

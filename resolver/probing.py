@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from resolver.integers import parse_int
+from resolver.values import fields_repr
 
 __all__ = ["PROBES", "Probe", "forget_kept_facts", "probes", "read_facts", "register_probe"]
 
@@ -49,6 +50,8 @@ class Probe:
     per_process: bool = False
     #: The distribution of the plugin that registered it (:mod:`resolver.plugins`); empty: not a plugin's.
     origin: str = ""
+
+    __repr__ = fields_repr
 
     def check(self, value: Any) -> Any:
         """The value if it has this fact's type, else a ValueError saying what was expected."""

@@ -12,6 +12,7 @@ import attrs
 
 from resolver.errors import ResolutionError
 from resolver.integers import parse_int
+from resolver.values import fields_repr
 
 __all__ = ["ANY", "TYPE_NAMES", "TYPE_TESTS", "NotANumber", "Shape", "as_number", "is_int", "same", "type_of"]
 
@@ -90,6 +91,8 @@ class Shape:
     high: float = float("inf")
     is_set: bool | None = None
     types: frozenset[str] | None = None
+
+    __repr__ = fields_repr
 
     def meet(self, other: Shape) -> Shape:
         """What both shapes admit (the conditions of one slot all hold)."""

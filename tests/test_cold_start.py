@@ -1,7 +1,9 @@
 """A new ``resolver explain`` process served by the compiled table cache loads only what it uses:
-not the rule-file reader, the compiler, networkx, cattrs, tomli_w, the help texts, or standard
-modules that cost milliseconds to import (hashlib, pathlib, socket, shutil). Its time is measured
-by ``tests/benchmarks/test_engine_speed.py::test_cold_explain_process``."""
+not the rule-file reader, the compiler, networkx, cattrs, tomli_w, the help texts, the code
+generator (a process that resolves once never generates code), or standard modules that cost
+milliseconds to import (hashlib, pathlib, socket, shutil). Its time is measured by
+``tests/benchmarks/test_engine_speed.py::test_cold_explain_process`` and
+``tests/benchmarks/cold_explain.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import os
 import subprocess
 import sys
 
+import attrs
 import pytest
+
+from resolver.values import Provenance, fields_repr
 
 #: Imported only when a table is compiled, help is printed, a machine is simulated or a name is unknown.
 NOT_ON_THE_COLD_PATH = (
@@ -30,6 +35,10 @@ NOT_ON_THE_COLD_PATH = (
     "resolver.simulate",
     "resolver.suggest",
     "resolver.decision_graph",
+    "resolver.codegen",
+    "resolver.codewriter",
+    "resolver.declared",
+    "resolver.slot_graph",
 )
 
 _MODULES_AFTER = """
@@ -84,3 +93,86 @@ def test_help_still_lists_what_the_table_accepts(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "one of: auto, " in result.stdout and "resolve for a machine you are not on" in result.stdout
     assert "examples:\n  resolver explain --devices 2 --strategy ddp" in result.stdout
+
+
+def test_the_first_resolve_in_a_process_loads_neither_the_compiler_nor_the_code_generator(tmp_path):
+    env = dict(os.environ, RESOLVER_CACHE_DIR=str(tmp_path / "cache"))
+    code = (
+        "import json, sys, resolver; resolver.resolve(devices=2, strategy='ddp', environment=resolver.Environment()); "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    for _ in range(2):  # the first fills the cache
+        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+    loaded = (set(json.loads(result.stdout)) - _at_start()) & set(NOT_ON_THE_COLD_PATH)
+    assert not loaded, f"imported by a first resolve() served by the cache: {sorted(loaded)}"
+
+
+@attrs.frozen
+class _AttrsOwn:  # the repr attrs writes
+    number: int
+    hidden: object = attrs.field(default=None, repr=False)
+    items: tuple[object, ...] = ()
+    text: str = attrs.field(default="", repr=str.upper)
+
+
+@attrs.frozen
+class _Shared:  # the same fields, with the package's shared repr
+    number: int
+    hidden: object = attrs.field(default=None, repr=False)
+    items: tuple[object, ...] = ()
+    text: str = attrs.field(default="", repr=str.upper)
+
+    __repr__ = fields_repr
+
+
+@attrs.define
+class _Node:
+    children: list[object] = attrs.field(factory=list)
+
+    __repr__ = fields_repr
+
+
+def test_the_shared_repr_writes_what_attrs_writes():
+    own = repr(_AttrsOwn(1, "x", (_AttrsOwn(2), "text"), "shout"))
+    assert repr(_Shared(1, "x", (_Shared(2), "text"), "shout")) == own.replace("_AttrsOwn", "_Shared")
+    assert (
+        repr(Provenance("flag", "devices=2"))
+        == "Provenance(kind='flag', source='devices=2', rule=None, why=None, inputs=())"
+    )
+    node = _Node()
+    node.children.append(node)  # a value that holds itself is written as attrs writes it
+    assert repr(node) == "_Node(children=[...])"
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_importing_the_engine_leaves_the_garbage_collector_as_it_found_it(before):
+    """resolver.api pauses the collector while the engine's modules load, and only then."""
+    code = f"import gc\nif not {before}: gc.disable()\nimport resolver.api\nprint(gc.isenabled())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(before)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["/venv/bin/resolver", "explain", "--devices", "2"], True),  # the console script
+        (["/src/resolver/__main__.py", "explain"], True),  # python -m resolver
+        (["/venv/bin/resolver", "run", "train.py"], False),
+        (["/venv/bin/resolver", "--version"], False),
+        (["/venv/bin/pytest", "explain"], False),
+        (["/src/other/__main__.py", "explain"], False),  # python -m other explain
+    ],
+)
+def test_only_a_resolver_explain_process_runs_without_the_garbage_collector(argv, expected):
+    from resolver.cli_process import explain_only
+
+    assert explain_only(argv) is expected
+
+
+def test_importing_the_command_line_leaves_the_garbage_collector_on():
+    code = "import gc, sys\nsys.argv = ['tool', 'explain']\nimport resolver.cli\nprint(gc.isenabled())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"

@@ -1,7 +1,8 @@
-"""A cold ``resolver explain --devices 2 --strategy ddp`` process against ``python -c pass``, and
-where its time goes. Not a test: prints medians, differences and ratios.
+"""A cold ``resolver explain --devices 2 --strategy ddp`` process against ``python -c pass`` and
+against a PyTorch Lightning process deciding the same, the first ``resolve()`` in a fresh process,
+and where the time goes. Not a test: prints medians, differences and ratios (issue 27, target 3).
 
-    python tests/benchmarks/cold_explain.py [--rounds 15]
+    python tests/benchmarks/cold_explain.py [--rounds 15] [--phases] [--lightning-rounds 3] [--code DIR]
 
 Every command runs once per round, interleaved, with byte code cached (``PYTHONPYCACHEPREFIX``,
 ``PYTHONDONTWRITEBYTECODE`` unset) and a warm compiled-table cache, both in a fresh temporary
@@ -11,6 +12,14 @@ The steps between the commands give the breakdown: the interpreter, ``import att
 ``resolver.operators`` needs), the rest of ``import resolver.cli``, and the command's own work
 (parsing, loading the table, probing, resolving, printing); ``--phases`` also times that work
 inside one process, phase by phase.
+
+``first resolve()`` is timed inside a fresh process: ``import resolver``, then the clock, then
+``resolver.resolve(devices=2, strategy="ddp")`` (which probes the machine, imports the engine and
+loads the cached table). ``--code DIR`` also runs the explain and the first resolve() with
+``resolver`` imported from another checkout (the main branch's: a before and after in one run).
+``--lightning-rounds N`` (0: skip) runs a Lightning process that builds its
+``_AcceleratorConnector`` for the same flags and prints the result, N times, each next to five
+``resolver explain`` (Lightning imports torch: seconds a process).
 """
 
 from __future__ import annotations
@@ -54,55 +63,148 @@ for name, mark in marks.items():
 
 
 def process_times(command: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds of one process."""
+    """Wall and CPU seconds of one process (run in ``$PYTHONPATH``'s first folder if set: ``python -c``
+    and ``-m`` put the current folder first on ``sys.path``)."""
+    cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=120)
+    subprocess.run(
+        command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=120
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _commands() -> dict[str, list[str]]:
+_FIRST_RESOLVE = """
+import time
+import resolver
+wall, cpu = time.perf_counter(), time.process_time()
+resolver.resolve(devices=2, strategy="ddp")
+print(time.perf_counter() - wall, time.process_time() - cpu)
+"""
+
+_LIGHTNING = """
+try:
+    from lightning.pytorch.trainer.connectors.accelerator_connector import _AcceleratorConnector
+except ImportError:
+    from pytorch_lightning.trainer.connectors.accelerator_connector import _AcceleratorConnector
+connector = _AcceleratorConnector(
+    devices=2, num_nodes=1, accelerator="auto", strategy="ddp", plugins=None, precision=None,
+    sync_batchnorm=False, benchmark=None, use_distributed_sampler=True, deterministic=None,
+)
+print(type(connector.strategy).__name__, type(connector.accelerator).__name__, connector._parallel_devices)
+"""
+
+
+def _lightning_installed() -> bool:
+    import importlib.util
+
+    return any(importlib.util.find_spec(name) is not None for name in ("lightning", "pytorch_lightning"))
+
+
+def first_resolve(env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds of the first ``resolve()`` in a fresh process, after ``import resolver``."""
+    cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or None  # as in process_times
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_RESOLVE],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def _commands(env: dict[str, str], code: str | None) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each command with the environment it runs in (``code``: also the explain from that checkout)."""
     python = sys.executable
     commands = {
         "python -c pass": [python, "-c", "pass"],
         "python -c 'import attrs'": [python, "-c", "import attrs"],
         "python -c 'import resolver.cli'": [python, "-c", "import resolver.cli"],
+        "python -c 'import resolver; resolve()'": [python, "-c", _FIRST_RESOLVE],
         "python -m resolver explain": [python, "-m", "resolver", *FLAGS],
     }
     script = shutil.which("resolver", path=os.path.dirname(python))
     if script is not None:  # the console script pip installs (no runpy, which -m imports)
         commands["resolver explain (console script)"] = [script, *FLAGS]
-    return commands
+    found = {name: (command, env) for name, command in commands.items()}
+    if code is not None:
+        other = {**env, "PYTHONPATH": os.path.abspath(code)}
+        found["--code: python -m resolver explain"] = ([python, "-m", "resolver", *FLAGS], other)
+        if script is not None:
+            found["--code: resolver explain (console script)"] = ([script, *FLAGS], other)
+    return found
+
+
+def _explain_command() -> list[str]:
+    script = shutil.which("resolver", path=os.path.dirname(sys.executable))
+    return [script, *FLAGS] if script is not None else [sys.executable, "-m", "resolver", *FLAGS]
+
+
+def _median_ms(values: list[tuple[float, float]], index: int) -> float:
+    return 1000 * statistics.median(v[index] for v in values)
+
+
+def _lightning(env: dict[str, str], rounds: int) -> None:
+    """A Lightning process deciding the same flags, next to five ``resolver explain`` each round."""
+    if not _lightning_installed():
+        print("\nLightning: not installed (pip install -e '.[bench]'), skipped")
+        return
+    ours_command, theirs_command = _explain_command(), [sys.executable, "-c", _LIGHTNING]
+    process_times(theirs_command, env)  # warm-up: byte code, the page cache
+    ours, theirs = [], []
+    for _ in range(rounds):  # five explains a round: one Lightning process lasts seconds, an explain a blink
+        ours.extend(process_times(ours_command, env) for _ in range(5))
+        theirs.append(process_times(theirs_command, env))
+    print(f"\nLightning process vs `resolver explain`, {rounds} rounds, medians in ms (load {os.getloadavg()[0]:.2f}):")
+    for kind, index in (("wall", 0), ("cpu", 1)):
+        a, b = _median_ms(ours, index), _median_ms(theirs, index)
+        print(f"  {kind}: resolver explain {a:8.1f}   Lightning {b:9.1f}   Lightning / resolver {b / a:6.1f}x")
 
 
 def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     options.add_argument("--rounds", type=int, default=15)
     options.add_argument("--phases", action="store_true", help="also time the phases inside one process")
-    rounds = options.parse_args().rounds
-    phases = options.parse_args().phases
+    options.add_argument("--code", help="also run the explain and first resolve() with resolver from this checkout")
+    options.add_argument("--lightning-rounds", type=int, default=3, help="Lightning processes to run (0: none)")
+    parsed = options.parse_args()
+    rounds, phases = parsed.rounds, parsed.phases
     with tempfile.TemporaryDirectory() as folder:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(RESOLVER_CACHE_DIR=os.path.join(folder, "tables"), PYTHONPYCACHEPREFIX=os.path.join(folder, "pyc"))
-        commands = _commands()
+        commands = _commands(env, parsed.code)
+        firsts: dict[str, dict[str, str]] = {"first resolve() after import resolver": env}
+        if parsed.code is not None:
+            firsts["--code: first resolve()"] = commands["--code: python -m resolver explain"][1]
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        first: dict[str, list[tuple[float, float]]] = {name: [] for name in firsts}
         for round_ in range(rounds + 2):
-            for name, command in commands.items():
-                measured = process_times(command, env)
+            for name, (command, command_env) in commands.items():
+                measured = process_times(command, command_env)
                 if round_ >= 2:  # two warm-up rounds fill both caches
                     times[name].append(measured)
+            for name, first_env in firsts.items():
+                measured = first_resolve(first_env)
+                if round_ >= 2:
+                    first[name].append(measured)
         print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores, {rounds} rounds, medians in ms")
-        print(f"{'':<38}{'wall':>8}{'+ pass':>8}{'x pass':>8}{'cpu':>8}{'+ pass':>8}")
-        base_wall = statistics.median(w for w, _ in times["python -c pass"])
-        base_cpu = statistics.median(c for _, c in times["python -c pass"])
+        print(f"{'':<44}{'wall':>8}{'+ pass':>8}{'x pass':>8}{'cpu':>8}{'+ pass':>8}")
+        base_wall = _median_ms(times["python -c pass"], 0)
+        base_cpu = _median_ms(times["python -c pass"], 1)
         for name, measured in times.items():
-            wall = statistics.median(w for w, _ in measured)
-            cpu = statistics.median(c for _, c in measured)
+            wall, cpu = _median_ms(measured, 0), _median_ms(measured, 1)
+            print(f"{name:<44}{wall:8.1f}{wall - base_wall:8.1f}{wall / base_wall:8.2f}{cpu:8.1f}{cpu - base_cpu:8.1f}")
+        print("\ninside a fresh process, medians in ms (spread: lowest-highest):")
+        for name, measured in first.items():
+            walls, cpus = sorted(1000 * w for w, _ in measured), sorted(1000 * c for _, c in measured)
             print(
-                f"{name:<38}{wall * 1000:8.1f}{(wall - base_wall) * 1000:8.1f}{wall / base_wall:8.2f}"
-                f"{cpu * 1000:8.1f}{(cpu - base_cpu) * 1000:8.1f}"
+                f"  {name:<42}wall {statistics.median(walls):7.1f} ({walls[0]:.1f}-{walls[-1]:.1f})"
+                f"   cpu {statistics.median(cpus):7.1f} ({cpus[0]:.1f}-{cpus[-1]:.1f})"
             )
         if phases:
             found: dict[str, list[float]] = {}
@@ -121,6 +223,8 @@ def main() -> None:
             print("\nphases inside one `resolver explain` process (wall, medians in ms):")
             for name, values in found.items():
                 print(f"  {name:<36}{statistics.median(values):8.2f}")
+        if parsed.lightning_rounds > 0:
+            _lightning(env, parsed.lightning_rounds)
 
 
 if __name__ == "__main__":
