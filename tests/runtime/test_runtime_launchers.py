@@ -124,6 +124,19 @@ def test_inside_a_launched_rank_a_launcher_runs_the_function_directly(monkeypatc
     assert runtime.launched_config() == config
 
 
+def test_a_launched_rank_decodes_its_config_as_the_configs_own_codec_does() -> None:
+    import resolver
+
+    config = resolver.resolve(devices=2, strategy="ddp", master_port=29123, environment=resolver.Environment())
+    text = config.to_json()
+    launched = runtime.launched_config({"RESOLVER_CONFIG": text})
+    assert launched == resolver.ResolvedConfig.from_json(text) == config
+    assert launched is not None and dict(launched.provenance) == dict(config.provenance)
+    assert launched.to_json() == text
+    with pytest.raises(ValueError, match="RESOLVER_CONFIG is set but does not hold a resolved config"):
+        runtime.launched_config({"RESOLVER_CONFIG": '{"accelerator": "cpu"}'})
+
+
 def run_script(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *args],
