@@ -5,7 +5,7 @@ and arrive in the ``ResolvedConfig`` with their provenance (``rules/37-rendezvou
 place that reads the cluster's variables for them). A cluster environment hands them to the
 launchers; a config without them is an error naming ``resolver.resolve()``. Only the local
 environment decides something itself: on one machine, a free port picked at launch
-(``main_port = None``).
+(``main_port = None``, as rule ``main_port.local`` says).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ _FLAGS = {"main_address": ("master_addr", "MASTER_ADDR"), "main_port": ("master_
 class ClusterEnvironment:
     """Rendezvous facts for one kind of cluster; register subclasses by the config's name.
 
-    ``environ`` defaults to ``os.environ``, read when asked for: by checks of how this process was
-    started, and by the local environment's single-machine defaults.
+    ``environ`` defaults to ``os.environ``, read when asked for by the checks of how this process was
+    started (:meth:`check_started_by_cluster`); the rendezvous comes from the config alone.
     """
 
     #: The cluster's name in messages.

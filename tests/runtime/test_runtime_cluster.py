@@ -28,23 +28,27 @@ def test_local_defaults_to_loopback_and_picks_one_free_port() -> None:
     assert "picked by the runtime" in local.main_port_source
 
 
-def test_local_uses_master_addr_and_port_when_set() -> None:
-    local = LocalEnvironment(ddp_config(), environ={"MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "29511"})
+def test_local_meets_where_master_addr_and_port_say_as_resolved() -> None:
+    variables = {"MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "29511"}
+    config = resolver.resolve(accelerator="cpu", devices=2, environment=resolver.Environment(variables=variables))
+    local = LocalEnvironment(config, environ={})  # the resolver read the variables; the runtime reads the config
     assert (local.main_address, local.main_port, local.main_port_source) == ("10.1.2.3", 29511, "MASTER_PORT")
 
 
-def test_local_multi_node_needs_the_rendezvous_set_by_hand() -> None:
-    local = LocalEnvironment(ddp_config(num_nodes=2, world_size=4), environ={})
-    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_ADDR is not set") as error:
-        _ = local.main_address
-    assert "NODE_RANK" in str(error.value)
-    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT is not set"):
-        _ = local.main_port
+def test_local_multi_node_needs_the_rendezvous_named() -> None:
+    with pytest.raises(resolver.ResolutionError, match="nothing says which machine runs rank 0") as error:
+        resolver.resolve(accelerator="cpu", devices=2, num_nodes=2, environment=resolver.Environment())
+    assert "export MASTER_ADDR=<address of node 0>" in str(error.value)
+    built_by_hand = LocalEnvironment(ddp_config(num_nodes=2, world_size=4, main_address=None), environ={})
+    for field in ("main_address", "main_port"):  # no port of its own pick: the nodes would not agree
+        with pytest.raises(runtime.RuntimeConfigError, match=f"this config has no {field}: it was not produced by"):
+            getattr(built_by_hand, field)
 
 
 def test_a_port_that_is_not_a_number_is_named() -> None:
-    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT='http' is not a TCP port"):
-        _ = LocalEnvironment(ddp_config(), environ={"MASTER_PORT": "http"}).main_port
+    variables = {"MASTER_PORT": "http"}
+    with pytest.raises(resolver.ResolutionError, match="MASTER_PORT: 'http' is not an integer"):
+        resolver.resolve(accelerator="cpu", devices=2, environment=resolver.Environment(variables=variables))
 
 
 @pytest.mark.parametrize("cls", [TorchElasticEnvironment, KubeflowEnvironment, MPIEnvironment, SLURMEnvironment])
@@ -53,7 +57,7 @@ def test_a_cluster_meets_where_the_config_says_and_a_config_without_it_names_res
     assert (env.main_address, env.main_port) == ("node0", 1234)
     # The variables are the resolver's to read (rules/37-rendezvous.toml), not the runtime's.
     variables = {"MASTER_ADDR": "node0", "MASTER_PORT": "1234", "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_ID": "7"}
-    built_by_hand = cls(ddp_config(), environ=variables)
+    built_by_hand = cls(ddp_config(main_address=None), environ=variables)
     for field in ("main_address", "main_port"):
         with pytest.raises(runtime.RuntimeConfigError, match=f"this config has no {field}: it was not produced by "):
             getattr(built_by_hand, field)
@@ -147,9 +151,9 @@ def _lsf_job(job_id: str, rankfile: str, host: str = "c1") -> resolver.Environme
 
 def test_ranks_started_by_hand_must_agree_on_master_port() -> None:
     started_by_hand = ddp_config(launcher=None)
-    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT is not set"):
-        _ = LocalEnvironment(started_by_hand, environ={}).main_port
-    assert LocalEnvironment(started_by_hand, environ={"MASTER_PORT": "29400"}).main_port == 29400
+    with pytest.raises(runtime.RuntimeConfigError, match="this config has no main_port"):
+        _ = LocalEnvironment(started_by_hand, environ={"MASTER_PORT": "29400"}).main_port
+    assert LocalEnvironment(ddp_config(launcher=None, main_port=29400), environ={}).main_port == 29400
 
 
 def test_lsf_derives_the_port_from_the_job_id_as_lightning_does() -> None:

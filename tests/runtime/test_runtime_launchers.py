@@ -102,9 +102,9 @@ def test_a_busy_master_port_is_an_error_naming_the_port_and_the_fix(monkeypatch:
         busy.bind(("", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        monkeypatch.setenv("MASTER_PORT", str(port))
+        monkeypatch.setenv("MASTER_PORT", str(port))  # read by the resolver, as master_port
         with pytest.raises(runtime.PortInUseError) as error:
-            runtime.build(ddp_config(2, launcher="fork")).launch(gather_identities)
+            runtime.launch(gather_identities, accelerator="cpu", devices=2, strategy="ddp_fork")
     message = str(error.value)
     assert f"port {port} on 127.0.0.1 (from MASTER_PORT) is already in use" in message
     assert "set MASTER_PORT to a free port, or unset it" in message
