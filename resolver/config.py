@@ -110,7 +110,16 @@ class ResolvedConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ResolvedConfig:
-        return get_converter().structure(dict(data), cls)
+        """The config :meth:`to_dict` wrote (keys it does not know are ignored).
+
+        Decoded without cattrs: a rank a launcher starts decodes its config from ``RESOLVER_CONFIG``
+        this way and imports no cattrs; the fields' converters turn JSON's lists back into tuples
+        and mappings.
+        """
+        known = _FIELD_NAMES
+        fields = {name: value for name, value in data.items() if name in known and name != "provenance"}
+        provenance = {name: _provenance_from_data(item) for name, item in (data.get("provenance") or {}).items()}
+        return cls(**fields, provenance=provenance)
 
     @classmethod
     def from_json(cls, text: str) -> ResolvedConfig:
@@ -133,6 +142,30 @@ class ResolvedConfig:
         return " ".join(parts)
 
 
+_FIELD_NAMES = frozenset(a.name for a in attrs.fields(ResolvedConfig))
+
+
+def _provenance_data(provenance: Provenance) -> dict[str, Any]:
+    """A :class:`Provenance` as plain data (what :func:`_provenance_from_data` reads back)."""
+    return {
+        "kind": provenance.kind,
+        "source": provenance.source,
+        "rule": provenance.rule,
+        "why": provenance.why,
+        "inputs": [[k, list(v) if isinstance(v, tuple) else v] for k, v in provenance.inputs],
+    }
+
+
+def _provenance_from_data(data: Mapping[str, Any]) -> Provenance:
+    return Provenance(
+        kind=data["kind"],
+        source=data.get("source"),
+        rule=data.get("rule"),
+        why=data.get("why"),
+        inputs=tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in data.get("inputs", ())),
+    )
+
+
 #: The fields the rules decide, each with its provenance (not ``flags``, ``provenance``, ``notes``).
 DECIDED_FIELDS: tuple[str, ...] = tuple(
     a.name for a in attrs.fields(ResolvedConfig) if a.name not in ("provenance", "notes", "flags")
@@ -141,44 +174,14 @@ DECIDED_FIELDS: tuple[str, ...] = tuple(
 
 @functools.cache
 def get_converter() -> cattrs.Converter:
-    """The cattrs converter for configs and provenance (imports cattrs on first use)."""
+    """The cattrs converter that writes configs and provenance as plain data (imports cattrs on first
+    use); :meth:`ResolvedConfig.from_dict` reads them back."""
     import cattrs
 
     conv = cattrs.Converter()
     conv.register_unstructure_hook(FrozenMapping, lambda m: {k: conv.unstructure(v) for k, v in m.items()})
     conv.register_unstructure_hook(ProvenanceView, lambda m: {k: conv.unstructure(v, Provenance) for k, v in m.items()})
-    conv.register_structure_hook(FrozenMapping, lambda d, _: FrozenMapping(d))
-
-    def _inputs_to_data(inputs: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
-        return [[k, list(v) if isinstance(v, tuple) else v] for k, v in inputs]
-
-    conv.register_unstructure_hook(
-        Provenance,
-        lambda p: {
-            "kind": p.kind,
-            "source": p.source,
-            "rule": p.rule,
-            "why": p.why,
-            "inputs": _inputs_to_data(p.inputs),
-        },
-    )
-    conv.register_structure_hook(
-        Provenance,
-        lambda d, _: Provenance(
-            kind=d["kind"],
-            source=d.get("source"),
-            rule=d.get("rule"),
-            why=d.get("why"),
-            inputs=tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in d.get("inputs", ())),
-        ),
-    )
-
-    def _structure_provenance_map(d: Mapping[str, Any], _: Any) -> FrozenMapping:
-        return FrozenMapping({k: conv.structure(v, Provenance) for k, v in d.items()})
-
+    conv.register_unstructure_hook(Provenance, _provenance_data)
     is_provenance_map: Callable[[Any], bool] = lambda t: t == Mapping[str, Provenance]  # noqa: E731
-    conv.register_structure_hook_func(is_provenance_map, _structure_provenance_map)
-    conv.register_unstructure_hook_func(
-        is_provenance_map, lambda m: {k: conv.unstructure(v, Provenance) for k, v in m.items()}
-    )
+    conv.register_unstructure_hook_func(is_provenance_map, lambda m: {k: _provenance_data(v) for k, v in m.items()})
     return conv

@@ -44,7 +44,7 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
             "  hint: resolve the flags on the machine that runs the work (or pass accelerator='cpu')"
         )
     accelerator = accelerator_class()
-    precision = PRECISIONS.get(config.precision)(accelerator.device_type)
+    precision = PRECISIONS.get(config.precision)(accelerator)
     collective = COLLECTIVES.get(config.collective)()
     cluster_environment = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     strategy_class = STRATEGIES.get(config.strategy)

@@ -13,11 +13,10 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 import attrs
 
-from resolver.config import Provenance, ResolvedConfig
+from resolver.config import ResolvedConfig
 from resolver.functions import local_rank_in_world
 
 __all__ = [
@@ -160,22 +159,6 @@ def threads_applied(config: ResolvedConfig) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def _config_from_data(data: Mapping[str, Any]) -> ResolvedConfig:
-    """A config from :meth:`ResolvedConfig.to_dict` data, without cattrs (ranks do not import it)."""
-    fields = dict(data)
-    provenance = {
-        name: Provenance(
-            kind=item["kind"],
-            source=item.get("source"),
-            rule=item.get("rule"),
-            why=item.get("why"),
-            inputs=tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in item.get("inputs", ())),
-        )
-        for name, item in (fields.pop("provenance", None) or {}).items()
-    }
-    return ResolvedConfig(**fields, provenance=provenance)
-
-
 def launched_config(environ: Mapping[str, str] | None = None) -> ResolvedConfig | None:
     """This process's config when a launcher (or ``resolver run``) started it, else ``None``."""
     text = (os.environ if environ is None else environ).get(CONFIG_VARIABLE)
@@ -185,7 +168,7 @@ def launched_config(environ: Mapping[str, str] | None = None) -> ResolvedConfig 
         data = json.loads(text)
         if not isinstance(data, dict):
             raise TypeError(f"expected a JSON object, got {type(data).__name__}")
-        return _config_from_data(data)
+        return ResolvedConfig.from_dict(data)
     except Exception as exc:  # json, attrs and the fields raise several types; all mean the same here
         raise ValueError(
             f"{CONFIG_VARIABLE} is set but does not hold a resolved config ({exc}); "

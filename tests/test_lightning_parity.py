@@ -152,7 +152,7 @@ def test_deepspeed_stage_1_offload_makes_a_deepspeed_config():
     from runtime.strategies.deepspeed_config import deepspeed_config
 
     options = resolve(strategy="deepspeed_stage_1_offload", environment=Environment(deepspeed_available=True))
-    zero = deepspeed_config(DeepSpeedOptions(**options.strategy_options), {}, on_cuda=False)["zero_optimization"]
+    zero = deepspeed_config(DeepSpeedOptions(**options.strategy_options), {}, pin_memory=False)["zero_optimization"]
     assert zero["stage"] == 1 and zero["offload_optimizer"]["device"] == "cpu"
 
 

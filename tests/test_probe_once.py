@@ -113,4 +113,6 @@ def test_a_config_pickles_with_the_provenance_it_shows():
     assert copy == config and hash(copy) == hash(config)
     assert dict(copy.provenance) == dict(config.provenance)
     assert copy.to_json() == config.to_json()
-    assert resolver.ResolvedConfig.from_json(config.to_json()) == config
+    decoded = resolver.ResolvedConfig.from_json(config.to_json())
+    assert decoded == config and dict(decoded.provenance) == dict(config.provenance)
+    assert decoded.to_json() == config.to_json()

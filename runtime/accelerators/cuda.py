@@ -13,6 +13,8 @@ class CUDAAccelerator(Accelerator):
     """NVIDIA (or ROCm) GPUs; local rank ``i`` drives ``cuda:device_ids[i]``."""
 
     device_type = "cuda"
+    pin_memory = True
+    float16_needs_grad_scaler = True
 
     @classmethod
     def is_available(cls) -> bool:
@@ -21,6 +23,10 @@ class CUDAAccelerator(Accelerator):
     @classmethod
     def device_count(cls) -> int:
         return torch.cuda.device_count()
+
+    def ddp_device_ids(self, device: torch.device) -> list[int] | None:
+        # DDP on a single-GPU module wants that GPU named.
+        return [device.index]
 
     def set_device(self, device: torch.device) -> None:
         if not self.is_available():

@@ -2,10 +2,10 @@
 
 Ranks, world size and the rendezvous (``main_address``, ``main_port``) are decided by the resolver
 and arrive in the ``ResolvedConfig`` with their provenance (``rules/rendezvous.toml`` and each
-cluster's file in ``rules/clusters/``). A cluster environment hands them to the launchers; only a
-config built by hand without them (or a single machine's ``main_port = None``: a free port picked
-at launch) falls back to ``MASTER_ADDR`` and ``MASTER_PORT`` as the cluster (or the user) exported
-them.
+cluster's file in ``rules/clusters/``: the one place that reads the cluster's variables for them).
+A cluster environment hands them to the launchers; a config without them is an error naming
+``resolver.resolve()``. Only the local environment decides something itself: on one machine, a free port picked at launch
+(``main_port = None``, as rule ``main_port.local`` says).
 """
 
 from __future__ import annotations
@@ -14,31 +14,28 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
-from resolver.functions import InvalidInput, port_from_job_id  # the rules' functions: one formula each
 from runtime.errors import RuntimeConfigError
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig
 
-__all__ = ["ClusterEnvironment", "port_from_job_id"]
+__all__ = ["ClusterEnvironment"]
+
+#: The flag that names each rendezvous field (and the variable the flag is read from).
+_FLAGS = {"main_address": ("master_addr", "MASTER_ADDR"), "main_port": ("master_port", "MASTER_PORT")}
 
 
 class ClusterEnvironment:
     """Rendezvous facts for one kind of cluster; register subclasses by the config's name.
 
-    ``environ`` defaults to ``os.environ``, read when a property is asked for (launchers set
-    ``MASTER_ADDR``/``MASTER_PORT`` for the ranks they start).
+    ``environ`` defaults to ``os.environ``, read when asked for by the checks of how this process was
+    started (:meth:`check_started_by_cluster`); the rendezvous comes from the config alone.
     """
 
     #: The cluster's name in messages.
     title: ClassVar[str] = "this cluster"
     #: How to fix missing rendezvous variables on this cluster.
     variables_hint: ClassVar[str] = "export MASTER_ADDR and MASTER_PORT on every node"
-    #: A job id every node sees alike; without MASTER_PORT, the port is derived from it.
-    job_id_variable: ClassVar[str | None] = None
-    #: How the port is derived from the job id: the function the cluster's rule in
-    #: ``rules/clusters/NAME.toml`` calls, so that the runtime and the resolver agree.
-    job_id_port: ClassVar[staticmethod[[str], int]] = staticmethod(port_from_job_id)
 
     def __init__(self, config: ResolvedConfig, environ: Mapping[str, str] | None = None) -> None:
         self.config = config
@@ -57,34 +54,46 @@ class ClusterEnvironment:
     @property
     def main_address(self) -> str:
         """Host name or IP address of the machine that runs global rank 0: the resolved
-        ``config.main_address`` (flag, MASTER_ADDR or the cluster's rule), else MASTER_ADDR."""
-        if getattr(self.config, "main_address", None):
-            return str(self.config.main_address)
-        return self._required("MASTER_ADDR")
+        ``config.main_address`` (the flag, MASTER_ADDR or the cluster's rule)."""
+        if self.config.main_address:
+            return self.config.main_address
+        raise self.unresolved("main_address")
 
     @property
     def main_port(self) -> int:
-        """The port rank 0's rendezvous store listens on: the resolved ``config.main_port``, else
-        MASTER_PORT, else one from the job id."""
-        if getattr(self.config, "main_port", None):
-            return int(self.config.main_port)  # type: ignore[arg-type]
-        if self.main_port_source == "MASTER_PORT":
-            return self._port(self._required("MASTER_PORT"), "MASTER_PORT")
-        source = self.main_port_source
-        try:
-            return self.job_id_port(self.environ[source])
-        except InvalidInput as exc:
-            raise RuntimeConfigError(f"{exc.message}\n  hint: {exc.hint}") from None
+        """The port rank 0's rendezvous store listens on: the resolved ``config.main_port``."""
+        if self.config.main_port:
+            return self.config.main_port
+        raise self.unresolved("main_port")
 
     @property
     def main_port_source(self) -> str:
-        """Where :attr:`main_port` came from, for messages (a variable name, or the flag)."""
-        provenance = self.config.provenance.get("main_port") if getattr(self.config, "main_port", None) else None
-        if provenance is not None and provenance.kind == "flag":
+        """Where :attr:`main_port` came from, for messages: the flag, or the variable the resolver read."""
+        provenance = self.config.provenance.get("main_port") if self.config.main_port else None
+        if provenance is None:
+            return "main_port"  # a config built by hand that names it
+        if provenance.kind == "flag":
             return "master_port"
-        if self.environ.get("MASTER_PORT", "").strip() or self.job_id_variable is None:
-            return "MASTER_PORT"
-        return self.job_id_variable if self.environ.get(self.job_id_variable, "").strip() else "MASTER_PORT"
+        return (provenance.source or "").partition("=")[0] or "main_port"
+
+    def unresolved(self, field: str) -> RuntimeConfigError:
+        """The error for a config without the rendezvous ``field`` (``main_address``/``main_port``)."""
+        flag, variable = _FLAGS[field]
+        provenance = self.config.provenance.get(field)
+        if provenance is None:
+            return RuntimeConfigError(
+                f"this config has no {field}: it was not produced by resolver.resolve(), which decides where the "
+                f"processes of a run meet (rules/rendezvous.toml, rules/clusters/: {flag}, {variable} or "
+                f"{self.title}'s variables)\n"
+                f"  hint: resolve the config with resolver.resolve() where the ranks run, or give it "
+                f"{field}=... (attrs.evolve(config, {field}=...))"
+            )
+        why = f": {provenance.why}" if provenance.why else ""
+        return RuntimeConfigError(
+            f"this config has no {field}: resolver.resolve() found nothing on {self.title} that names it "
+            f"({flag}, {variable} or the cluster's variables; rules/rendezvous.toml, rules/clusters/){why}\n"
+            f"  hint: {self.variables_hint}, or pass {flag}"
+        )
 
     def _required(self, name: str) -> str:
         value = self.environ.get(name, "").strip()

@@ -18,19 +18,3 @@ class HorovodEnvironment(ClusterEnvironment):
 
     title = "a horovodrun job"
     variables_hint = "start the script with `horovodrun -np <processes> --gloo python script.py`, which exports them"
-
-    @property
-    def main_address(self) -> str:
-        if self.config.main_address:  # resolved from the same variable (rules/clusters/horovod.toml)
-            return self.config.main_address
-        return self._required("HOROVOD_GLOO_RENDEZVOUS_ADDR")
-
-    @property
-    def main_port(self) -> int:
-        if self.config.main_port:
-            return self.config.main_port
-        return self._port(self._required("HOROVOD_GLOO_RENDEZVOUS_PORT"), "HOROVOD_GLOO_RENDEZVOUS_PORT")
-
-    @property
-    def main_port_source(self) -> str:
-        return "HOROVOD_GLOO_RENDEZVOUS_PORT"

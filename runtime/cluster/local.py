@@ -15,11 +15,10 @@ __all__ = ["LocalEnvironment"]
 
 
 class LocalEnvironment(ClusterEnvironment):
-    """``MASTER_ADDR`` defaults to ``127.0.0.1``; without ``MASTER_PORT`` a free port is picked.
-
-    With ``num_nodes > 1`` the nodes cannot agree on a port they pick themselves, so
-    ``MASTER_ADDR`` and ``MASTER_PORT`` must then be set, identically, on every node; the same
-    holds for ``MASTER_PORT`` when the ranks were started by hand (no launcher).
+    """This machine, or machines the user starts by hand: the config's rendezvous (``127.0.0.1`` on one
+    machine, else ``master_addr``/``MASTER_ADDR``, resolved by the rules). On one machine, ``main_port =
+    None`` means a free port picked here, once, at launch; with ``num_nodes > 1``, or ranks started by
+    hand (no launcher), the nodes cannot agree on a port they pick themselves, so the config must name it.
     """
 
     title = "a multi-node run started by hand"
@@ -33,22 +32,11 @@ class LocalEnvironment(ClusterEnvironment):
         self._picked_port: int | None = None
 
     @property
-    def main_address(self) -> str:
-        if self.config.main_address:
-            return self.config.main_address
-        if self.config.num_nodes > 1:
-            return self._required("MASTER_ADDR")
-        return self.environ.get("MASTER_ADDR", "").strip() or "127.0.0.1"
-
-    @property
     def main_port(self) -> int:
         if self.config.main_port:
             return self.config.main_port
-        text = self.environ.get("MASTER_PORT", "").strip()
-        if text:
-            return self._port(text, "MASTER_PORT")
         if self.config.num_nodes > 1 or self._started_outside:
-            return self._port(self._required("MASTER_PORT"), "MASTER_PORT")
+            raise self.unresolved("main_port")
         if self._picked_port is None:
             self._picked_port = find_free_port()
         return self._picked_port
@@ -62,4 +50,4 @@ class LocalEnvironment(ClusterEnvironment):
     def main_port_source(self) -> str:
         if self.config.main_port:
             return super().main_port_source
-        return "MASTER_PORT" if self.environ.get("MASTER_PORT", "").strip() else "a free port picked by the runtime"
+        return "a free port picked by the runtime"

@@ -22,20 +22,17 @@ class MPIEnvironment(ClusterEnvironment):
     """The resolved rendezvous; across machines without ``MASTER_ADDR``, rank 0's host by MPI broadcast."""
 
     title = "an MPI job"
-    job_id_variable = "OMPI_MCA_ess_base_jobid"
     variables_hint = "pass them to every rank, e.g. mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500 ..."
-
     _broadcast_address: str | None = None
 
     @property
     def main_address(self) -> str:
         if self.config.main_address:  # resolved, with provenance (rules/clusters/mpi.toml)
             return self.config.main_address
-        if self.environ.get("MASTER_ADDR", "").strip():  # a config built by hand
-            return self._required("MASTER_ADDR")
-        if not self.environ.get("OMPI_COMM_WORLD_SIZE", "").strip():
-            # Not inside an Open MPI job (a config built by hand): there is no rank 0 to ask.
-            return self._required("MASTER_ADDR")
+        provenance = self.config.provenance.get("main_address")
+        # The rules leave it None on purpose only where rank 0 is to broadcast its host (mpi4py).
+        if provenance is None or provenance.rule != "main_address.mpi.broadcast":
+            raise self.unresolved("main_address")
         if self._broadcast_address is None:
             self._broadcast_address = _rank_zero_host()
         return self._broadcast_address

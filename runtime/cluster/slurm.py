@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from resolver.functions import first_host
 from runtime.cluster.base import ClusterEnvironment
 from runtime.errors import RuntimeConfigError
 
@@ -10,21 +9,11 @@ __all__ = ["SLURMEnvironment"]
 
 
 class SLURMEnvironment(ClusterEnvironment):
-    """``MASTER_ADDR`` or the job's first node; ``MASTER_PORT`` or a port derived from the job id."""
+    """The rendezvous the rules resolved: ``MASTER_ADDR``/``MASTER_PORT``, else the job's first node and
+    a port derived from the job id (``rules/clusters/slurm.toml``)."""
 
     title = "SLURM"
-    job_id_variable = "SLURM_JOB_ID"
     variables_hint = "run inside an allocation with srun, or export MASTER_ADDR and MASTER_PORT"
-
-    @property
-    def main_address(self) -> str:
-        if self.config.main_address:  # resolved, with provenance (rules/clusters/slurm.toml)
-            return self.config.main_address
-        explicit = self.environ.get("MASTER_ADDR", "").strip()
-        if explicit:
-            return explicit
-        nodes = self.environ.get("SLURM_JOB_NODELIST") or self.environ.get("SLURM_NODELIST")
-        return first_host(nodes) if nodes else self._required("MASTER_ADDR")
 
     def check_started_by_cluster(self) -> None:
         """A batch script is not a task: sbatch gives it the job's variables (``SLURM_NTASKS``,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from runtime.accelerators.base import Accelerator
 
 __all__ = ["Precision"]
 
@@ -15,11 +18,13 @@ class Precision:
     """The neutral precision: full float32, nothing cast, plain backward and step.
 
     Subclasses (registered with :func:`runtime.register_precision`) override the hooks below.
-    ``device_type`` is the accelerator's ``torch.device`` type, for autocast and scalers.
+    A precision is made for the run's ``accelerator``, which it asks for device facts (whether
+    float16 needs a gradient scaler); ``device_type`` is its ``torch.device`` type, for autocast.
     """
 
-    def __init__(self, device_type: str) -> None:
-        self.device_type = device_type
+    def __init__(self, accelerator: Accelerator) -> None:
+        self.accelerator = accelerator
+        self.device_type: str = accelerator.device_type
 
     def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Cast a module's parameters and buffers as this precision requires (in place)."""

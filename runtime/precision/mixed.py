@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from runtime.precision.base import Precision
+
+if TYPE_CHECKING:
+    from runtime.accelerators.base import Accelerator
 
 __all__ = ["BFloat16MixedPrecision", "Float16MixedPrecision", "MixedPrecision"]
 
@@ -16,17 +19,18 @@ __all__ = ["BFloat16MixedPrecision", "Float16MixedPrecision", "MixedPrecision"]
 class MixedPrecision(Precision):
     """Parameters stay float32; ops inside :meth:`forward_context` autocast to ``dtype``.
 
-    A gradient scaler guards float16 on CUDA against underflowing gradients; bfloat16 has
-    float32's exponent range and needs none, and autocast on other devices does not use one.
+    A gradient scaler guards float16 against underflowing gradients where the accelerator says it
+    needs one (``float16_needs_grad_scaler``: CUDA); bfloat16 has float32's exponent range and
+    needs none.
     """
 
     dtype: ClassVar[torch.dtype]
 
-    def __init__(self, device_type: str) -> None:
-        super().__init__(device_type)
+    def __init__(self, accelerator: Accelerator) -> None:
+        super().__init__(accelerator)
         self.scaler: torch.amp.GradScaler | None = None
-        if self.dtype == torch.float16 and device_type == "cuda":
-            self.scaler = torch.amp.GradScaler(device_type)
+        if self.dtype == torch.float16 and accelerator.float16_needs_grad_scaler:
+            self.scaler = torch.amp.GradScaler(self.device_type)
 
     def forward_context(self) -> contextlib.AbstractContextManager[Any]:
         return torch.autocast(device_type=self.device_type, dtype=self.dtype)
@@ -52,7 +56,7 @@ class MixedPrecision(Precision):
 
 
 class Float16MixedPrecision(MixedPrecision):
-    """float16 autocast (with loss scaling on CUDA)."""
+    """float16 autocast (with loss scaling where the accelerator needs it: CUDA)."""
 
     dtype = torch.float16
 

@@ -66,7 +66,7 @@ class EnginePrecision(Precision):
     """
 
     def __init__(self, inner: Precision, *, cast_inputs: bool = False, convert_module: bool = True) -> None:
-        super().__init__(inner.device_type)
+        super().__init__(inner.accelerator)
         self.inner = inner
         self._input_dtype = _low_dtype(inner) if cast_inputs else None
         self._convert_module = convert_module

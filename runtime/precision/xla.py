@@ -28,7 +28,7 @@ class XLAPrecision(Precision):
     """
 
     def __init__(self, inner: Precision) -> None:
-        super().__init__("xla")
+        super().__init__(inner.accelerator)  # the xla strategy runs on the xla accelerator only (rules)
         dtype = getattr(inner, "dtype", None)
         if isinstance(inner, MixedPrecision) or dtype in _UNSUPPORTED_DTYPES:
             raise RuntimeConfigError(

@@ -54,8 +54,7 @@ class DDPStrategy(Strategy):
         self.ddp_options: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
 
     def wrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
-        device = self.root_device
-        device_ids = [device.index] if device.type == "cuda" else None
+        device_ids = self.accelerator.ddp_device_ids(self.root_device)
         return DistributedDataParallel(module, device_ids=device_ids, **self.ddp_options)
 
     def unwrap_module(self, module: torch.nn.Module) -> torch.nn.Module:

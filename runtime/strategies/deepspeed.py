@@ -90,7 +90,7 @@ class DeepSpeedStrategy(Strategy):
                 "  hint: pip install -U deepspeed (0.10 or newer runs on the CPU with gloo), or run on CUDA"
             )
         self.deepspeed_config: dict[str, Any] = deepspeed_config(
-            self.options, deepspeed_precision_config(self.precision), on_cuda=on_cuda
+            self.options, deepspeed_precision_config(self.precision), pin_memory=self.accelerator.pin_memory
         )
         self._precision = EnginePrecision(self.precision, cast_inputs=True, convert_module=False)
         self._engine: Any = None

@@ -55,8 +55,9 @@ def merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def deepspeed_config(options: Any, precision_section: Mapping[str, Any], *, on_cuda: bool) -> dict[str, Any]:
-    """The config for a strategy's options (see :class:`~runtime.strategies.deepspeed.DeepSpeedOptions`)."""
+def deepspeed_config(options: Any, precision_section: Mapping[str, Any], *, pin_memory: bool) -> dict[str, Any]:
+    """The config for a strategy's options (see :class:`~runtime.strategies.deepspeed.DeepSpeedOptions`);
+    ``pin_memory`` is the accelerator's (whether offloaded host memory is pinned)."""
     if options.deepspeed_config is not None:
         chosen = [name for name in ("stage", "offload_optimizer", "offload_parameters", "remote_device")
                   if getattr(options, name) not in (None, False)]  # fmt: skip
@@ -74,7 +75,7 @@ def deepspeed_config(options: Any, precision_section: Mapping[str, Any], *, on_c
     stage = DEFAULT_STAGE if options.stage is None else options.stage
     zero: dict[str, Any] = {"stage": stage}
     device = options.remote_device or "cpu"
-    offload = {"device": device, "pin_memory": on_cuda}
+    offload = {"device": device, "pin_memory": pin_memory}
     if device == "nvme":
         offload["nvme_path"] = options.nvme_path
     if options.offload_optimizer:

@@ -88,7 +88,7 @@ class FSDPStrategy(Strategy):
         if self._mp_policy is not None:
             kwargs["mp_policy"] = self._mp_policy
         if self.options.cpu_offload:
-            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=device.type == "cuda")
+            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=self.accelerator.pin_memory)
         self.fsdp_kwargs: dict[str, Any] = kwargs  # what fully_shard got, for inspection
         for unit in self.units(module):
             fully_shard(unit, **kwargs)

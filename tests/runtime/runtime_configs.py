@@ -18,6 +18,7 @@ def single_device_config(**overrides: Any) -> ResolvedConfig:
         collective="single_device",
         process_group_backend=None,
         cluster_environment="local",
+        main_address="127.0.0.1",  # as the rules resolve one machine
         precision="32-true",
         world_size=1,
         global_rank=0,
@@ -39,6 +40,7 @@ def ddp_config(devices: int = 2, launcher: str | None = "fork", **overrides: Any
         collective="torch",
         process_group_backend="gloo",
         cluster_environment="local",
+        main_address="127.0.0.1",  # as the rules resolve one machine (main_port None: picked at launch)
         precision="32-true",
         world_size=devices,
         global_rank=0,

@@ -20,7 +20,7 @@ BF16 = {"bf16": {"enabled": True}}
 
 
 def config(precision: dict[str, Any] | None = None, **options: Any) -> dict[str, Any]:
-    return deepspeed_config(DeepSpeedOptions(**options), precision or {}, on_cuda=False)
+    return deepspeed_config(DeepSpeedOptions(**options), precision or {}, pin_memory=False)
 
 
 def test_the_default_is_zero_stage_2_with_the_users_optimizer_allowed() -> None:

@@ -7,7 +7,7 @@ import torch
 from runtime_configs import ddp_config, single_device_config
 
 import runtime
-from runtime.accelerators import CPUAccelerator
+from runtime.accelerators import CPUAccelerator, CUDAAccelerator
 from runtime.cluster import LocalEnvironment
 from runtime.collectives import SingleDeviceCollective, TorchCollective
 from runtime.launchers import ForkLauncher, SpawnLauncher, SubprocessScriptLauncher
@@ -55,6 +55,22 @@ def test_the_accelerator_is_device_logic_only() -> None:
     assert accelerator.root_device(1, (0, 1)) == torch.device("cpu")
     for hub_api in ("barrier", "broadcast", "all_reduce", "all_gather", "setup_module", "save_checkpoint"):
         assert not hasattr(accelerator, hub_api), f"accelerator passes {hub_api} through"
+
+
+def test_the_accelerator_declares_the_device_facts_strategies_and_precisions_ask_for() -> None:
+    # DDP's device_ids, pinned offload memory (FSDP, DeepSpeed) and float16 loss scaling: CUDA's, in one
+    # place (this machine cannot run CUDA; tests/gpu runs them).
+    cpu, cuda = CPUAccelerator(), CUDAAccelerator()
+    assert (cpu.ddp_device_ids(torch.device("cpu")), cpu.pin_memory, cpu.float16_needs_grad_scaler) == (
+        None,
+        False,
+        False,
+    )
+    assert (cuda.ddp_device_ids(torch.device("cuda", 1)), cuda.pin_memory, cuda.float16_needs_grad_scaler) == (
+        [1],
+        True,
+        True,
+    )
 
 
 def test_single_device_strategy_refuses_a_multi_process_config() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from runtime_configs import ddp_config
 
@@ -30,31 +28,64 @@ def test_local_defaults_to_loopback_and_picks_one_free_port() -> None:
     assert "picked by the runtime" in local.main_port_source
 
 
-def test_local_uses_master_addr_and_port_when_set() -> None:
-    local = LocalEnvironment(ddp_config(), environ={"MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "29511"})
+def test_local_meets_where_master_addr_and_port_say_as_resolved() -> None:
+    variables = {"MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "29511"}
+    config = resolver.resolve(accelerator="cpu", devices=2, environment=resolver.Environment(variables=variables))
+    local = LocalEnvironment(config, environ={})  # the resolver read the variables; the runtime reads the config
     assert (local.main_address, local.main_port, local.main_port_source) == ("10.1.2.3", 29511, "MASTER_PORT")
 
 
-def test_local_multi_node_needs_the_rendezvous_set_by_hand() -> None:
-    local = LocalEnvironment(ddp_config(num_nodes=2, world_size=4), environ={})
-    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_ADDR is not set") as error:
-        _ = local.main_address
-    assert "NODE_RANK" in str(error.value)
-    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT is not set"):
-        _ = local.main_port
+def test_local_multi_node_needs_the_rendezvous_named() -> None:
+    with pytest.raises(resolver.ResolutionError, match="nothing says which machine runs rank 0") as error:
+        resolver.resolve(accelerator="cpu", devices=2, num_nodes=2, environment=resolver.Environment())
+    assert "export MASTER_ADDR=<address of node 0>" in str(error.value)
+    built_by_hand = LocalEnvironment(ddp_config(num_nodes=2, world_size=4, main_address=None), environ={})
+    for field in ("main_address", "main_port"):  # no port of its own pick: the nodes would not agree
+        with pytest.raises(runtime.RuntimeConfigError, match=f"this config has no {field}: it was not produced by"):
+            getattr(built_by_hand, field)
 
 
 def test_a_port_that_is_not_a_number_is_named() -> None:
-    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT='http' is not a TCP port"):
-        _ = LocalEnvironment(ddp_config(), environ={"MASTER_PORT": "http"}).main_port
+    variables = {"MASTER_PORT": "http"}
+    with pytest.raises(resolver.ResolutionError, match="MASTER_PORT: 'http' is not an integer"):
+        resolver.resolve(accelerator="cpu", devices=2, environment=resolver.Environment(variables=variables))
 
 
-@pytest.mark.parametrize("cls", [TorchElasticEnvironment, KubeflowEnvironment, MPIEnvironment])
-def test_externally_launched_clusters_read_master_addr_and_port(cls: type) -> None:
-    env = cls(ddp_config(), environ={"MASTER_ADDR": "node0", "MASTER_PORT": "1234"})
+@pytest.mark.parametrize("cls", [TorchElasticEnvironment, KubeflowEnvironment, MPIEnvironment, SLURMEnvironment])
+def test_a_cluster_meets_where_the_config_says_and_a_config_without_it_names_resolve(cls: type) -> None:
+    env = cls(ddp_config(main_address="node0", main_port=1234), environ={})
     assert (env.main_address, env.main_port) == ("node0", 1234)
-    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_ADDR is not set"):
-        _ = cls(ddp_config(), environ={}).main_address
+    # The variables are the resolver's to read (rules/rendezvous.toml, rules/clusters/), not the runtime's.
+    variables = {"MASTER_ADDR": "node0", "MASTER_PORT": "1234", "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_ID": "7"}
+    built_by_hand = cls(ddp_config(main_address=None), environ=variables)
+    for field in ("main_address", "main_port"):
+        with pytest.raises(runtime.RuntimeConfigError, match=f"this config has no {field}: it was not produced by "):
+            getattr(built_by_hand, field)
+    with pytest.raises(runtime.RuntimeConfigError, match=r"hint: resolve the config with resolver\.resolve\(\)"):
+        _ = built_by_hand.main_address
+
+
+def test_a_resolved_config_that_found_no_rendezvous_says_what_the_rules_saw() -> None:
+    # One SLURM task without the job's node list: resolve() leaves main_address unset (one node needs none
+    # for itself), and a strategy that asks for it is told how to give it.
+    slurm = resolver.Environment(
+        variables={
+            "SLURM_NTASKS": "1",
+            "SLURM_PROCID": "0",
+            "SLURM_LOCALID": "0",
+            "SLURM_NODEID": "0",
+            "SLURM_JOB_NAME": "train",
+        }  # fmt: skip
+    )
+    config = resolver.resolve(accelerator="cpu", devices=1, environment=slurm)
+    assert config.cluster_environment == "slurm" and config.main_address is None
+    with pytest.raises(
+        runtime.RuntimeConfigError, match="resolver.resolve\\(\\) found nothing on SLURM that names it"
+    ) as error:
+        _ = SLURMEnvironment(config, environ={}).main_address
+    assert "hint: run inside an allocation with srun, or export MASTER_ADDR and MASTER_PORT, or pass master_addr" in (
+        str(error.value)
+    )
 
 
 @pytest.mark.parametrize(
@@ -76,7 +107,10 @@ def test_the_first_host_of_a_slurm_host_list(hostlist: str, first: str) -> None:
 
 
 def test_slurm_meets_on_the_first_node_at_a_port_derived_from_the_job_id() -> None:
-    env = SLURMEnvironment(ddp_config(), environ={"SLURM_JOB_NODELIST": "gpu[03-04]", "SLURM_JOB_ID": "4242987"})
+    variables = {"SLURM_NTASKS": "2", "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NODEID": "0",
+                 "SLURM_JOB_NAME": "train", "SLURM_JOB_NODELIST": "gpu[03-04]", "SLURM_JOB_ID": "4242987"}  # fmt: skip
+    config = resolver.resolve(accelerator="cpu", devices=2, environment=resolver.Environment(variables=variables))
+    env = SLURMEnvironment(config, environ={})
     assert (env.main_address, env.main_port, env.main_port_source) == ("gpu03", 17987, "SLURM_JOB_ID")
 
 
@@ -94,45 +128,44 @@ def test_a_slurm_batch_script_is_not_one_of_the_jobs_tasks() -> None:
     assert "cluster_environment='mpi'" in str(e.value)
 
 
-def test_lsf_meets_on_the_first_compute_host_of_the_rank_file(tmp_path: Path) -> None:
-    rankfile = tmp_path / "ranks"
-    rankfile.write_text("batch1\ncompute7\ncompute7\ncompute8\n")
-    env = LSFEnvironment(ddp_config(), environ={"LSB_DJOB_RANKFILE": str(rankfile), "LSB_JOBID": "1001"})
+def test_lsf_meets_on_the_first_compute_host_of_the_rank_file() -> None:
+    config = resolver.resolve(devices=1, environment=_lsf_job("1001", "batch1\ncompute7\ncompute8\n", "compute7"))
+    env = LSFEnvironment(config, environ={})  # the rank file is read by the resolver only
     assert (env.main_address, env.main_port) == ("compute7", 10001)  # Lightning's 10000 + LSB_JOBID % 1000
+
+
+def _lsf_job(job_id: str, rankfile: str, host: str = "c1") -> resolver.Environment:
+    return resolver.Environment(
+        hostname=host,
+        variables={
+            "LSB_JOBID": job_id,
+            "LSB_DJOB_RANKFILE": "/r",
+            "JSM_NAMESPACE_SIZE": "1",
+            "JSM_NAMESPACE_RANK": "0",
+            "JSM_NAMESPACE_LOCAL_RANK": "0",
+            "LSB_MCPU_HOSTS": f"batch 1 {host} 4",
+        },
+        files={"LSB_DJOB_RANKFILE": rankfile},
+    )
 
 
 def test_ranks_started_by_hand_must_agree_on_master_port() -> None:
     started_by_hand = ddp_config(launcher=None)
-    with pytest.raises(runtime.RuntimeConfigError, match="MASTER_PORT is not set"):
-        _ = LocalEnvironment(started_by_hand, environ={}).main_port
-    assert LocalEnvironment(started_by_hand, environ={"MASTER_PORT": "29400"}).main_port == 29400
+    with pytest.raises(runtime.RuntimeConfigError, match="this config has no main_port"):
+        _ = LocalEnvironment(started_by_hand, environ={"MASTER_PORT": "29400"}).main_port
+    assert LocalEnvironment(ddp_config(launcher=None, main_port=29400), environ={}).main_port == 29400
 
 
-def test_lsf_derives_the_port_from_the_job_id_as_lightning_and_the_rules_do() -> None:
-    environ = {"LSB_JOBID": "4242987"}
-    config = resolver.resolve(
-        devices=1,
-        environment=resolver.Environment(
-            hostname="c1",
-            variables={
-                "LSB_JOBID": "4242987",
-                "LSB_DJOB_RANKFILE": "/r",
-                "JSM_NAMESPACE_SIZE": "1",
-                "JSM_NAMESPACE_RANK": "0",
-                "JSM_NAMESPACE_LOCAL_RANK": "0",
-                "LSB_MCPU_HOSTS": "batch 1 c1 4",
-            },
-            files={"LSB_DJOB_RANKFILE": "batch\nc1\n"},
-        ),
-    )
+def test_lsf_derives_the_port_from_the_job_id_as_lightning_does() -> None:
+    config = resolver.resolve(devices=1, environment=_lsf_job("4242987", "batch\nc1\n"))
     assert config.main_port == 10000 + 4242987 % 1000 == 10987
-    assert LSFEnvironment(ddp_config(), environ=environ).main_port == config.main_port
-    with pytest.raises(runtime.RuntimeConfigError, match="LSB_JOBID='x' is not an LSF job id"):
-        _ = LSFEnvironment(ddp_config(), environ={"LSB_JOBID": "x"}).main_port
+    assert LSFEnvironment(config, environ={}).main_port == config.main_port
+    with pytest.raises(resolver.ResolutionError, match="LSB_JOBID='x' is not an LSF job id"):
+        resolver.resolve(devices=1, environment=_lsf_job("x", "batch\nc1\n"))
 
 
 def test_a_job_id_with_non_ascii_digits_still_gives_a_port() -> None:
-    from runtime.cluster.base import port_from_job_id
+    from resolver.functions import port_from_job_id
 
     assert port_from_job_id("4321") == 15000 + 4321
     assert port_from_job_id("job²①7") == 15000 + 7  # "²" and "①" are digits to str.isdigit, not to int

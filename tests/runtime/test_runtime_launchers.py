@@ -102,9 +102,9 @@ def test_a_busy_master_port_is_an_error_naming_the_port_and_the_fix(monkeypatch:
         busy.bind(("", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        monkeypatch.setenv("MASTER_PORT", str(port))
+        monkeypatch.setenv("MASTER_PORT", str(port))  # read by the resolver, as master_port
         with pytest.raises(runtime.PortInUseError) as error:
-            runtime.build(ddp_config(2, launcher="fork")).launch(gather_identities)
+            runtime.launch(gather_identities, accelerator="cpu", devices=2, strategy="ddp_fork")
     message = str(error.value)
     assert f"port {port} on 127.0.0.1 (from MASTER_PORT) is already in use" in message
     assert "set MASTER_PORT to a free port, or unset it" in message
@@ -122,6 +122,19 @@ def test_inside_a_launched_rank_a_launcher_runs_the_function_directly(monkeypatc
     launcher = SpawnLauncher(config, LocalEnvironment(config))
     assert launcher.launch(os.getpid) == os.getpid()
     assert runtime.launched_config() == config
+
+
+def test_a_launched_rank_decodes_its_config_as_the_configs_own_codec_does() -> None:
+    import resolver
+
+    config = resolver.resolve(devices=2, strategy="ddp", master_port=29123, environment=resolver.Environment())
+    text = config.to_json()
+    launched = runtime.launched_config({"RESOLVER_CONFIG": text})
+    assert launched == resolver.ResolvedConfig.from_json(text) == config
+    assert launched is not None and dict(launched.provenance) == dict(config.provenance)
+    assert launched.to_json() == text
+    with pytest.raises(ValueError, match="RESOLVER_CONFIG is set but does not hold a resolved config"):
+        runtime.launched_config({"RESOLVER_CONFIG": '{"accelerator": "cpu"}'})
 
 
 def run_script(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:

@@ -9,6 +9,7 @@ import torch
 from runtime_configs import single_device_config
 
 import runtime
+from runtime.accelerators import CPUAccelerator, CUDAAccelerator
 from runtime.precision import Float16MixedPrecision, MixedPrecision, Precision
 
 
@@ -57,7 +58,7 @@ def test_bf16_mixed_autocasts_on_cpu_and_keeps_float32_parameters() -> None:
 
 def test_16_mixed_on_cpu_autocasts_to_float16_without_a_grad_scaler() -> None:
     # The resolver rejects 16-mixed on CPU; the plugin itself still behaves sensibly there.
-    precision = Float16MixedPrecision("cpu")
+    precision = Float16MixedPrecision(CPUAccelerator())
     with precision.forward_context():
         out = torch.nn.Linear(3, 3)(torch.ones(2, 3))
     assert out.dtype == torch.float16
@@ -67,9 +68,17 @@ def test_16_mixed_on_cpu_autocasts_to_float16_without_a_grad_scaler() -> None:
 def test_16_mixed_on_cuda_scales_the_loss_with_a_grad_scaler() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # on a machine without CUDA the scaler disables itself
-        precision = Float16MixedPrecision("cuda")
+        precision = Float16MixedPrecision(CUDAAccelerator())
     assert isinstance(precision.scaler, torch.amp.GradScaler)
     assert "scaler" in precision.state_dict()
+
+
+def test_16_mixed_scales_the_loss_wherever_the_accelerator_says_float16_needs_it() -> None:
+    class ScalingCPU(CPUAccelerator):  # a new accelerator declares the fact; the precision asks it
+        float16_needs_grad_scaler = True
+
+    precision = Float16MixedPrecision(ScalingCPU())
+    assert isinstance(precision.scaler, torch.amp.GradScaler) and "scaler" in precision.state_dict()
 
 
 @pytest.mark.parametrize("name", ["32-true", "64-true", "bf16-mixed", "16-true", "bf16-true"])
