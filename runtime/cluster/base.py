@@ -4,8 +4,8 @@ Ranks, world size and the rendezvous (``main_address``, ``main_port``) are decid
 and arrive in the ``ResolvedConfig`` with their provenance (``rules/rendezvous.toml`` and each
 cluster's file in ``rules/clusters/``: the one place that reads the cluster's variables for them).
 A cluster environment hands them to the launchers; a config without them is an error naming
-``resolver.resolve()``. Only the local environment decides something itself: on one machine, a free port picked at launch
-(``main_port = None``, as rule ``main_port.local`` says).
+``resolver.resolve()``. Only the local environment decides something itself: on one machine, a
+free port picked at launch (``main_port = None``, as rule ``main_port.local`` says).
 """
 
 from __future__ import annotations
