@@ -326,19 +326,8 @@ def _before_exit() -> None:
     gc.freeze()
 
 
-def _explain_process() -> None:
-    """This process only explains (``resolver explain``, its own command line): it makes the table,
-    one resolution and its text, no garbage worth collecting, then exits; collections meanwhile
-    would only walk the table and every module again (about 1 ms)."""
-    import gc
-
-    gc.disable()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command in ``argv`` (default: this process's command line, which then exits)."""
-    if argv is None and sys.argv[1:2] == ["explain"]:
-        _explain_process()
     handlers = {"explain": _explain, "run": _run, "check": _check, "env": _env, "golden": _golden, "rules": _rules}
     try:
         args = _parse(argv)  # inside: the options come from the rule table, which a broken plugin breaks

@@ -12,12 +12,11 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from two_hosts_support import REQUIRE_VARIABLE, Host, finish, missing_prerequisite
+from two_hosts_support import REQUIRE_VARIABLE, Host, finish, host_environment, missing_prerequisite
 
 from runtime.ports import find_free_port
 
@@ -27,7 +26,6 @@ _why_not = missing_prerequisite() or (None if shutil.which("tc") else "tc is not
 if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":
     pytest.skip(f"three hosts as network namespaces: {_why_not}", allow_module_level=True)
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 RATE = "20mbit"
 
 
@@ -94,12 +92,6 @@ def hosts() -> Any:
     assert made.namespaces_left() == []
 
 
-def _environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GLOO_", "MASTER_", "RESOLVER_", "SLURM_"))}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
-    return env
-
-
 def test_a_throttled_link_is_flagged_as_exactly_that_pair_and_the_check_still_passes(hosts):
     node0, node1, _ = hosts.hosts
     try:
@@ -111,7 +103,9 @@ def test_a_throttled_link_is_flagged_as_exactly_that_pair_and_the_check_still_pa
     port = find_free_port()
     command = [sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "1", "--num-nodes",
                "3", "--master-addr", node0.address, "--master-port", str(port), "--timeout", "30"]  # fmt: skip
-    processes = [host.start([*command, "--node-rank", str(i)], _environment()) for i, host in enumerate(hosts.hosts)]
+    processes = [
+        host.start([*command, "--node-rank", str(i)], host_environment()) for i, host in enumerate(hosts.hosts)
+    ]
     results = finish(processes)
     assert [code for code, _, _ in results] == [0, 0, 0], results
     report = results[0][1]

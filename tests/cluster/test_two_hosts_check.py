@@ -8,11 +8,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, missing_prerequisite
+from two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
 
 from runtime.ports import find_free_port
 
@@ -21,8 +20,6 @@ pytestmark = pytest.mark.timeout(300)
 _why_not = missing_prerequisite()
 if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":
     pytest.skip(f"two hosts as network namespaces: {_why_not}", allow_module_level=True)
-
-REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -33,17 +30,11 @@ def hosts() -> Any:
     assert made.namespaces_left() == []
 
 
-def _environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GLOO_", "MASTER_", "RESOLVER_", "SLURM_"))}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
-    return env
-
-
 def _check_on(hosts: TwoHosts, addresses: list[str], port: int, timeout: str) -> list[subprocess.Popen[str]]:
     command = [sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "1", "--num-nodes",
                "2", "--master-port", str(port), "--timeout", timeout]  # fmt: skip
     return [
-        host.start([*command, "--node-rank", str(node), "--master-addr", address], _environment())
+        host.start([*command, "--node-rank", str(node), "--master-addr", address], host_environment())
         for node, (host, address) in enumerate(zip(hosts.hosts, addresses, strict=True))
     ]
 

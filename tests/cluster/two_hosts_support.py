@@ -9,6 +9,7 @@ import random
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import attrs
 
@@ -96,3 +97,14 @@ def finish(processes: Sequence[subprocess.Popen[str]], timeout: float = 180) -> 
                 process.kill()
                 process.communicate()
     return results
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def host_environment() -> dict[str, str]:
+    """This process's variables for a command started on a host: without the rendezvous, gloo and
+    cluster variables of the run around it, with this checkout importable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GLOO_", "MASTER_", "RESOLVER_", "SLURM_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
+    return env
