@@ -9,8 +9,8 @@ import shlex
 import pytest
 from cli_support import ROOT, run_resolver
 
-from resolver.cli_help import COMMANDS
-from resolver.cli_parser import _parser
+from resolver.cli.commands import COMMANDS
+from resolver.cli.parser import _parser
 
 
 def subcommands() -> list[str]:

@@ -30,7 +30,7 @@ def exceptions_of(module_name: str) -> list[str]:
 
 @pytest.mark.parametrize(
     ("package", "module_name"),
-    [(runtime, "runtime.errors"), (runtime, "runtime.collectives.errors"), (resolver, "resolver.errors")],
+    [(runtime, "runtime.errors"), (runtime, "runtime.collectives.errors"), (resolver, "resolver._engine.errors")],
 )
 def test_every_exception_class_is_exported_by_its_package(package, module_name: str) -> None:
     names = exceptions_of(module_name)
