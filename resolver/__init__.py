@@ -17,22 +17,22 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # explicit re-exports (name as name), for type checkers
-    from resolver.api import builtin_rules_dir as builtin_rules_dir
-    from resolver.api import load_rules as load_rules
-    from resolver.api import resolve as resolve
-    from resolver._engine.compiled import CompiledTable as CompiledTable
     from resolver._domain.config import FrozenMapping as FrozenMapping
     from resolver._domain.config import Provenance as Provenance
     from resolver._domain.config import ResolvedConfig as ResolvedConfig
-    from resolver._snapshot.environment import Environment as Environment
+    from resolver._domain.functions import register_function as register_function
+    from resolver._engine.compiled import CompiledTable as CompiledTable
     from resolver._engine.errors import ConflictError as ConflictError
     from resolver._engine.errors import ResolutionError as ResolutionError
     from resolver._engine.errors import RuleTableError as RuleTableError
     from resolver._engine.errors import Side as Side
-    from resolver._domain.functions import register_function as register_function
-    from resolver._snapshot.probes import register_probe as register_probe
     from resolver._engine.reporter import RecordingReporter as RecordingReporter
     from resolver._engine.reporter import Reporter as Reporter
+    from resolver._snapshot.environment import Environment as Environment
+    from resolver._snapshot.probes import register_probe as register_probe
+    from resolver.api import builtin_rules_dir as builtin_rules_dir
+    from resolver.api import load_rules as load_rules
+    from resolver.api import resolve as resolve
 
 #: Where each public name lives.
 _HOMES = {

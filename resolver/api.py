@@ -16,9 +16,6 @@ _collecting = gc.isenabled()
 gc.disable()
 try:
     from resolver._domain.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
-    from resolver._engine.evaluator import Evaluation, Evaluator
-    from resolver._snapshot.environment import Environment, InputPlan
-    from resolver._engine.errors import ResolutionError
     from resolver._domain.flag_values import DEFAULT_INPUTS, by_name, flag_inputs, given_flags
     from resolver._domain.flags import FLAG_DEFAULTS, FLAGS
     from resolver._domain.rule_tables import (
@@ -31,13 +28,16 @@ try:
         load_rules,
         removed_flag_error,
     )
+    from resolver._engine.errors import ResolutionError
+    from resolver._engine.evaluator import Evaluation, Evaluator
+    from resolver._snapshot.environment import Environment, InputPlan
 finally:
     if _collecting:
         gc.enable()
 
 if TYPE_CHECKING:
-    from resolver.flagsfile import FlagsFile
     from resolver._engine.reporter import Reporter
+    from resolver.flagsfile import FlagsFile
 
 __all__ = [
     "FLAG_DEFAULTS",

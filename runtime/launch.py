@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resolver._domain.config import ResolvedConfig
-from resolver._engine.errors import ResolutionError
 from resolver._domain.flag_values import given_flags
 from resolver._domain.flags import collect_flags
+from resolver._engine.errors import ResolutionError
 from runtime.build import build
 from runtime.collector import collector_paused
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
@@ -19,10 +19,10 @@ from runtime.rank_environment import launched_config
 from runtime.worker import check_worker_entry, run_worker
 
 if TYPE_CHECKING:
-    from resolver.api import RulesArg
-    from resolver._snapshot.environment import Environment
-    from resolver.flagsfile import FlagsFile
     from resolver._engine.reporter import Reporter
+    from resolver._snapshot.environment import Environment
+    from resolver.api import RulesArg
+    from resolver.flagsfile import FlagsFile
 
 __all__ = ["launch"]
 

@@ -28,10 +28,10 @@ from typing import Any
 from tomli_w import dumps
 
 from resolver import Environment, ResolutionError, resolve
-from resolver.api import builtin_rules_dir, compile_sources
 from resolver._engine.compiled import CompiledTable
 from resolver._engine.errors import RuleTableError
 from resolver._engine.table import RuleSource, rule_files
+from resolver.api import builtin_rules_dir, compile_sources
 
 Document = dict[str, Any]
 

@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from test_fuzz_resolve import FUZZ, cluster_job, environments, flags
 
 from resolver import Environment, Provenance, ResolutionError, golden
-from resolver.api import builtin_table, load_rules
-from resolver._engine.codegen import Redo
-from resolver._engine.evaluator import Evaluation, Evaluator
 from resolver._domain.flag_values import flag_values
 from resolver._domain.functions import InvalidInput
+from resolver._engine.codegen import Redo
+from resolver._engine.evaluator import Evaluation, Evaluator
 from resolver._engine.reporter import Reporter
+from resolver.api import builtin_table, load_rules
 
 GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.toml"))
 

@@ -8,9 +8,9 @@ import inspect
 import pytest
 
 import resolver
+from resolver._domain.flags import FLAG_DEFAULTS, FLAGS
 from resolver.api import builtin_table
 from resolver.cli.parser import _parser
-from resolver._domain.flags import FLAG_DEFAULTS, FLAGS
 
 FLAG_NAMES = [flag.name for flag in FLAGS]
 

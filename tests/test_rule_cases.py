@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from resolver import Environment, ResolutionError, RuleTableError, resolve
+from resolver._engine.table import RuleSource, read_sources
 from resolver.api import builtin_rules_dir, compile_sources
 from resolver.cli import main
-from resolver._engine.table import RuleSource, read_sources
 
 BASE = read_sources([builtin_rules_dir()])
 #: The cases of rule "strategy" that mean DeepSpeed live in the DeepSpeed strategy's file.

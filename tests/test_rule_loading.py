@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from resolver import Environment, RuleTableError, resolve
-from resolver.api import builtin_rules_dir, compile_sources
 from resolver._engine.table import RuleSource, read_sources
+from resolver.api import builtin_rules_dir, compile_sources
 
 BASE = read_sources([builtin_rules_dir()])
 

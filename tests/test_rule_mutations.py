@@ -14,8 +14,8 @@ import tomllib
 import pytest
 import rule_mutations
 
-from resolver.api import compile_sources
 from resolver._engine.errors import RuleTableError
+from resolver.api import compile_sources
 
 COUNT = int(os.environ.get("RESOLVER_MUTATIONS", "240"))
 SOURCES = rule_mutations.builtin_sources()

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from resolver._engine.errors import ResolutionError
 from resolver._domain.flags import FLAGS
+from resolver._engine.errors import ResolutionError
 from resolver._engine.integers import MAX_INT_DIGITS, too_long
 
 __all__ = ["DEFAULT_INPUTS", "NAME_ORDER", "by_name", "flag_inputs", "flag_values", "given_flags"]

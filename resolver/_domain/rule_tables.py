@@ -13,13 +13,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import resolver._domain.functions  # noqa: F401 - importing it registers the built-in functions the rules call
-from resolver._store.cache import cached_table, compile_code
-from resolver._engine.compiled import CompiledTable
-from resolver._engine.evaluator import Evaluator
-from resolver._engine.errors import ResolutionError
 from resolver._domain.flags import flag_rules_source, flags_fingerprint
-from resolver.plugins import checked_plugins, naming_plugin_files
+from resolver._engine.compiled import CompiledTable
+from resolver._engine.errors import ResolutionError
+from resolver._engine.evaluator import Evaluator
 from resolver._engine.table import RuleSource, read_folder, read_sources
+from resolver._store.cache import cached_table, compile_code
+from resolver.plugins import checked_plugins, naming_plugin_files
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,8 +47,8 @@ def builtin_rules_dir() -> Path:
 @functools.cache
 def _builtin_folder() -> str:
     """:func:`builtin_rules_dir` as text (``os.path``: pathlib costs every process a few milliseconds)."""
-    here = os.path.dirname(os.path.realpath(__file__))
-    candidates = (os.path.join(here, "_rules"), os.path.join(os.path.dirname(here), "rules"))
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # resolver/, above _domain/
+    candidates = (os.path.join(package, "_rules"), os.path.join(os.path.dirname(package), "rules"))
     for candidate in candidates:
         if os.path.isdir(candidate):
             return candidate

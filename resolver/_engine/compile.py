@@ -13,7 +13,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from resolver._engine.compiled import CompiledRule, CompiledTable, StagePlan, Template
-from resolver._engine.conditions import OPERATORS, Call, Condition, Const, InvalidOperand, OperandContext, Ref, ValueExpr
+from resolver._engine.conditions import (
+    OPERATORS,
+    Call,
+    Condition,
+    Const,
+    InvalidOperand,
+    OperandContext,
+    Ref,
+    ValueExpr,
+)
 from resolver._engine.declared import RawRule, TableData
 from resolver._engine.errors import RuleTableError
 from resolver._engine.function_registry import call_problem

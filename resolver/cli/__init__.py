@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 # before the engine: a `resolver explain` process runs without the garbage collector (see the module)
 import resolver.cli.gc_pause  # noqa: F401
+from resolver._domain.flags import FLAGS, collect_flags
+from resolver._engine.errors import ResolutionError, RuleTableError
+from resolver._snapshot.environment import Environment
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
 from resolver.cli.parser import _given_flags, _parse, removed_flags_given
-from resolver._snapshot.environment import Environment
-from resolver._engine.errors import ResolutionError, RuleTableError
-from resolver._domain.flags import FLAGS, collect_flags
 
 if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig
@@ -107,8 +107,8 @@ def _check_removed(args: argparse.Namespace) -> None:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from resolver.cli.explain import explain_json, explain_text
     from resolver._engine.reporter import RecordingReporter
+    from resolver.cli.explain import explain_json, explain_text
 
     # every decision is recorded only for what shows it: the plain table needs the fields alone
     trace = RecordingReporter() if args.verbose or args.format == "dot" else None

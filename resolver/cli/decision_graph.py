@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from resolver._engine.compiled import PLACEHOLDER, CompiledTable
 from resolver._domain.config import DECIDED_FIELDS, Provenance, display
+from resolver._engine.compiled import PLACEHOLDER, CompiledTable
 from resolver._engine.errors import ResolutionError
 from resolver._engine.reporter import RecordingReporter
 

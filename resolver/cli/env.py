@@ -19,10 +19,10 @@ from typing import Any
 import attrs
 
 from resolver._domain.config import get_converter
-from resolver._snapshot.environment import Environment
 from resolver._engine.errors import ResolutionError, RuleTableError
-from resolver.plugins import DISABLE_VARIABLE, Plugin, load_plugins, plugins_disabled
+from resolver._snapshot.environment import Environment
 from resolver._snapshot.probes import probes
+from resolver.plugins import DISABLE_VARIABLE, Plugin, load_plugins, plugins_disabled
 
 __all__ = ["DISTRIBUTION", "ENV_SCHEMA_VERSION", "EnvReport", "collect", "mask_variables", "resolver_version"]
 
@@ -280,8 +280,8 @@ def _quietly(read: Any) -> Any:
 
 
 def _cluster(environment: Environment) -> tuple[str | None, str]:
-    from resolver.api import resolve
     from resolver._engine.reporter import RecordingReporter
+    from resolver.api import resolve
 
     trace = RecordingReporter()
     try:

@@ -11,9 +11,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from resolver.api import builtin_table
 from resolver._domain.flags import FLAGS, Flag
 from resolver._engine.integers import parse_int
+from resolver.api import builtin_table
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,8 +93,8 @@ def _help_domains(parser: _Parser) -> Mapping[str, Any]:
     """The domains of the table the command would load: the built-in one plus the --rules files
     given before --help (a file that does not load leaves the built-in values; running says why)."""
     if parser.rule_files:
-        from resolver.api import load_rules
         from resolver._engine.errors import ResolutionError, RuleTableError
+        from resolver.api import load_rules
 
         try:
             return load_rules(parser.rule_files).domains

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from resolver._domain.config import display
 from resolver._engine.compiled import CompiledRule, CompiledTable
 from resolver._engine.conditions import Call, Const, Ref, ValueExpr
-from resolver._domain.config import display
 
 __all__ = ["rules_markdown"]
 

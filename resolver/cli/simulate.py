@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from resolver._snapshot.environment import Environment
 from resolver._engine.errors import ResolutionError
 from resolver._engine.integers import parse_int
-from resolver._snapshot.probes import probes
 from resolver._engine.suggest import did_you_mean
+from resolver._snapshot.environment import Environment
+from resolver._snapshot.probes import probes
 
 __all__ = ["SIMULATE_HELP", "simulate"]
 

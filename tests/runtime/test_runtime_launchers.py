@@ -274,8 +274,8 @@ def loaded(strategy):
     # No graph library, no rule-file structuring; no rule table loaded or compiled.
     rule_engine = ("networkx", "cattrs", "tomli_w")
     engine_modules = (
-        "resolver._engine.schema", "resolver.api", "resolver._domain.rule_tables", "resolver._engine.evaluator", "resolver._engine.compiled",
-        "resolver._store.cache",
+        "resolver._engine.schema", "resolver.api", "resolver._domain.rule_tables", "resolver._engine.evaluator",
+        "resolver._engine.compiled", "resolver._store.cache",
     )
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in rule_engine or m in engine_modules)
     tables = sys.modules.get("resolver._domain.rule_tables")
