@@ -31,7 +31,12 @@ NOT_ON_THE_COLD_PATH = (
     "resolver._engine.loading",
     "resolver._engine.compile",
     "resolver._engine.schema",
-    "resolver.cli.commands",
+    "textwrap",  # help
+    "resolver.cli.run",  # the other commands' modules
+    "resolver.cli.check",
+    "resolver.cli.env",
+    "resolver.cli.golden",
+    "resolver.cli.rules",
     "resolver.cli.simulate",
     "resolver._engine.suggest",
     "resolver.cli.decision_graph",

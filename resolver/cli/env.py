@@ -14,7 +14,7 @@ import platform
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -22,9 +22,44 @@ from resolver._domain.config import get_converter
 from resolver._engine.errors import ResolutionError, RuleTableError
 from resolver._snapshot.environment import Environment
 from resolver._snapshot.probes import probes
+from resolver.cli.shared import EXIT_OK
 from resolver.plugins import DISABLE_VARIABLE, Plugin, load_plugins, plugins_disabled
 
-__all__ = ["DISTRIBUTION", "ENV_SCHEMA_VERSION", "EnvReport", "collect", "mask_variables", "resolver_version"]
+if TYPE_CHECKING:
+    import argparse
+
+    from resolver.cli.options import Parser
+
+__all__ = [
+    "DISTRIBUTION",
+    "ENV_SCHEMA_VERSION",
+    "EnvReport",
+    "add_options",
+    "collect",
+    "mask_variables",
+    "resolver_version",
+    "run",
+]
+
+SUMMARY = "print this machine's versions, devices, cluster and variables, for a bug report"
+DESCRIPTION = (
+    "Print what a bug report needs: resolver, Python and OS versions; torch (with its CUDA, "
+    "cuDNN and NCCL versions), torch_xla, horovod and deepspeed versions or 'not installed'; the "
+    "devices and the cluster detected; the relevant environment variables, with secret-like values "
+    "(tokens, passwords, keys) masked. Imports torch only when it is installed."
+)
+EXAMPLES = ("resolver env", "resolver env --format json")
+
+
+def add_options(env: Parser) -> None:
+    env.add_argument("--format", choices=("text", "json"), default="text", help="text to paste (default), or json")
+
+
+def run(args: argparse.Namespace) -> int:
+    report = collect()
+    print(report.to_json() if args.format == "json" else report.to_text())
+    return EXIT_OK
+
 
 #: The name pip installs this project by (``pyproject.toml``); it ships the packages ``resolver`` and
 #: ``runtime``. (``resolver`` on the package index is an unrelated project.)

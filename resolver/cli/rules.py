@@ -1,17 +1,67 @@
-"""``docs/rules.md``, generated from the rule table (``resolver rules --output docs/rules.md``)."""
+"""``resolver rules``: ``docs/rules.md``, generated from the rule table (``resolver rules --output docs/rules.md``)."""
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resolver._domain.config import display
 from resolver._engine.compiled import CompiledRule, CompiledTable
 from resolver._engine.conditions import Call, Const, Ref, ValueExpr
+from resolver.api import load_rules
+from resolver.cli.shared import EXIT_ERROR, EXIT_OK
 
-__all__ = ["rules_markdown"]
+if TYPE_CHECKING:
+    import argparse
+
+    from resolver.cli.options import Parser
+
+__all__ = ["add_options", "rules_markdown", "run"]
+
+SUMMARY = "write the rule table as Markdown (docs/rules.md)"
+DESCRIPTION = (
+    "Write every rule of the table as Markdown, with the stage pipeline and the slot "
+    "dependency graph as Mermaid diagrams; --check exits 1 when --output is stale."
+)
+EXAMPLES = (
+    "resolver rules --output docs/rules.md",
+    "resolver rules --output docs/rules.md --check",
+    "resolver rules --rules site.toml",
+)
+
+
+def add_options(rules: Parser) -> None:
+    rules.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
+    rules.add_argument("--output", metavar="FILE", help="write here instead of standard output")
+    rules.add_argument("--check", action="store_true", help="exit 1 if --output differs from what would be written")
+
+
+def run(args: argparse.Namespace) -> int:
+    text = rules_markdown(load_rules(args.rules))
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    out = Path(args.output)
+    try:
+        if args.check:
+            if not out.exists() or out.read_text(encoding="utf-8") != text:
+                state = "is stale" if out.exists() else "does not exist"
+                print(f"{out} {state}: regenerate it with `resolver rules --output {out}`", file=sys.stderr)
+                return EXIT_ERROR
+            return EXIT_OK
+        out.write_text(text, encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        print(
+            f"error: cannot {'read' if args.check else 'write'} {out}: {reason}\n"
+            "  = help: pass --output a file in a folder that exists and that you can write",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 def _operand(value: Any) -> str:

@@ -39,8 +39,9 @@ FLAGS = ("explain", "--devices", "2", "--strategy", "ddp")
 _PHASES = r"""
 import time
 started = time.perf_counter()
-import resolver.cli as cli
+import resolver.cli
 import resolver.cli.parser as cli_parser
+import resolver.cli.shared as cli_shared
 from resolver import api
 from resolver._snapshot.environment import Environment
 from resolver.cli.explain import explain_text
@@ -51,7 +52,7 @@ args = parser.parse_args(list(FLAGS))
 marks["parse"] = time.perf_counter()
 environment = Environment.probe(table=api.builtin_table())
 marks["probe"] = time.perf_counter()
-config = cli._resolve(args, environment=environment)
+config = cli_shared.resolve_args(args, environment=environment)
 marks["resolve"] = time.perf_counter()
 text = explain_text(config)
 marks["render"] = time.perf_counter()
