@@ -34,6 +34,7 @@ TRAILER = "exit codes: 0 every check passed, 1 a check failed (the report says w
 
 
 def add_options(check: Parser) -> None:
+    """``resolver check``'s options: the flags, ``--config``, ``--timeout``, ``--format``."""
     add_flags(check, can_simulate=False)
     add_config(check)
     check.add_argument(

@@ -52,10 +52,12 @@ EXAMPLES = ("resolver env", "resolver env --format json")
 
 
 def add_options(env: Parser) -> None:
+    """``resolver env``'s one option, ``--format``."""
     env.add_argument("--format", choices=("text", "json"), default="text", help="text to paste (default), or json")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print this machine's report for a bug report; the exit code."""
     report = collect()
     print(report.to_json() if args.format == "json" else report.to_text())
     return EXIT_OK

@@ -44,6 +44,7 @@ TRAILER = EXIT_CODES
 
 
 def add_options(explain: Parser) -> None:
+    """``resolver explain``'s options: the flags, ``--config``, ``--simulate``, ``--format``, ``--verbose``."""
     add_flags(explain)
     add_config(explain)
     explain.add_argument(
@@ -62,6 +63,7 @@ def add_options(explain: Parser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Resolve and print the config (or the error) as text, JSON or DOT; the exit code."""
     from resolver._engine.reporter import RecordingReporter
     from resolver.cli.explain import explain_json, explain_text
 

@@ -27,12 +27,14 @@ EXAMPLES = (
 
 
 def add_options(golden: Parser) -> None:
+    """``resolver golden``'s options: the scenario paths, ``--update``, ``--rules``."""
     golden.add_argument("paths", nargs="+", help="scenario files or folders of them")
     golden.add_argument("--update", action="store_true", help="rewrite each [expect] from the current rules")
     golden.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Check (or ``--update``) each golden scenario; exit code 1 when one fails."""
     from resolver import golden
 
     failures = 0

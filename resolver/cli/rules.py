@@ -34,12 +34,14 @@ EXAMPLES = (
 
 
 def add_options(rules: Parser) -> None:
+    """``resolver rules``'s options: ``--rules``, ``--output``, ``--check``."""
     rules.add_argument("--rules", action="append", default=[], metavar="FILE", help="an extra rule file (repeatable)")
     rules.add_argument("--output", metavar="FILE", help="write here instead of standard output")
     rules.add_argument("--check", action="store_true", help="exit 1 if --output differs from what would be written")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Write the rule table as Markdown, or ``--check`` that ``--output`` is current; the exit code."""
     text = rules_markdown(load_rules(args.rules))
     if args.output is None:
         sys.stdout.write(text)

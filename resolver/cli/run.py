@@ -36,6 +36,7 @@ TRAILER = EXIT_CODES + " Otherwise the script's own exit code."
 
 
 def add_options(run: Parser) -> None:
+    """``resolver run``'s options: the flags, ``--config``, the rank output, pre-emption, torchrun's options, SCRIPT."""
     add_flags(run, can_simulate=False)
     add_config(run)
     run.add_argument(
@@ -128,6 +129,7 @@ def _add_rank_output_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Resolve, then start SCRIPT under the resolved launcher; its exit code (or 1 or 2 when it cannot start)."""
     try:
         check_removed(args)  # first: the flag may have taken the script's place as its value
     except ResolutionError as error:
