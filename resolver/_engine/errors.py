@@ -101,3 +101,10 @@ class RuleTableError(ValueError):
         if rule:
             where += f": rule {rule!r}"
         super().__init__(f"{where}: {message}")
+
+
+# Tracebacks and doctests name the errors where users import them from (``resolver.ConflictError``),
+# not this internal module; pickle finds them there too (``resolver`` imports them on first use).
+for _error in (ResolutionError, ConflictError, RuleTableError):
+    _error.__module__ = "resolver"
+del _error

@@ -24,7 +24,10 @@ def exceptions_of(module_name: str) -> list[str]:
     return [
         name
         for name, value in vars(module).items()
-        if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module_name
+        if inspect.isclass(value)
+        and issubclass(value, BaseException)
+        # defined there; resolver's name their package, where users import them from, as their module
+        and value.__module__ in (module_name, module_name.split(".")[0])
     ]
 
 
