@@ -6,7 +6,7 @@
     ('ddp', 'subprocess', 2)
 
 Importing this package never imports torch. The names below are imported on first use, so a
-process that only reads a resolved config (a rank a launcher started, via ``resolver.config``)
+process that only reads a resolved config (a rank a launcher started, via ``resolver._domain.config``)
 does not load the rule engine, the rule file reader or their dependencies.
 """
 
@@ -17,41 +17,41 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # explicit re-exports (name as name), for type checkers
+    from resolver._domain.config import FrozenMapping as FrozenMapping
+    from resolver._domain.config import Provenance as Provenance
+    from resolver._domain.config import ResolvedConfig as ResolvedConfig
+    from resolver._domain.functions import register_function as register_function
+    from resolver._engine.compiled import CompiledTable as CompiledTable
+    from resolver._engine.errors import ConflictError as ConflictError
+    from resolver._engine.errors import ResolutionError as ResolutionError
+    from resolver._engine.errors import RuleTableError as RuleTableError
+    from resolver._engine.errors import Side as Side
+    from resolver._engine.reporter import RecordingReporter as RecordingReporter
+    from resolver._engine.reporter import Reporter as Reporter
+    from resolver._snapshot.environment import Environment as Environment
+    from resolver._snapshot.probes import register_probe as register_probe
     from resolver.api import builtin_rules_dir as builtin_rules_dir
     from resolver.api import load_rules as load_rules
     from resolver.api import resolve as resolve
-    from resolver.compiler import CompiledTable as CompiledTable
-    from resolver.config import FrozenMapping as FrozenMapping
-    from resolver.config import Provenance as Provenance
-    from resolver.config import ResolvedConfig as ResolvedConfig
-    from resolver.environment import Environment as Environment
-    from resolver.errors import ConflictError as ConflictError
-    from resolver.errors import ResolutionError as ResolutionError
-    from resolver.errors import RuleTableError as RuleTableError
-    from resolver.errors import Side as Side
-    from resolver.functions import register_function as register_function
-    from resolver.probing import register_probe as register_probe
-    from resolver.reporter import RecordingReporter as RecordingReporter
-    from resolver.reporter import Reporter as Reporter
 
 #: Where each public name lives.
 _HOMES = {
     "builtin_rules_dir": "resolver.api",
     "load_rules": "resolver.api",
     "resolve": "resolver.api",
-    "CompiledTable": "resolver.compiler",
-    "FrozenMapping": "resolver.config",
-    "Provenance": "resolver.config",
-    "ResolvedConfig": "resolver.config",
-    "Environment": "resolver.environment",
-    "ConflictError": "resolver.errors",
-    "ResolutionError": "resolver.errors",
-    "RuleTableError": "resolver.errors",
-    "Side": "resolver.errors",
-    "register_function": "resolver.functions",
-    "register_probe": "resolver.probing",
-    "RecordingReporter": "resolver.reporter",
-    "Reporter": "resolver.reporter",
+    "CompiledTable": "resolver._engine.compiled",
+    "FrozenMapping": "resolver._domain.config",
+    "Provenance": "resolver._domain.config",
+    "ResolvedConfig": "resolver._domain.config",
+    "Environment": "resolver._snapshot.environment",
+    "ConflictError": "resolver._engine.errors",
+    "ResolutionError": "resolver._engine.errors",
+    "RuleTableError": "resolver._engine.errors",
+    "Side": "resolver._engine.errors",
+    "register_function": "resolver._domain.functions",
+    "register_probe": "resolver._snapshot.probes",
+    "RecordingReporter": "resolver._engine.reporter",
+    "Reporter": "resolver._engine.reporter",
 }
 
 __all__ = sorted(_HOMES)

@@ -15,13 +15,10 @@ from typing import TYPE_CHECKING, Any
 _collecting = gc.isenabled()
 gc.disable()
 try:
-    from resolver.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
-    from resolver.engine import Evaluation, Evaluator
-    from resolver.environment import Environment, InputPlan
-    from resolver.errors import ResolutionError
-    from resolver.flag_values import DEFAULT_INPUTS, by_name, flag_inputs, given_flags
-    from resolver.flags import FLAG_DEFAULTS, FLAGS
-    from resolver.rule_tables import (
+    from resolver._domain.config import DECIDED_FIELDS, FrozenMapping, Provenance, ProvenanceView, ResolvedConfig
+    from resolver._domain.flag_values import DEFAULT_INPUTS, by_name, flag_inputs, given_flags
+    from resolver._domain.flags import FLAG_DEFAULTS, FLAGS
+    from resolver._domain.rule_tables import (
         NO_VALUE,
         RulesArg,
         _evaluator,
@@ -31,13 +28,16 @@ try:
         load_rules,
         removed_flag_error,
     )
+    from resolver._engine.errors import ResolutionError
+    from resolver._engine.evaluator import Evaluation, Evaluator
+    from resolver._snapshot.environment import Environment, InputPlan
 finally:
     if _collecting:
         gc.enable()
 
 if TYPE_CHECKING:
+    from resolver._engine.reporter import Reporter
     from resolver.flagsfile import FlagsFile
-    from resolver.reporter import Reporter
 
 __all__ = [
     "FLAG_DEFAULTS",
@@ -150,7 +150,7 @@ def resolve(
 ) -> ResolvedConfig:
     """Resolve training flags against a machine snapshot.
 
-    The flags are declared in :data:`resolver.flags.FLAGS` (``docs/usage.md`` lists them).
+    The flags are declared in :data:`resolver._domain.flags.FLAGS` (``docs/usage.md`` lists them).
 
     ``environment=None`` probes the real machine (:meth:`Environment.probe`), keeping every
     variable and file the rule table in use reads (what cannot change within a process, such as
@@ -196,7 +196,7 @@ def config_from(evaluation: Evaluation, flags: Mapping[str, Any] | None = None) 
         decided = _decided_values(values)
     except KeyError as exc:
         raise ResolutionError(f"the rule table has no slot {exc.args[0]!r}, a field of ResolvedConfig") from None
-    # The decided fields come first, in order, then flags, provenance and notes (resolver.config).
+    # The decided fields come first, in order, then flags, provenance and notes (resolver._domain.config).
     # mypy lets a star of unknown length fill every field, leaving none for the three after it
     return ResolvedConfig(*decided, flags, ProvenanceView(_CONFIG_FIELDS, evaluation.provenance), evaluation.notes)  # type: ignore[call-arg]
 

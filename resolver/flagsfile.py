@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.config import Provenance
-from resolver.errors import ResolutionError
-from resolver.suggest import did_you_mean
+from resolver._domain.config import Provenance
+from resolver._engine.errors import ResolutionError
+from resolver._engine.suggest import did_you_mean
 
 if TYPE_CHECKING:
     import cattrs
@@ -48,7 +48,7 @@ _SCENARIO_PARTS = ("description", "environment", "expect")
 #: What each flag may be written as in TOML: the types ``resolve()`` takes for it (integers may be
 #: text, as in variables: ``num_nodes = "2"``); the rules then check the value itself. A flag
 #: declared in ``FLAG_DEFAULTS`` but missing here is taken as written. What a device list may hold
-#: is checked in one place, ``parse_devices`` (resolver/functions.py), for a file as for resolve().
+#: is checked in one place, ``parse_devices`` (resolver/_domain/functions.py), for a file as for resolve().
 _TYPES: Mapping[str, Any] = {
     "accelerator": str,
     "devices": int | str | list[Any],
@@ -167,7 +167,7 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
     Raises :class:`ResolutionError` naming the file (and line) for anything it cannot use.
     """
     if names is None:
-        from resolver.flags import FLAG_DEFAULTS
+        from resolver._domain.flags import FLAG_DEFAULTS
 
         names = FLAG_DEFAULTS
     known = tuple(names)
@@ -235,7 +235,7 @@ def _key(key: str, table: str | None) -> str:
 
 def _check_removed(path: str, text: str, key: str, value: Any, table: str | None) -> None:
     """A removed flag (``gpus = 2``) is refused as ``resolve()`` refuses it, naming its replacement."""
-    from resolver.rule_tables import builtin_table, removed_flag_error
+    from resolver._domain.rule_tables import builtin_table, removed_flag_error
 
     error = removed_flag_error(builtin_table(), key, value)
     if error is not None:

@@ -29,9 +29,9 @@ from typing import Any
 import attrs
 from tomli_w import dumps
 
+from resolver._engine.errors import ResolutionError
+from resolver._snapshot.environment import Environment
 from resolver.api import FLAG_DEFAULTS, RulesArg, config_from, run_rules
-from resolver.environment import Environment
-from resolver.errors import ResolutionError
 
 __all__ = ["Scenario", "load_scenario", "outcome", "check", "update"]
 

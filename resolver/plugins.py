@@ -19,11 +19,11 @@ probed or a runtime component is looked up (never by ``import resolver``), and m
 :func:`load_plugins` returns. ``RESOLVER_DISABLE_PLUGINS=1`` turns discovery off (as
 ``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` does for pytest). A plugin that cannot be imported, names a rule
 path that is not there or ships a broken rule file is an error naming its distribution, version and
-the file (:class:`PluginError`, or the :class:`~resolver.errors.RuleTableError` of the file).
+the file (:class:`PluginError`, or the :class:`~resolver._engine.errors.RuleTableError` of the file).
 
 Finding the entry points costs ``importlib.metadata`` (tens of milliseconds: it imports ``email``,
 ``zipfile``, ``pathlib`` and reads every installed distribution). What it found is kept in the cache
-folder (:mod:`resolver.cache`), keyed by ``sys.path`` and the modification time of each of its
+folder (:mod:`resolver._store.cache`), keyed by ``sys.path`` and the modification time of each of its
 entries that hold distributions: installing, upgrading or removing a distribution adds or removes
 a ``*.dist-info`` folder in its site folder, which changes that folder's time. A process then
 spends one ``stat`` and one listing per ``sys.path`` entry and reads one small file: about a
@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from stat import S_ISDIR
 from typing import Any
 
-from resolver.errors import ResolutionError, RuleTableError
+from resolver._engine.errors import ResolutionError, RuleTableError
 
 __all__ = [
     "DISABLE_VARIABLE",
@@ -280,13 +280,13 @@ def _discover() -> tuple[tuple[str, str, str, str], ...]:
     """``(name, target, distribution, version)`` of every entry point of the group, sorted by distribution."""
     if plugins_disabled():
         return ()
-    from resolver.cache import private_folder
+    from resolver._store.cache import private_folder
 
     folder = private_folder(create=True)
     key = _path_key()
     if folder is None:
         return _entry_points()
-    from resolver.cache import _name
+    from resolver._store.cache import _name
 
     path = os.path.join(folder, f"plugins-{_name(key)}.marshal")
     found = _read(path, key)
@@ -327,7 +327,7 @@ def _entry_points() -> tuple[tuple[str, str, str, str], ...]:
 def _read(path: str, key: tuple[str, ...]) -> tuple[tuple[str, str, str, str], ...] | None:
     import marshal
 
-    from resolver.cache import open_entry
+    from resolver._store.cache import open_entry
 
     f = open_entry(path)
     if f is None:
@@ -347,7 +347,7 @@ def _read(path: str, key: tuple[str, ...]) -> tuple[tuple[str, str, str, str], .
 def _write(folder: str, path: str, key: tuple[str, ...], found: tuple[tuple[str, str, str, str], ...]) -> None:
     import marshal
 
-    from resolver.cache import write_entry
+    from resolver._store.cache import write_entry
 
     try:
         write_entry(folder, path, lambda f: marshal.dump((key, found), f), _DISCOVERY_PATTERN, _DISCOVERY_KEEP)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.config import ResolvedConfig
+from resolver._domain.config import ResolvedConfig
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.restarts import check_max_restarts
 from runtime.rank_environment import launched_config

@@ -43,7 +43,7 @@ def failure_time(exc: BaseException) -> float:
 
 
 class RuntimeConfigError(ValueError):
-    """A :class:`~resolver.config.ResolvedConfig` names something the runtime cannot build."""
+    """A :class:`~resolver._domain.config.ResolvedConfig` names something the runtime cannot build."""
 
 
 class MissingDependencyError(ImportError):

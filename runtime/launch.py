@@ -7,10 +7,10 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resolver.config import ResolvedConfig
-from resolver.errors import ResolutionError
-from resolver.flag_values import given_flags
-from resolver.flags import collect_flags
+from resolver._domain.config import ResolvedConfig
+from resolver._domain.flag_values import given_flags
+from resolver._domain.flags import collect_flags
+from resolver._engine.errors import ResolutionError
 from runtime.build import build
 from runtime.collector import collector_paused
 from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
@@ -19,10 +19,10 @@ from runtime.rank_environment import launched_config
 from runtime.worker import check_worker_entry, run_worker
 
 if TYPE_CHECKING:
+    from resolver._engine.reporter import Reporter
+    from resolver._snapshot.environment import Environment
     from resolver.api import RulesArg
-    from resolver.environment import Environment
     from resolver.flagsfile import FlagsFile
-    from resolver.reporter import Reporter
 
 __all__ = ["launch"]
 
@@ -53,7 +53,7 @@ def launch(
 ) -> R:
     """Run ``fn(strategy, *args, **kwargs)`` in every process of the run the flags describe.
 
-    The flags (declared in ``resolver.flags.FLAGS``), ``environment``, ``rules`` (your rule files),
+    The flags (declared in ``resolver._domain.flags.FLAGS``), ``environment``, ``rules`` (your rule files),
     ``config_file`` (a flags file) and ``reporter`` go through ``resolver.resolve`` as they are;
     the strategy is built from the result and launches the processes. ``fn`` runs after this process's device
     is selected and the process group is joined, and ``launch`` returns rank 0's return value (on
@@ -72,7 +72,7 @@ def launch(
     launched = launched_config()
     if launched is not None:
         if config_file is not None:  # the flags the run was started with include the file's
-            from resolver.flags import FLAG_DEFAULTS
+            from resolver._domain.flags import FLAG_DEFAULTS
             from resolver.flagsfile import flags_with_file
 
             flags = flags_with_file(flags, FLAG_DEFAULTS, config_file)[0]

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Mapping
 
 import attrs
 
-from resolver.config import ResolvedConfig
-from resolver.functions import local_rank_in_world
+from resolver._domain.config import ResolvedConfig
+from resolver._domain.functions import local_rank_in_world
 
 __all__ = [
     "CONFIG_VARIABLE",

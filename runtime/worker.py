@@ -13,7 +13,7 @@ from runtime.launchers.rank_files import RankFiles
 from runtime.rank_environment import CONFIG_VARIABLE, launched_config, threads_applied
 
 if TYPE_CHECKING:
-    from resolver.config import ResolvedConfig
+    from resolver._domain.config import ResolvedConfig
 
 __all__ = ["check_worker_entry", "run_worker"]
 

@@ -8,8 +8,9 @@ targets, the lazy ``__getattr__`` tables, the registries' built-in module lists)
 arrow to that module.
 
 A circle is a strongly connected component of more than one module. An upward arrow is an arrow
-from an engine module (the domain-free core, :data:`ENGINE`) to a ``resolver`` module outside it,
-or from a ``resolver`` module to ``runtime`` (the CLI's ``run`` command may: it is counted apart).
+from an engine module (the domain-free core, the package :data:`ENGINE`) to a ``resolver`` module outside it,
+from a module of one of ``resolver``'s layers (:data:`LAYERS`) to a higher one, or from a ``resolver``
+module to ``runtime`` (the CLI's ``run`` and ``check`` commands may: they are counted apart).
 
     python scripts/import_graph.py            # the counts, each circle and each upward arrow
     python scripts/import_graph.py --summary  # the counts only
@@ -25,35 +26,35 @@ from pathlib import Path
 import grimp
 import networkx as nx
 
-#: The domain-free engine: it may import only itself (and attrs, cattrs, networkx).
-ENGINE = frozenset(
-    f"resolver.{name}"
-    for name in (
-        "cases",
-        "codegen",
-        "codewriter",
-        "compiler",
-        "compiling",
-        "conditions",
-        "engine",
-        "errors",
-        "function_registry",
-        "integers",
-        "loading",
-        "operators",
-        "provenance_map",
-        "reporter",
-        "schema",
-        "shapes",
-        "stage_values",
-        "steps",
-        "suggest",
-        "table",
-        "values",
-    )
+#: The domain-free engine (the package ``resolver._engine``): it may import only itself (and attrs,
+#: cattrs, networkx).
+ENGINE = "resolver._engine"
+#: The resolver modules allowed to import runtime: the CLI's ``run`` and ``check`` commands.
+RUN_COMMANDS = ("resolver.cli.run", "resolver.cli.check")
+
+
+#: resolver's layers, bottom to top (as pyproject.toml's ``resolver-layers`` contract lists them): a module
+#: may import its own layer and those below. ``resolver`` itself (its ``__init__``) is in none.
+LAYERS = (
+    ("resolver._engine", "resolver._version"),
+    ("resolver._store",),
+    ("resolver.plugins",),
+    ("resolver._domain",),
+    ("resolver._snapshot",),
+    ("resolver.flagsfile", "resolver.api", "resolver.golden"),
+    ("resolver.cli", "resolver.__main__"),
 )
-#: The one resolver module allowed to import runtime (the ``resolver run`` command).
-RUN_COMMAND = "resolver.cli"
+
+
+def _layer(module: str) -> int | None:
+    for index, packages in enumerate(LAYERS):
+        if any(_within(module, package) for package in packages):
+            return index
+    return None
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def build_graph(root: Path) -> nx.DiGraph:
@@ -92,16 +93,23 @@ def circles(g: nx.DiGraph) -> list[list[str]]:
     return sorted((sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1), key=len, reverse=True)
 
 
-def upward_arrows(g: nx.DiGraph) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-    """(engine -> outside the engine, resolver -> runtime), each as (importer, imported, kind)."""
+def upward_arrows(
+    g: nx.DiGraph,
+) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """(engine -> outside the engine, lower layer -> higher layer, resolver -> runtime), each as
+    (importer, imported, kind)."""
     engine_up = []
+    layer_up = []
     to_runtime = []
     for a, b, kind in sorted(g.edges(data="kind")):
-        if a in ENGINE and b.startswith("resolver") and b not in ENGINE:
+        low, high = _layer(a), _layer(b)
+        if low is not None and high is not None and low < high:
+            layer_up.append((a, b, kind))
+        if _within(a, ENGINE) and _within(b, "resolver") and not _within(b, ENGINE):
             engine_up.append((a, b, kind))
         if a.split(".")[0] == "resolver" and b.split(".")[0] == "runtime":
             to_runtime.append((a, b, kind))
-    return engine_up, to_runtime
+    return engine_up, layer_up, to_runtime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,20 +118,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     g = build_graph(Path(__file__).resolve().parent.parent)
     found = circles(g)
-    engine_up, to_runtime = upward_arrows(g)
-    outside_run = [e for e in to_runtime if e[0] != RUN_COMMAND]
+    engine_up, layer_up, to_runtime = upward_arrows(g)
+    outside_run = [e for e in to_runtime if e[0] not in RUN_COMMANDS]
     if not args.summary:
         for c in found:
             print(f"circle ({len(c)} modules): {' '.join(c)}")
         for a, b, kind in engine_up:
             print(f"engine up: {a} -> {b} ({kind})")
+        for a, b, kind in layer_up:
+            print(f"layer up: {a} -> {b} ({kind})")
         for a, b, kind in to_runtime:
             print(f"resolver -> runtime: {a} -> {b} ({kind})")
     print(
         f"modules {g.number_of_nodes()}, arrows {g.number_of_edges()}; "
         f"circles {len(found)} ({sum(map(len, found))} modules in them); "
-        f"engine upward arrows {len(engine_up)}; "
-        f"resolver -> runtime arrows {len(to_runtime)} ({len(outside_run)} outside {RUN_COMMAND})"
+        f"engine upward arrows {len(engine_up)}; resolver layer upward arrows {len(layer_up)}; "
+        f"resolver -> runtime arrows {len(to_runtime)} ({len(outside_run)} outside {' and '.join(RUN_COMMANDS)})"
     )
     return 0
 

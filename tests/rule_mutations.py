@@ -28,10 +28,10 @@ from typing import Any
 from tomli_w import dumps
 
 from resolver import Environment, ResolutionError, resolve
+from resolver._engine.compiled import CompiledTable
+from resolver._engine.errors import RuleTableError
+from resolver._engine.table import RuleSource, rule_files
 from resolver.api import builtin_rules_dir, compile_sources
-from resolver.compiler import CompiledTable
-from resolver.errors import RuleTableError
-from resolver.table import RuleSource, rule_files
 
 Document = dict[str, Any]
 
@@ -358,7 +358,7 @@ def outcome(sources: list[RuleSource], mutant: Mutant) -> str:
             except UnicodeDecodeError:
                 _load_file_from_disk(mutant)  # the loader's own decoding path
                 return "accepted_bad_utf8"  # unreachable when the loader refuses it
-        table = compile_sources(mutated)  # the flags' own rules (resolver/flags.py) in front
+        table = compile_sources(mutated)  # the flags' own rules (resolver/_domain/flags.py) in front
     except RuleTableError as error:
         return "refused" if mutant.file in str(error) else "refused_unnamed"
     except Exception:  # noqa: BLE001 - the thing this campaign looks for

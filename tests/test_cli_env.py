@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_support import python_without_torch, run_resolver
 
-from resolver.envreport import DISTRIBUTION, is_secret_name, mask_variables
+from resolver.cli.env import DISTRIBUTION, is_secret_name, mask_variables
 
 SECRETS = {
     "RESOLVER_API_KEY": "sk-live-4242",

@@ -9,8 +9,8 @@ import shlex
 import pytest
 from cli_support import ROOT, run_resolver
 
-from resolver.cli_help import COMMANDS
-from resolver.cli_parser import _parser
+from resolver.cli.commands import COMMANDS, command_module
+from resolver.cli.parser import _parser
 
 
 def subcommands() -> list[str]:
@@ -19,8 +19,12 @@ def subcommands() -> list[str]:
     return sorted(action.choices)
 
 
-def test_every_subcommand_has_its_help_declared():
+def test_every_command_module_has_its_help_options_and_code():
     assert sorted(COMMANDS) == subcommands()
+    for name in COMMANDS:
+        module = command_module(name)
+        assert module.SUMMARY and module.EXAMPLES, name
+        assert callable(module.add_options) and callable(module.run), name
 
 
 @pytest.mark.parametrize("command", subcommands())
@@ -44,7 +48,7 @@ def parses(line: str) -> None:
         raise AssertionError(f"`{line}` is not valid usage") from exc
 
 
-@pytest.mark.parametrize("example", [e for text in COMMANDS.values() for e in text.examples])
+@pytest.mark.parametrize("example", [e for name in COMMANDS for e in command_module(name).EXAMPLES])
 def test_every_help_example_is_valid_usage(example):
     """A documented example is a test: each one parses."""
     parses(example)

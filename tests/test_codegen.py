@@ -1,4 +1,4 @@
-"""The generated evaluation (``resolver.codegen``) decides exactly what the evaluator's closures decide.
+"""The generated evaluation (``resolver._engine.codegen``) decides exactly what the evaluator's closures decide.
 
 The closures are the reference: a run with a reporter always uses them. Every golden scenario and
 fuzzed flags and cluster jobs are resolved both ways and compared slot by slot (values with their
@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from test_fuzz_resolve import FUZZ, cluster_job, environments, flags
 
 from resolver import Environment, Provenance, ResolutionError, golden
+from resolver._domain.flag_values import flag_values
+from resolver._domain.functions import InvalidInput
+from resolver._engine.codegen import Redo
+from resolver._engine.evaluator import Evaluation, Evaluator
+from resolver._engine.reporter import Reporter
 from resolver.api import builtin_table, load_rules
-from resolver.codegen import Redo
-from resolver.engine import Evaluation, Evaluator
-from resolver.flag_values import flag_values
-from resolver.functions import InvalidInput
-from resolver.reporter import Reporter
 
 GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.toml"))
 

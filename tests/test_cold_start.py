@@ -15,7 +15,7 @@ import sys
 import attrs
 import pytest
 
-from resolver.values import Provenance, fields_repr
+from resolver._engine.values import Provenance, fields_repr
 
 #: Imported only when a table is compiled, help is printed, a machine is simulated or a name is unknown.
 NOT_ON_THE_COLD_PATH = (
@@ -28,17 +28,22 @@ NOT_ON_THE_COLD_PATH = (
     "pathlib",
     "socket",
     "shutil",
-    "resolver.loading",
-    "resolver.compiling",
-    "resolver.schema",
-    "resolver.cli_help",
-    "resolver.simulate",
-    "resolver.suggest",
-    "resolver.decision_graph",
-    "resolver.codegen",
-    "resolver.codewriter",
-    "resolver.declared",
-    "resolver.slot_graph",
+    "resolver._engine.loading",
+    "resolver._engine.compile",
+    "resolver._engine.schema",
+    "textwrap",  # help
+    "resolver.cli.run",  # the other commands' modules
+    "resolver.cli.check",
+    "resolver.cli.env",
+    "resolver.cli.golden",
+    "resolver.cli.rules",
+    "resolver.cli.simulate",
+    "resolver._engine.suggest",
+    "resolver.cli.decision_graph",
+    "resolver._engine.codegen",
+    "resolver._engine.codewriter",
+    "resolver._engine.declared",
+    "resolver._engine.slot_graph",
 )
 
 _MODULES_AFTER = """
@@ -166,7 +171,7 @@ def test_importing_the_engine_leaves_the_garbage_collector_as_it_found_it(before
     ],
 )
 def test_only_a_resolver_explain_process_runs_without_the_garbage_collector(argv, expected):
-    from resolver.cli_process import explain_only
+    from resolver.cli.gc_pause import explain_only
 
     assert explain_only(argv) is expected
 

@@ -1,4 +1,4 @@
-"""The flags are declared once (resolver/flags.py); signatures, CLI options, slots and defaults
+"""The flags are declared once (resolver/_domain/flags.py); signatures, CLI options, slots and defaults
 follow that declaration, and the CLI's help lists values from the loaded table."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import inspect
 import pytest
 
 import resolver
+from resolver._domain.flags import FLAG_DEFAULTS, FLAGS
 from resolver.api import builtin_table
-from resolver.cli_parser import _parser
-from resolver.flags import FLAG_DEFAULTS, FLAGS
+from resolver.cli.parser import _parser
 
 FLAG_NAMES = [flag.name for flag in FLAGS]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from resolver import Environment, ResolutionError, resolve
-from resolver.errors import ConflictError
+from resolver._engine.errors import ConflictError
 from resolver.flagsfile import FLAGS_FILE_KIND, FlagsFile, load_flags_file
 from resolver.golden import load_scenario
 

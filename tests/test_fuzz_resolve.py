@@ -313,6 +313,6 @@ def test_wrong_arguments_are_resolution_errors(arguments: dict[str, Any], messag
 
 @pytest.mark.parametrize("visible", ["²,1", "①", "--2,0", "1" * 4301, "0,٣"])
 def test_odd_cuda_visible_devices_do_not_break_the_probe(visible: str):
-    from resolver.probing import _apply_visible_devices  # the driver's count filtered by the variable
+    from resolver._snapshot.probes import _apply_visible_devices  # the driver's count filtered by the variable
 
     assert 0 <= _apply_visible_devices(4, {"CUDA_VISIBLE_DEVICES": visible}) <= 4

@@ -33,11 +33,11 @@ import pytest
 from tomli_w import dumps
 
 from resolver import golden
+from resolver._engine.compiled import CompiledTable
+from resolver._engine.errors import ResolutionError
+from resolver._engine.reporter import RecordingReporter
+from resolver._engine.table import RuleSource, read_sources
 from resolver.api import builtin_rules_dir, compile_sources, load_rules, run_rules
-from resolver.compiler import CompiledTable
-from resolver.errors import ResolutionError
-from resolver.reporter import RecordingReporter
-from resolver.table import RuleSource, read_sources
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 SCENARIO_PATHS = sorted(GOLDEN_DIR.glob("*.toml"))

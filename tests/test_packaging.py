@@ -29,7 +29,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_is_named_for_the_project_and_typed(wheel):
     """pip installs it as DISTRIBUTION (never the index's unrelated `resolver`), and users' type
     checkers read the annotations of both packages (PEP 561's marker file)."""
-    from resolver.envreport import DISTRIBUTION
+    from resolver.cli.env import DISTRIBUTION
 
     archive = zipfile.ZipFile(wheel)
     names = archive.namelist()

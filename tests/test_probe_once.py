@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import resolver
-from resolver import Environment, probing, resolve
+from resolver import Environment, resolve
+from resolver._snapshot import probes as probing
 
 
 def _child(script: str, tmp_path: Path) -> list[str]:

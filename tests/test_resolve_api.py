@@ -146,7 +146,7 @@ def test_public_names():
 
 
 def test_explicit_environment_never_probes_the_machine(monkeypatch, gpu_box):
-    import resolver.probing as probing
+    import resolver._snapshot.probes as probing
 
     def forbidden(*args, **kwargs):
         raise AssertionError("the real machine was probed")

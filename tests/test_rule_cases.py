@@ -1,4 +1,4 @@
-"""A rule with `match` and `cases` is a table of rules, one per value of a slot (resolver/cases.py).
+"""A rule with `match` and `cases` is a table of rules, one per value of a slot (resolver/_engine/cases.py).
 
 The strategy aliases with options (`deepspeed_stage_3`, `fsdp_cpu_offload`), the legacy precision
 spellings and the visible devices per accelerator are written so; a site file adds an alias with
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from resolver import Environment, ResolutionError, RuleTableError, resolve
+from resolver._engine.table import RuleSource, read_sources
 from resolver.api import builtin_rules_dir, compile_sources
 from resolver.cli import main
-from resolver.table import RuleSource, read_sources
 
 BASE = read_sources([builtin_rules_dir()])
 #: The cases of rule "strategy" that mean DeepSpeed live in the DeepSpeed strategy's file.

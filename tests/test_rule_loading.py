@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from resolver import Environment, RuleTableError, resolve
+from resolver._engine.table import RuleSource, read_sources
 from resolver.api import builtin_rules_dir, compile_sources
-from resolver.table import RuleSource, read_sources
 
 BASE = read_sources([builtin_rules_dir()])
 
@@ -327,7 +327,7 @@ def test_a_file_that_is_not_utf8_names_the_file_and_line(tmp_path):
 
 
 def test_operators_are_one_registry_used_by_loader_and_docs():
-    from resolver.operators import OPERATORS
+    from resolver._engine.operators import OPERATORS
 
     table = compile_sources(BASE)
     used = {op for rule in table.rules.values() for c in rule.when for op, _ in c.ops}

@@ -14,8 +14,8 @@ import tomllib
 import pytest
 import rule_mutations
 
+from resolver._engine.errors import RuleTableError
 from resolver.api import compile_sources
-from resolver.errors import RuleTableError
 
 COUNT = int(os.environ.get("RESOLVER_MUTATIONS", "240"))
 SOURCES = rule_mutations.builtin_sources()
@@ -56,7 +56,7 @@ def _with_vocabulary(text: str) -> list:
 
 @pytest.mark.parametrize("change", ["renamed", "removed"])
 def test_a_stage_renamed_in_the_vocabulary_is_blamed_on_the_vocabulary(change: str):
-    """The flags' own slots (resolver/flags.py) are decided at `input` and `normalized`: when the
+    """The flags' own slots (resolver/_domain/flags.py) are decided at `input` and `normalized`: when the
     vocabulary's `stages` loses one, the error points at that list, not at the generated flags."""
     text = next(s.text for s in SOURCES if s.name == VOCABULARY)
     stages_line = text[: text.index("\nstages = ")].count("\n") + 2
@@ -69,7 +69,7 @@ def test_a_stage_renamed_in_the_vocabulary_is_blamed_on_the_vocabulary(change: s
         assert f"`stages` has no stage {stage!r}" in str(error)
         assert f"put {stage!r} back in `stages`" in str(error)
         assert ("(renamed to 'prepared'?)" in str(error)) == (change == "renamed")
-        assert "<flags: resolver/flags.py>" in str(error)  # the other side: the slot that needs it
+        assert "<flags: resolver/_domain/flags.py>" in str(error)  # the other side: the slot that needs it
 
 
 def test_every_stage_renamed_or_removed_is_refused_naming_the_vocabulary():

@@ -190,7 +190,7 @@ def test_a_registered_fact_can_be_simulated_by_name(tmp_path):
     script = textwrap.dedent(
         f"""
         import resolver
-        from resolver.simulate import simulate
+        from resolver.cli.simulate import simulate
 
         resolver.register_probe("npu_device_count", default=0)(lambda environ: 0)
         env = simulate("npu_device_count=4,cuda_device_count=2")

@@ -1,4 +1,4 @@
-"""Did you mean: one helper (resolver.suggest), and each place that refuses an unknown name uses it."""
+"""Did you mean: one helper (resolver._engine.suggest), and each place that refuses an unknown name uses it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import textwrap
 import pytest
 
 from resolver import ConflictError, Environment, ResolutionError, RuleTableError, resolve
+from resolver._engine.suggest import closest, did_you_mean
+from resolver._engine.table import RuleSource, read_sources
 from resolver.api import builtin_rules_dir, compile_sources
-from resolver.simulate import simulate
-from resolver.suggest import closest, did_you_mean
-from resolver.table import RuleSource, read_sources
+from resolver.cli.simulate import simulate
 
 BASE = read_sources([builtin_rules_dir()])
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from resolver import Environment, load_rules, resolve
-from resolver.cache import cache_dir
+from resolver._store.cache import cache_dir
 
 SITE_RULE = """
 [[rule]]
@@ -120,7 +120,7 @@ def test_default_folder_is_the_user_cache_folder(monkeypatch, tmp_path):
 def test_changing_a_flag_declaration_makes_a_new_entry(cache, monkeypatch):
     import attrs
 
-    from resolver import flags
+    from resolver._domain import flags
 
     assert load_rules().slots["arg.accelerator"].doc.endswith("the device kind")
     changed = (attrs.evolve(flags.FLAGS[0], help="the kind of device"), *flags.FLAGS[1:])
@@ -131,7 +131,7 @@ def test_changing_a_flag_declaration_makes_a_new_entry(cache, monkeypatch):
 
 def test_an_entry_is_used_only_for_the_files_it_was_compiled_from(cache, tmp_path, monkeypatch):
     """Entry names are a short checksum; two rule sets with the same name never share a table."""
-    from resolver import cache as table_cache
+    from resolver._store import cache as table_cache
 
     monkeypatch.setattr(table_cache, "_name", lambda material: "same")
     site = tmp_path / "site.toml"
@@ -148,8 +148,8 @@ def test_a_table_from_the_cache_says_what_the_compiled_one_says(cache):
     from cli_support import ROOT
 
     from resolver import golden
-    from resolver.errors import ResolutionError
-    from resolver.explain import explain_text
+    from resolver._engine.errors import ResolutionError
+    from resolver.cli.explain import explain_text
 
     compiled = load_rules()
     cached = load_rules()  # the entry the first call wrote

@@ -9,7 +9,7 @@ from runtime.cluster.base import ClusterEnvironment
 from runtime.ports import find_free_port
 
 if TYPE_CHECKING:
-    from resolver.config import ResolvedConfig
+    from resolver._domain.config import ResolvedConfig
 
 __all__ = ["LocalEnvironment"]
 

@@ -28,7 +28,7 @@ from runtime.preemption import exit_if_preempted, forwarding, launching_signals,
 from runtime.rank_environment import launched_config
 
 if TYPE_CHECKING:
-    from resolver.config import ResolvedConfig
+    from resolver._domain.config import ResolvedConfig
     from runtime.cluster.base import ClusterEnvironment
     from runtime.launchers.rank_output import RankOutput
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from runtime.preflight.report import Check, CheckReport, RankState, merge
 
 if TYPE_CHECKING:
-    from resolver.config import ResolvedConfig
-    from resolver.environment import Environment
+    from resolver._domain.config import ResolvedConfig
+    from resolver._snapshot.environment import Environment
 
 __all__ = ["DEFAULT_TIMEOUT", "Check", "CheckReport", "RankState", "check", "check_config"]
 

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from resolver.config import ResolvedConfig
+from resolver._domain.config import ResolvedConfig
 from runtime.preflight.report import STEPS, CheckReport, RankState, merge
 from runtime.rank_environment import rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver.config import ResolvedConfig
+from resolver._domain.config import ResolvedConfig
 from runtime.preflight.report import CheckReport, RankState, merge
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from runtime.strategies.options import StrategyOptions, structure_options
 from runtime.tensor_tree import map_tensors
 
 if TYPE_CHECKING:
-    from resolver.config import ResolvedConfig
+    from resolver._domain.config import ResolvedConfig
     from runtime.accelerators.base import Accelerator
     from runtime.cluster.base import ClusterEnvironment
     from runtime.collectives.base import Collective

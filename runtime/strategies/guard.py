@@ -135,7 +135,7 @@ def _step(strategy: Strategy, value: Any) -> tuple[str, str] | None:
 
 
 def _config(strategy: Strategy, value: Any) -> tuple[str, str] | None:
-    from resolver.config import ResolvedConfig
+    from resolver._domain.config import ResolvedConfig
 
     if isinstance(value, ResolvedConfig):
         return None

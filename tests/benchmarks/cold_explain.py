@@ -9,7 +9,7 @@ Every command runs once per round, interleaved, with byte code cached (``PYTHONP
 folder filled by two warm-up rounds. Each figure is the median of the wall time and of the
 process's CPU time (user + system; on a busy machine, time spent waiting for a core is not in it).
 The steps between the commands give the breakdown: the interpreter, ``import attrs`` (which
-``resolver.operators`` needs), the rest of ``import resolver.cli``, and the command's own work
+``resolver._engine.operators`` needs), the rest of ``import resolver.cli``, and the command's own work
 (parsing, loading the table, probing, resolving, printing); ``--phases`` also times that work
 inside one process, phase by phase.
 
@@ -39,11 +39,12 @@ FLAGS = ("explain", "--devices", "2", "--strategy", "ddp")
 _PHASES = r"""
 import time
 started = time.perf_counter()
-import resolver.cli as cli
-import resolver.cli_parser as cli_parser
+import resolver.cli
+import resolver.cli.parser as cli_parser
+import resolver.cli.shared as cli_shared
 from resolver import api
-from resolver.environment import Environment
-from resolver.explain import explain_text
+from resolver._snapshot.environment import Environment
+from resolver.cli.explain import explain_text
 marks = {"import resolver.cli (+ explain)": time.perf_counter()}
 parser = cli_parser._parser("explain")  # loads the table: the removed flags are options
 marks["parser, with the table loaded"] = time.perf_counter()
@@ -51,7 +52,7 @@ args = parser.parse_args(list(FLAGS))
 marks["parse"] = time.perf_counter()
 environment = Environment.probe(table=api.builtin_table())
 marks["probe"] = time.perf_counter()
-config = cli._resolve(args, environment=environment)
+config = cli_shared.resolve_args(args, environment=environment)
 marks["resolve"] = time.perf_counter()
 text = explain_text(config)
 marks["render"] = time.perf_counter()

@@ -19,7 +19,7 @@ from mpi_support import ROOT, clean_environment, mpirun_command, run_job
 
 import resolver
 from resolver import ConflictError
-from resolver.simulate import simulate
+from resolver.cli.simulate import simulate
 
 
 def _free_port() -> int:

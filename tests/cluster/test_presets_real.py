@@ -1,4 +1,4 @@
-"""``--simulate`` presets match the launchers they imitate (resolver/simulate.py).
+"""``--simulate`` presets match the launchers they imitate (resolver/cli/simulate.py).
 
 Each test starts a real 2-process job here (``mpirun -np 2``, ``torchrun --nproc-per-node 2``,
 ``horovodrun -np 2 -H localhost:2 --gloo``), captures the variables rank 0 receives, and checks that
@@ -21,7 +21,7 @@ from mpi_support import (
 
 import resolver
 from resolver import Environment, ResolvedConfig
-from resolver.simulate import simulate
+from resolver.cli.simulate import simulate
 
 #: Values a launcher draws anew for every job (ids, free ports) or takes from its command line.
 VARIES_PER_JOB = frozenset(

@@ -1,7 +1,7 @@
 """``--simulate slurm=2`` resolves as the variables a real ``srun`` and ``sbatch`` set do.
 
 The resolver's SLURM tests and ``resolver explain --simulate slurm...`` rely on the preset in
-``resolver/simulate.py`` standing for what SLURM sets; here each task of a real two-task job dumps
+``resolver/cli/simulate.py`` standing for what SLURM sets; here each task of a real two-task job dumps
 its environment, and the config resolved from the variables SLURM added must equal the one the
 preset gives (the preset's job id replaced by the real one: the port derives from it). A preset
 that drifts from SLURM fails here, naming the fields that differ.
@@ -19,7 +19,7 @@ import pytest
 from slurm_jobs import JOB_MINUTES, Cluster, run_batch, run_job
 
 import resolver
-from resolver.simulate import simulate
+from resolver.cli.simulate import simulate
 
 # Each task writes its environment to FOLDER/env.<task>.json.
 DUMP = """import json, os, sys

@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 import runtime
-from resolver.config import ResolvedConfig
+from resolver._domain.config import ResolvedConfig
 from runtime import Strategy
 from runtime.errors import StrategyArgumentError, StrategyMisuseError
 from runtime.strategies.guard import RULES

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from resolver.config import ResolvedConfig
+from resolver._domain.config import ResolvedConfig
 
 
 def single_device_config(**overrides: Any) -> ResolvedConfig:

@@ -7,7 +7,7 @@ from runtime_configs import ddp_config
 
 import resolver
 import runtime
-from resolver.functions import first_host
+from resolver._domain.functions import first_host
 from runtime.cluster import (
     KubeflowEnvironment,
     LocalEnvironment,
@@ -165,7 +165,7 @@ def test_lsf_derives_the_port_from_the_job_id_as_lightning_does() -> None:
 
 
 def test_a_job_id_with_non_ascii_digits_still_gives_a_port() -> None:
-    from resolver.functions import port_from_job_id
+    from resolver._domain.functions import port_from_job_id
 
     assert port_from_job_id("4321") == 15000 + 4321
     assert port_from_job_id("job²①7") == 15000 + 7  # "²" and "①" are digits to str.isdigit, not to int

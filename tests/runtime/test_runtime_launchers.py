@@ -274,11 +274,11 @@ def loaded(strategy):
     # No graph library, no rule-file structuring; no rule table loaded or compiled.
     rule_engine = ("networkx", "cattrs", "tomli_w")
     engine_modules = (
-        "resolver.schema", "resolver.api", "resolver.rule_tables", "resolver.engine", "resolver.compiler",
-        "resolver.cache",
+        "resolver._engine.schema", "resolver.api", "resolver._domain.rule_tables", "resolver._engine.evaluator",
+        "resolver._engine.compiled", "resolver._store.cache",
     )
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in rule_engine or m in engine_modules)
-    tables = sys.modules.get("resolver.rule_tables")
+    tables = sys.modules.get("resolver._domain.rule_tables")
     evaluator = getattr(tables, "_builtin_evaluator", None)
     if evaluator is not None and hasattr(evaluator, "cache_info") and evaluator.cache_info().currsize:
         loaded.append("the built-in rule table")

@@ -1,0 +1,159 @@
+"""Rules written as a table of cases: one rule per value of a slot, expanded when the files load.
+
+A rule with ``match = "SLOT"`` and ``cases`` stands for one rule per case: the case named VALUE
+becomes the ordinary rule ``ID.VALUE``, whose ``when`` adds ``SLOT = VALUE`` to the rule's own
+conditions, whose ``set`` adds the case's ``set`` to the rule's, and whose ``why``, ``conflict``,
+``hint`` and ``note`` are the case's where it gives them. ``[cases."ID"]`` in any file adds cases
+to such a rule, and ``cases_join = "DOMAIN"`` makes every case's value a member of that domain
+(a flag value the table accepts), so a new alias is one line. Everything after loading (the
+compiler, the ambiguity check, provenance, ``explain``, ``docs/rules.md``) sees ordinary rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from resolver._engine.declared import RawRule, RuleCase, TableData
+from resolver._engine.errors import RuleTableError
+from resolver._engine.integers import parse_int
+from resolver._engine.suggest import did_you_mean
+from resolver._engine.table import Slot, toml_key_pattern
+
+__all__ = ["case_line", "expand_cases"]
+
+#: A rule's keys that describe its cases; the rules made from them do not carry these.
+_TABLE_KEYS = ("match", "cases_join", "cases")
+#: What a case may give; each replaces the rule's own, except ``set``, which adds to it.
+_REPLACED = ("why", "conflict", "hint", "note")
+#: Slot types whose values a case's name (TOML key: text) can spell.
+_MATCHABLE = ("str", "int", "bool", "any")
+
+
+def expand_cases(table: TableData, extensions: Sequence[RuleCase]) -> None:
+    """Replace each rule with ``match`` in ``table.rules`` by one rule per case, in place.
+
+    ``extensions`` are the cases of top-level ``[cases."ID"]`` tables, in file order. The values
+    of a rule with ``cases_join`` are added to that domain.
+    """
+    by_id = {raw.id: raw for raw in table.rules}
+    more: dict[str, list[RuleCase]] = {}
+    for case in extensions:
+        target = by_id.get(case.rule)
+        if target is None or target.spec is None or target.spec.match is None:
+            raise _unknown_target(table, case, target)
+        more.setdefault(case.rule, []).append(case)
+    rules: list[RawRule] = []
+    for raw in table.rules:
+        if raw.spec is None or raw.spec.match is None:
+            rules.append(raw)
+        else:
+            rules += _expand(table, raw, [*raw.cases, *more.get(raw.id, ())])
+    defined: dict[str, RawRule] = {}
+    for raw in rules:
+        first = defined.setdefault(raw.id, raw)
+        if first is not raw:
+            made = raw if raw.case_of is not None else first
+            other = first if made is raw else raw
+            where = other.file + (f":{other.line}" if other.line else "")
+            raise made.error(f"makes the rule id {made.id!r}, which {where} defines too; rename the case or that rule")
+    table.rules[:] = rules
+
+
+def _unknown_target(table: TableData, case: RuleCase, target: RawRule | None) -> RuleTableError:
+    where = f'[cases."{case.rule}"]'
+    if target is not None:
+        return case.error(
+            f"{where} adds cases to rule {case.rule!r} ({target.file}:{target.line}), which has no `match`; "
+            'only a rule with `match = "slot"` takes cases'
+        )
+    tables = sorted(raw.id for raw in table.rules if raw.spec is not None and raw.spec.match is not None)
+    hint = did_you_mean(case.rule, tables)
+    known = f"rules with cases: {', '.join(tables)}" if tables else "no rule has `match`"
+    return case.error(f"{where} names unknown rule {case.rule!r}; {hint + ' ' if hint else ''}{known}")
+
+
+def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRule]:
+    assert raw.spec is not None and raw.spec.match is not None
+    match, join = raw.spec.match, raw.spec.cases_join
+    slot = table.slot(match)
+    if slot is None:
+        hint = did_you_mean(match, table.slots)
+        raise raw.error(f"`match` names unknown slot {match!r}" + (f"; {hint}" if hint else ""))
+    if slot.type not in _MATCHABLE:
+        raise raw.error(f"`match` names slot {match!r}, which holds {slot.type}; cases match text, int or bool slots")
+    if join is not None and join not in table.domains:
+        hint = did_you_mean(join, table.domains)
+        raise raw.error(
+            f"`cases_join` names unknown domain {join!r}; {hint + ' ' if hint else ''}"
+            f"known domains: {', '.join(sorted(table.domains))}"
+        )
+    if not cases:
+        raise raw.error(f'`match = {match!r}` but no cases: add `cases.VALUE = {{ set = {{ ... }}, why = "..." }}`')
+    seen: dict[str, RuleCase] = {}
+    expanded = []
+    base = {key: value for key, value in raw.data.items() if key not in _TABLE_KEYS}
+    for case in cases:
+        first = seen.setdefault(case.value, case)
+        if first is not case:
+            raise case.error(f"given twice (first at {first.file}:{first.line})")
+        data = dict(base, id=f"{raw.id}.{case.value}", when={**base.get("when", {}), match: _value(slot, case)})
+        data.update((key, case.data[key]) for key in _REPLACED if key in case.data)
+        if "set" in case.data:
+            data["set"] = {**base.get("set", {}), **case.data["set"]}
+        expanded.append(RawRule(data, case.file, case.line, raw.spec, case_of=raw.id, case=case.value))
+        if join is not None:
+            domain = table.domains[join]
+            domain.values.add(case.value)
+            domain.value_files.setdefault(case.value, f"{case.file}:{case.line}" if case.line else case.file)
+            if case.file not in domain.files:
+                domain.files.append(case.file)
+    return expanded
+
+
+def _value(slot: Slot, case: RuleCase) -> Any:
+    """The case's name (a TOML key, so text) as a value of the matched slot."""
+    name = case.value
+    if not name.strip():
+        raise case.error("a case is named by a value of the matched slot, not by empty text")
+    if slot.type == "int":
+        number = parse_int(name)
+        if number is None:
+            raise case.error(f"`match` slot {slot.name!r} holds int, and {name!r} is not an integer")
+        return number
+    if slot.type == "bool":
+        if name not in ("true", "false"):
+            raise case.error(f"`match` slot {slot.name!r} holds true or false, not {name!r}")
+        return name == "true"
+    return name
+
+
+def case_line(text: str, key: str, rule: str | None, start: int | None) -> int | None:
+    """The line where case ``key`` is written, for messages.
+
+    ``rule`` None: among the ``cases`` of the rule whose ``id`` is at line ``start`` (``cases.KEY =``,
+    ``[rule.cases.KEY]`` or ``KEY =`` under ``[rule.cases]``); else in the top-level table of that
+    rule (``[cases."RULE"]``). Falls back to the line that opens the cases.
+    """
+    table = r"cases" if rule is None else rf"cases\s*\.\s*{toml_key_pattern(rule)}"
+    header = r"rule\s*\.\s*cases" if rule is None else table
+    name = toml_key_pattern(key)
+    in_table, fallback = False, None
+    first = (start or 1) - 1
+    for number, line in enumerate(text.splitlines()[first:], first + 1):
+        if re.match(r"[ \t]*\[", line):
+            if rule is None and number > first + 1 and re.match(r"[ \t]*\[\[", line):
+                break  # the next [[rule]]
+            if re.match(rf"[ \t]*\[\s*{header}\s*\.\s*{name}\s*\]", line):
+                return number
+            in_table = re.match(rf"[ \t]*\[\s*{header}\s*\]", line) is not None
+            fallback = fallback or (number if in_table else None)
+            continue
+        if re.match(rf"[ \t]*{table}\s*\.\s*{name}\s*[=.]", line) or (
+            in_table and re.match(rf"[ \t]*{name}\s*[=.]", line)
+        ):
+            return number
+        if fallback is None and re.match(rf"[ \t]*{table}\s*[=.]", line):
+            fallback = number
+    return fallback

@@ -1,0 +1,110 @@
+"""The errors a user of the resolver can meet."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from resolver._engine.values import fields_repr
+
+if TYPE_CHECKING:
+    from resolver._engine.values import Provenance
+
+__all__ = ["ConflictError", "ResolutionError", "RuleTableError", "Side", "format_value"]
+
+
+def format_value(value: Any) -> str:
+    """A value as a user would type it: strings quoted, tuples as lists, None as None."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return repr(value)
+    return str(value)
+
+
+@attrs.frozen
+class Side:
+    """One of the things involved: a slot, its value and where that value came from."""
+
+    slot: str
+    value: Any
+    provenance: Provenance
+
+    __repr__ = fields_repr
+
+    def describe(self) -> str:
+        return f"{self.slot} = {format_value(self.value)}  <- {self.provenance.describe()}"
+
+
+class ResolutionError(ValueError):
+    """The flags and the environment do not resolve to a configuration.
+
+    ``rule`` names the rule that found the problem, ``sides`` the inputs involved (each with its
+    value and provenance), ``hint`` the fix.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        rule: str | None = None,
+        sides: tuple[Side, ...] = (),
+    ) -> None:
+        self.message = message
+        self.hint = hint
+        self.rule = rule
+        self.sides = sides
+        lines = [message] + [f"  - {side.describe()}" for side in sides]
+        if hint:
+            lines.append(f"  hint: {hint}")
+        super().__init__("\n".join(lines))
+
+    @property
+    def rule_ids(self) -> tuple[str, ...]:
+        """The rule that raised this, then the rules that decided each side."""
+        ids = [self.rule] if self.rule else []
+        ids += [s.provenance.rule for s in self.sides if s.provenance.rule and s.provenance.rule not in ids]
+        return tuple(ids)
+
+    def diagnostic(self) -> str:
+        """A compiler-style, multi-line rendering for the CLI."""
+        lines = [f"error[{self.rule}]: {self.message}" if self.rule else f"error: {self.message}"]
+        for side in self.sides:
+            lines.append(f"  --> {side.slot} = {format_value(side.value)}")
+            lines.append(f"      from {side.provenance.describe()}")
+        if self.hint:
+            lines.append(f"  = help: {self.hint}")
+        return "\n".join(lines)
+
+
+class ConflictError(ResolutionError):
+    """Two sources disagree: names the conflict rule, both sides with their provenance, and a fix."""
+
+
+class RuleTableError(ValueError):
+    """The rule table itself is broken (found when it loads); names the file and the rule."""
+
+    def __init__(
+        self, message: str, *, file: str | None = None, rule: str | None = None, line: int | None = None
+    ) -> None:
+        self.message = message  # without the place: a wrapper (resolver.plugins) re-words it
+        self.file = file
+        self.rule = rule
+        self.line = line
+        where = file or "<rules>"
+        if line is not None:
+            where += f":{line}"
+        if rule:
+            where += f": rule {rule!r}"
+        super().__init__(f"{where}: {message}")
+
+
+# Tracebacks and doctests name the errors where users import them from (``resolver.ConflictError``),
+# not this internal module; pickle finds them there too (``resolver`` imports them on first use).
+for _error in (ResolutionError, ConflictError, RuleTableError):
+    _error.__module__ = "resolver"
+del _error

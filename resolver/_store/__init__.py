@@ -1,0 +1,1 @@
+"""The on-disk store: compiled rule tables and generated code, cached across processes."""

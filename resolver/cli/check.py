@@ -1,0 +1,83 @@
+"""``resolver check``: resolve, then prove the setup works (``runtime.preflight``); with
+:mod:`resolver.cli.run`, the only part of ``resolver`` that imports ``runtime`` (when it runs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from resolver._engine.errors import ResolutionError
+from resolver.cli.options import add_config, add_flags
+from resolver.cli.shared import EXIT_ERROR, EXIT_OK, EXIT_USAGE, check_removed, environment_for, resolve_args
+
+if TYPE_CHECKING:
+    from resolver.cli.options import Parser
+
+__all__ = ["add_options", "run"]
+
+SUMMARY = "prove the resolved setup works: rendezvous, agreement, collectives, speed"
+DESCRIPTION = (
+    "Resolve the flags, start the ranks (or, under srun, mpirun or torchrun -m resolver check, "
+    "run as this rank) and "
+    "check, each step bounded by --timeout: every rank reaches rank 0's address and port; all ranks resolved "
+    "the same config on the same software; barrier, all_reduce, broadcast and all_gather give the right "
+    "values; each rank reaches the next (a ring, so a broken pair of hosts is named); and how fast each "
+    "collective is. One line per check; a failure names the rank, host and fix."
+)
+EXAMPLES = (
+    "resolver check --devices 2",
+    "resolver check --devices 4 --timeout 5 --format json",
+    "resolver check --num-nodes 2 --node-rank 1 --master-addr node-0 --master-port 29500",
+)
+TRAILER = "exit codes: 0 every check passed, 1 a check failed (the report says which), 2 usage error."
+
+
+def add_options(check: Parser) -> None:
+    """``resolver check``'s options: the flags, ``--config``, ``--timeout``, ``--format``."""
+    add_flags(check, can_simulate=False)
+    add_config(check)
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="the longest any step may take before the check names who it waits for (default: 10)",
+    )
+    check.add_argument("--format", choices=("text", "json"), default="text", help="text (default), or json")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``resolver check``: resolve, then prove the setup works (``runtime.preflight``)."""
+    if not args.timeout > 0:
+        print(f"error: --timeout must be a positive number of seconds, got {args.timeout:g}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        check_removed(args)
+        config = resolve_args(args, environment=environment_for(None, args.rules), rules=args.rules or None)
+    except ResolutionError as error:
+        print(error.diagnostic(), file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        import runtime
+        from runtime.preflight import check_config
+    except ImportError as exc:
+        print(
+            f"error: `resolver check` needs the runtime (torch): {exc}\n"
+            "  = help: pip install 'training-flag-resolver[runtime]'",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    try:
+        report = check_config(config, timeout=args.timeout)
+    except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if config.launcher is None and config.global_rank != 0:
+        # a rank of a job someone else started: rank 0 prints the run's report; this rank only its failures
+        if not report.ok:
+            for check in report.failed:
+                print(f"resolver check: rank {config.global_rank}: {check.name}: {check.detail}", file=sys.stderr)
+        return EXIT_OK if report.ok else EXIT_ERROR
+    print(report.to_json() if args.format == "json" else report.to_text())
+    return EXIT_OK if report.ok else EXIT_ERROR
