@@ -75,4 +75,5 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
         launcher=launcher,
         cluster_environment=cluster_environment,
         options=options,
+        build=build,  # each rank its launcher starts builds its own strategy with it
     )

@@ -153,10 +153,6 @@ class Registry(Generic[T]):
             if not isinstance(klass, type):
                 raise TypeError(f"register a class as {self.kind} {name!r}, got {klass!r}")
             with _LOADING:
-                if self._catalogue.get(name) == _path(klass) and name not in self._builtins:
-                    # a built-in module registering its own class on import (the launchers), after
-                    # the name was imported, replaced or unregistered: what was done since stands
-                    return klass
                 current = self._classes.get(name)
                 if current is None and not replace and name in self._builtins:
                     target, package, _ = self._builtins[name]

@@ -1,83 +1,62 @@
-"""What a launched rank runs: its strategy, built from the config its launcher handed down."""
+"""What a launched rank does when the script it runs reaches ``runtime.launch``: it does not
+resolve again, it checks the call is the one it was started for and runs as the rank its config names."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from resolver.errors import ResolutionError
+from resolver.flag_values import given_flags
 from runtime.build import build
-from runtime.collector import collector_paused
-from runtime.errors import RuntimeConfigError
-from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF
-from runtime.launchers.rank_files import RankFiles
-from runtime.rank_environment import CONFIG_VARIABLE, launched_config, threads_applied
+from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_worker
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig
 
-__all__ = ["check_worker_entry", "run_worker"]
+__all__ = ["run_checked_worker"]
 
 R = TypeVar("R")
 
-#: What must agree between the run that started a worker and the launch() call it reaches.
-RUN_FIELDS = ("accelerator", "device_ids", "num_nodes", "strategy", "precision")
-_entered = False
 
+def run_checked_worker(
+    launched: ResolvedConfig, flags: Mapping[str, Any], fn: Callable[..., R], *args: Any, **kwargs: Any
+) -> R:
+    """Run ``fn`` as the rank ``launched`` names, if this launch() is the one the rank was started for.
 
-def check_worker_entry(requested: ResolvedConfig | None, wanted: str, *, accepts_any: bool = False) -> None:
-    """A re-run worker may enter only the launch() call that started it, and only once.
-
-    The subprocess launcher re-runs the whole script in each worker. A script that calls
-    launch() twice, or another launch() before the one that started the worker, would make the
-    worker join the wrong run and wait forever; this makes it an error instead, which the
-    launcher reports in the caller with this rank's traceback. ``requested`` is the config of
-    the call reached (``None``: its flags do not resolve), ``wanted`` describes that call for the
-    message; ``accepts_any`` (a launch() without flags) takes whatever started the worker.
+    The worker does not resolve: it compares the flags of the launch() it reached with the flags
+    recorded in the config it was given (``ResolvedConfig.flags``). A launch() without flags takes
+    whatever started the worker (``resolver run --devices 2 script.py``).
     """
-    global _entered
-    launched = launched_config()
-    if launched is None:
-        return
-    if _entered:
-        raise RuntimeConfigError(
-            "launch() was reached a second time in a worker that the subprocess launcher started: the "
-            "worker re-runs the whole script, so it would join a run it does not belong to\n"
-            "  hint: call launch() once per script, or use strategy='ddp_spawn' (which does not re-run the "
-            "script) for scripts with several launches"
-        )
-    _entered = True
-    if accepts_any:
-        return
-    if requested is None or any(getattr(requested, f) != getattr(launched, f) for f in RUN_FIELDS):
-        started = ", ".join(f"{f}={getattr(launched, f)!r}" for f in RUN_FIELDS)
-        raise RuntimeConfigError(
-            f"this worker was started for a run with {started}, but the script reached {wanted} "
-            "first: the subprocess launcher re-runs the whole script in every worker\n"
-            "  hint: make the ddp launch() the script's first and only launch, or use strategy='ddp_spawn' "
-            "for the other launches"
-        )
+    try:
+        given = given_flags(flags)
+    except ResolutionError:
+        given = None  # flags that do not even read as flags: not the launch() that started this worker
+    recorded = dict(launched.flags)
+    if given is not None:
+        # Where this node sits in the rendezvous (resolver run --node-rank/--master-addr/--master-port)
+        # is the command line's to say: a script's launch() that leaves it out is still this run's.
+        for name in _PLACEMENT_FLAGS:
+            if name not in given:
+                recorded.pop(name, None)
+    same = given is not None and _plain(given) == _plain(recorded)
+    wanted = f"launch({_shown(given if given is not None else flags)})"
+    check_worker_entry(launched if same else None, wanted, accepts_any=given == {})
+    return run_worker(build, fn, *args, **kwargs)
 
 
-def run_worker(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-    """Build this rank's strategy from ``RESOLVER_CONFIG`` and run ``fn(strategy, *args, **kwargs)``.
-
-    Once the strategy is built and its device selected, the rank tells its launcher it reached
-    the rendezvous (the launching rank of the subprocess launcher waits for that before it joins
-    the process group, and every launcher bounds the wait with the rendezvous timeout).
-    """
-    config = launched_config()
-    if config is None:
-        raise RuntimeError(f"run_worker runs inside a launched rank, but {CONFIG_VARIABLE} is not set")
-    with collector_paused():
-        strategy = build(config)
-        reports = RankFiles.from_environment()
-        if reports is not None:
-            # Selecting the device can fail (or hang) too: do it before telling the launcher this
-            # rank is about to join (strategy.run selects it again, which is harmless).
-            strategy.accelerator.set_device(strategy.root_device)
-            reports.mark_joined(config.global_rank)
-    with threads_applied(strategy.config):
-        return strategy.run(fn, *args, **kwargs)
+#: Flags that place this node in a multi-node rendezvous rather than describe the run.
+_PLACEMENT_FLAGS = ("node_rank", "master_addr", "master_port")
 
 
-setattr(run_worker, MARKS_JOINED_ITSELF, True)
+def _plain(flags: Mapping[str, Any]) -> str:
+    """Flags as canonical JSON: a config that came through JSON holds lists where tuples were."""
+    return json.dumps(dict(flags), sort_keys=True, default=list)
+
+
+def _shown(flags: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in flags.items())
+
+
+setattr(run_checked_worker, MARKS_JOINED_ITSELF, True)  # run_worker marks it, after building

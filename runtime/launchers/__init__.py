@@ -1,5 +1,5 @@
-"""Launchers. The ``subprocess``, ``spawn``, ``fork`` and ``horovod`` launchers are registered on
-the first use of :data:`runtime.registry.LAUNCHERS`.
+"""Launchers. The built-in ones are named in :mod:`runtime.catalog` and imported on the first
+look-up of :data:`runtime.registry.LAUNCHERS`.
 
 The classes are importable from here; each is imported on first access, so that the modules a
 process that only starts scripts uses (supervision, rank output) do not import torch.

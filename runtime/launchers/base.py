@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from runtime.errors import RuntimeConfigError
-from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
+from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_launched_rank
 from runtime.launchers.rank_files import RankFiles
 from runtime.launchers.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime.ports import check_rendezvous_port
@@ -106,8 +106,6 @@ class Launcher(ABC):
         return restart_variables(self.attempt, self.max_restarts) if self.max_restarts else {}
 
     def _enter_as_worker(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        from runtime.worker import check_worker_entry  # the worker builds strategies: import at use
-
         check_worker_entry(self.config, f"a launch of {self.config.strategy!r} on {self.config.num_devices} device(s)")
         if not getattr(fn, MARKS_JOINED_ITSELF, False):
             reports = RankFiles.from_environment()

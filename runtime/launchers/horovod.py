@@ -22,7 +22,6 @@ from runtime.launchers.base import Launcher
 from runtime.launchers.launched_rank import run_launched_rank
 from runtime.launchers.rank_files import RankFiles
 from runtime.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
-from runtime.registry import register_launcher
 
 __all__ = ["HorovodLauncher"]
 
@@ -44,7 +43,6 @@ def _horovod_rank_main(
         os._exit(1)
 
 
-@register_launcher("horovod")
 class HorovodLauncher(Launcher):
     """One process per device on this machine through ``horovod.run(..., use_gloo=True)``."""
 

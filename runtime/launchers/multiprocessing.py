@@ -26,7 +26,6 @@ from runtime.launchers.rank_group import rank_group
 from runtime.launchers.rank_output import ChildStreams, RankOutputPump
 from runtime.launchers.supervision import MultiprocessingRank
 from runtime.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
-from runtime.registry import register_launcher
 
 __all__ = ["ForkLauncher", "MultiprocessingLauncher", "SpawnLauncher"]
 
@@ -121,14 +120,12 @@ class MultiprocessingLauncher(Launcher):
             ) from exc
 
 
-@register_launcher("spawn")
 class SpawnLauncher(MultiprocessingLauncher):
     """Fresh interpreters (``spawn``): safe with CUDA, costs an import of torch per rank."""
 
     start_method = "spawn"
 
 
-@register_launcher("fork")
 class ForkLauncher(MultiprocessingLauncher):
     """Copies of the calling process (``fork``): fast, works in notebooks, not after CUDA init."""
 

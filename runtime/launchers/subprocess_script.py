@@ -24,7 +24,6 @@ from runtime.launchers.rank_output import RankOutputPump
 from runtime.launchers.signals import watch_processes
 from runtime.launchers.supervision import Failure, RankProcess, Supervisor
 from runtime.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
-from runtime.registry import register_launcher
 
 __all__ = ["SubprocessScriptLauncher", "script_command"]
 
@@ -49,7 +48,6 @@ def script_command() -> list[str]:
     return [sys.executable, os.path.abspath(script), *sys.argv[1:]]
 
 
-@register_launcher("subprocess")
 class SubprocessScriptLauncher(Launcher):
     """This process is local rank 0; the script is re-run for local ranks 1..n-1.
 

@@ -20,7 +20,6 @@ from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigErr
 from runtime.launchers.base import Launcher
 from runtime.launchers.rank_files import RankFiles
 from runtime.rank_environment import CONFIG_VARIABLE, environ_patch
-from runtime.registry import register_launcher
 
 __all__ = ["XLALauncher"]
 
@@ -48,7 +47,6 @@ class _Replica:
             raise
 
 
-@register_launcher("xla")
 class XLALauncher(Launcher):
     """Runs ``fn`` in every replica with ``torch_xla``'s ``xmp.spawn``; returns rank 0's result.
 

@@ -33,7 +33,12 @@ from runtime.errors import StrategyArgumentError, StrategyMisuseError
 if TYPE_CHECKING:
     from runtime.strategies.base import Strategy
 
-__all__ = ["RULES", "Arg", "MethodRule", "guard_methods", "running_strategy"]
+#: What ``process_dataloader``'s ``use`` says a loader is for (checked here, before the call runs).
+DataLoaderUse = Literal["train", "val", "test", "predict"]
+#: The values ``process_dataloader``'s ``use`` accepts.
+DATALOADER_USES: tuple[str, ...] = ("train", "val", "test", "predict")
+
+__all__ = ["DATALOADER_USES", "RULES", "Arg", "DataLoaderUse", "MethodRule", "guard_methods", "running_strategy"]
 
 BUILT, SET_UP, TORN_DOWN = "built", "set up", "torn down"
 #: ``any``: callable in every state; ``set_up``: only between setup_environment and teardown;
@@ -110,8 +115,6 @@ def _optimizer(strategy: Strategy, value: Any) -> tuple[str, str] | None:
 
 
 def _use(strategy: Strategy, value: Any) -> tuple[str, str] | None:
-    from runtime.strategies.base import DATALOADER_USES
-
     if value in DATALOADER_USES:
         return None
     return f"use must be one of {', '.join(DATALOADER_USES)}, got {value!r}", 'e.g. process_dataloader(loader, "train")'
