@@ -7,8 +7,8 @@ import pytest
 
 import resolver
 import runtime
-from runtime.launchers import launched_rank
 from runtime.errors import RuntimeConfigError
+from runtime.launchers import launched_rank
 
 
 @pytest.fixture
