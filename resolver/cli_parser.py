@@ -175,7 +175,7 @@ def removed_flags_given(args: argparse.Namespace) -> list[tuple[str, str, Any]]:
     return found
 
 
-# --- `resolver run`: each rank's output (runtime/launchers/rank_output.py does the work) ---
+# --- `resolver run`: each rank's output (runtime/launchers/_supervision/rank_output.py does the work) ---
 
 
 def _local_ranks(text: str) -> tuple[int, ...]:

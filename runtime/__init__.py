@@ -52,17 +52,17 @@ if TYPE_CHECKING:
     from runtime.errors import StrategyArgumentError as StrategyArgumentError
     from runtime.errors import StrategyMisuseError as StrategyMisuseError
     from runtime.launchers.base import Launcher as Launcher
-    from runtime.launchers.rank_output import RankOutput as RankOutput
+    from runtime.launchers._supervision.rank_output import RankOutput as RankOutput
     from runtime.precision.base import Precision as Precision
     from runtime.preflight import check as check
-    from runtime.rank_environment import launched_config as launched_config
+    from runtime._protocol.rank_environment import launched_config as launched_config
     from runtime.registry import register_accelerator as register_accelerator
     from runtime.registry import register_cluster_environment as register_cluster_environment
     from runtime.registry import register_collective as register_collective
     from runtime.registry import register_launcher as register_launcher
     from runtime.registry import register_precision as register_precision
     from runtime.registry import register_strategy as register_strategy
-    from runtime.script import run_script as run_script
+    from runtime.launchers.script import run_script as run_script
     from runtime.strategies.base import Strategy as Strategy
     from runtime.strategies.options import StrategyOptions as StrategyOptions
     from runtime.strategies.xla import XLACheckpointIO as XLACheckpointIO
@@ -93,7 +93,7 @@ _MODULES = {
     "PreemptedError": "runtime.errors",
     "Precision": "runtime.precision.base",
     "RankFailedError": "runtime.errors",
-    "RankOutput": "runtime.launchers.rank_output",
+    "RankOutput": "runtime.launchers._supervision.rank_output",
     "ReduceOpDtypeError": "runtime.collectives.errors",
     "RendezvousTimeoutError": "runtime.errors",
     "RendezvousWaitError": "runtime.errors",
@@ -105,14 +105,14 @@ _MODULES = {
     "TorchCheckpointIO": "runtime.checkpoint",
     "XLACheckpointIO": "runtime.strategies.xla",  # needs torch_xla: importing it without raises ImportError
     "check": "runtime.preflight",
-    "launched_config": "runtime.rank_environment",
+    "launched_config": "runtime._protocol.rank_environment",
     "register_accelerator": "runtime.registry",
     "register_cluster_environment": "runtime.registry",
     "register_collective": "runtime.registry",
     "register_launcher": "runtime.registry",
     "register_precision": "runtime.registry",
     "register_strategy": "runtime.registry",
-    "run_script": "runtime.script",
+    "run_script": "runtime.launchers.script",
 }
 
 # XLACheckpointIO is left out of the star-import list: it needs torch_xla (runtime.XLACheckpointIO imports it).
@@ -137,8 +137,8 @@ def __dir__() -> list[str]:
 
 def _answer_stack_requests_from_the_start() -> None:
     """In a launched rank, answer the launcher's stack requests from import on, not only from launch()."""
-    from runtime.launchers.rank_files import RankFiles
-    from runtime.rank_environment import launched_config
+    from runtime._protocol.rank_files import RankFiles
+    from runtime._protocol.rank_environment import launched_config
 
     reports = RankFiles.from_environment()
     config = launched_config() if reports is not None else None

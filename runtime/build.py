@@ -8,8 +8,8 @@ import attrs
 
 from resolver.config import ResolvedConfig
 from runtime.errors import RuntimeConfigError
-from runtime.launchers.restarts import check_max_restarts
-from runtime.rank_environment import launched_config
+from runtime.launchers._supervision.restarts import check_max_restarts
+from runtime._protocol.rank_environment import launched_config
 from runtime.registry import (
     ACCELERATORS,
     CLUSTER_ENVIRONMENTS,

@@ -70,7 +70,7 @@ BUILTINS: dict[str, dict[str, Builtin]] = {
         "fork": _plain("runtime.launchers.multiprocessing:ForkLauncher"),
         "horovod": _plain("runtime.launchers.horovod:HorovodLauncher"),
         "spawn": _plain("runtime.launchers.multiprocessing:SpawnLauncher"),
-        "subprocess": _plain("runtime.launchers.subprocess_script:SubprocessScriptLauncher"),
+        "subprocess": _plain("runtime.launchers.subprocess:SubprocessScriptLauncher"),
         "xla": _xla("runtime.launchers.xla:XLALauncher"),
     },
     "cluster environment": {

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from runtime.cluster.base import ClusterEnvironment
-from runtime.ports import find_free_port
+from runtime._protocol.ports import find_free_port
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig

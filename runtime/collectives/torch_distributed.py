@@ -21,9 +21,9 @@ from runtime.collectives.torch_rendezvous import (
     tcp_url,
     wait_for_every_rank,
 )
-from runtime.gloo_interface import SocketInterface, apply_gloo_interface
-from runtime.launchers.rank_files import mark_as_echo
-from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
+from runtime._gloo_interface import SocketInterface, apply_gloo_interface
+from runtime._protocol.rank_files import mark_as_echo
+from runtime._protocol.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 
 __all__ = ["TorchCollective", "import_group_default_modules"]
 

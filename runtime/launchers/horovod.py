@@ -2,7 +2,7 @@
 
 ``horovod.run`` starts one process per device, gives each Horovod's rendezvous variables, runs
 the pickled function there and returns every rank's result. Around it, each rank also gets the
-variables of :mod:`runtime.rank_environment` (its resolved config, ``RANK``, ...) and reports a
+variables of :mod:`runtime._protocol.rank_environment` (its resolved config, ``RANK``, ...) and reports a
 failure to the launcher before exiting, so a failing rank comes back as
 :class:`~runtime.errors.RankFailedError` naming that rank with its traceback (``horovod.run``
 alone only says that some process exited with a non-zero status). When a rank fails, Horovod's
@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 from runtime.collectives.horovod import HOROVOD_INSTALL_HINT
 from runtime.errors import MissingDependencyError, RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
-from runtime.launchers.launched_rank import run_launched_rank
-from runtime.launchers.rank_files import RankFiles
-from runtime.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
+from runtime._protocol.launched_rank import run_launched_rank
+from runtime._protocol.rank_files import RankFiles
+from runtime._protocol.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
 
 __all__ = ["HorovodLauncher"]
 

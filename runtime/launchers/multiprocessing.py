@@ -20,12 +20,12 @@ import torch.multiprocessing
 
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.base import Launcher
-from runtime.launchers.launched_rank import run_launched_rank
-from runtime.launchers.rank_files import RankFiles
-from runtime.launchers.rank_group import rank_group
-from runtime.launchers.rank_output import ChildStreams, RankOutputPump
-from runtime.launchers.supervision import MultiprocessingRank
-from runtime.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
+from runtime._protocol.launched_rank import run_launched_rank
+from runtime._protocol.rank_files import RankFiles
+from runtime.launchers._supervision.rank_group import rank_group
+from runtime.launchers._supervision.rank_output import ChildStreams, RankOutputPump
+from runtime.launchers._supervision.supervisor import MultiprocessingRank
+from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 
 __all__ = ["ForkLauncher", "MultiprocessingLauncher", "SpawnLauncher"]
 

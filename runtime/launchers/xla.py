@@ -18,8 +18,8 @@ import torch_xla.distributed.xla_multiprocessing as xmp
 from runtime.accelerators.xla import runtime_initialized
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError, stamp_failure_time
 from runtime.launchers.base import Launcher
-from runtime.launchers.rank_files import RankFiles
-from runtime.rank_environment import CONFIG_VARIABLE, environ_patch
+from runtime._protocol.rank_files import RankFiles
+from runtime._protocol.rank_environment import CONFIG_VARIABLE, environ_patch
 
 __all__ = ["XLALauncher"]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from resolver.config import ResolvedConfig
 from runtime.preflight.report import STEPS, CheckReport, RankState, merge
-from runtime.rank_environment import rank_config, rank_variables
+from runtime._protocol.rank_environment import rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 __all__ = ["check_locally"]

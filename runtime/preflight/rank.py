@@ -68,7 +68,7 @@ class _Progress:
 def _setup_collective(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int, timeout: float) -> Any:
     """The run's ``Collective``, on a process group made over the check's store (so it needs no
     second rendezvous), with the collective timeout of the check."""
-    from runtime.gloo_interface import apply_gloo_interface
+    from runtime._gloo_interface import apply_gloo_interface
     from runtime.registry import COLLECTIVES
 
     rank, world = config.global_rank, config.world_size
@@ -230,7 +230,7 @@ def _everyone(store: Any, mine: RankState, world: int, timeout: float) -> list[R
 
 def main(argv: list[str] | None = None) -> int:
     """A rank the local launcher started: its config is ``RESOLVER_CONFIG``."""
-    from runtime.rank_environment import launched_config
+    from runtime._protocol.rank_environment import launched_config
 
     parser = argparse.ArgumentParser(prog="python -m runtime.preflight.rank")
     parser.add_argument("--timeout", type=float, required=True)

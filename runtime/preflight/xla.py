@@ -50,7 +50,7 @@ def check_xla(config: ResolvedConfig, *, timeout: float) -> CheckReport:
     that raised, died or hung (the launcher's error) is named with the step it was in."""
     from runtime.build import build
     from runtime.errors import LaunchTimeoutError, RankFailedError
-    from runtime.ports import find_free_port
+    from runtime._protocol.ports import find_free_port
     from runtime.preflight.local import _read_state, _remove
     from runtime.preflight.report import STEPS
 

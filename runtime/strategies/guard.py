@@ -315,7 +315,7 @@ def _raise_if_a_peer_did_not_come(strategy: Strategy, name: str, exc: BaseExcept
     no rank crashed, the launcher blames the rank that returned without calling ``name`` and quotes
     this message's first line.
     """
-    from runtime.launchers.rank_files import is_communication_error, mark_as_echo
+    from runtime._protocol.rank_files import is_communication_error, mark_as_echo
 
     if isinstance(exc, StrategyMisuseError) and getattr(exc, "peer_missing", False) and exc.method != name:
         exc = exc.__cause__ or exc  # raised by a method this one called: name the one the user called

@@ -24,7 +24,7 @@ from runtime.cluster.xla import XLAEnvironment
 from runtime.errors import RuntimeConfigError
 from runtime.precision.xla import XLAPrecision
 from runtime.strategies.base import DataLoaderUse, Strategy
-from runtime.tensor_tree import map_tensors
+from runtime._tensor_tree import map_tensors
 
 __all__ = ["SingleXLAStrategy", "XLACheckpointIO", "XLADeviceLoader", "XLAStrategy"]
 

@@ -16,7 +16,7 @@ from runtime.cluster import (
     SLURMEnvironment,
     TorchElasticEnvironment,
 )
-from runtime.ports import port_is_free
+from runtime._protocol.ports import port_is_free
 
 
 def test_local_defaults_to_loopback_and_picks_one_free_port() -> None:

@@ -25,7 +25,7 @@ from runtime.collectives import (  # noqa: E402
     SingleDeviceCollective,
     TorchCollective,
 )
-from runtime.ports import find_free_port  # noqa: E402
+from runtime._protocol.ports import find_free_port  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
 

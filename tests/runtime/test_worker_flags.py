@@ -8,7 +8,7 @@ import pytest
 import resolver
 import runtime
 from runtime.errors import RuntimeConfigError
-from runtime.launchers import launched_rank
+from runtime._protocol import launched_rank
 
 
 @pytest.fixture

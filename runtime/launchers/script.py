@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 
 from resolver.config import ResolvedConfig
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
-from runtime.launchers.rank_group import rank_group
-from runtime.launchers.rank_output import RankOutput, RankOutputPump
-from runtime.launchers.restarts import check_max_restarts, report_restart, restart_variables
-from runtime.ports import check_rendezvous_port
+from runtime.launchers._supervision.rank_group import rank_group
+from runtime.launchers._supervision.rank_output import RankOutput, RankOutputPump
+from runtime.launchers._supervision.restarts import check_max_restarts, report_restart, restart_variables
+from runtime._protocol.ports import check_rendezvous_port
 from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signals
-from runtime.rank_environment import elastic_variables, rank_config, rank_variables
+from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 if TYPE_CHECKING:
@@ -67,17 +67,17 @@ def run_script(
     Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
     ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``; copies it
     starts itself also ``ROLE_RANK``, ``ROLE_WORLD_SIZE``, ``TORCHELASTIC_RUN_ID`` and friends, see
-    :func:`~runtime.rank_environment.elastic_variables`) and
+    :func:`~runtime._protocol.rank_environment.elastic_variables`) and
     ``RESOLVER_CONFIG`` (``config`` with that copy's ranks), so ``runtime.launch`` in the script
     runs its function as that rank without resolving again. Output streams straight through,
     or, with ``output`` (``resolver run`` passes one), as whole lines prefixed with the rank and
-    into per-rank log files (see :class:`~runtime.launchers.rank_output.RankOutput`).
+    into per-rank log files (see :class:`~runtime.launchers._supervision.rank_output.RankOutput`).
     When ``config.launcher`` is ``None`` the cluster already started one process per rank, so
     the script runs once, as this process's rank.
 
     With ``max_restarts`` (torchrun's ``--max-restarts``), a rank's failure is reported and every rank
     is started again (``TORCHELASTIC_RESTART_COUNT`` counts the attempts), at most that many times; a
-    timeout or an interrupt ends the run at once (see :mod:`runtime.launchers.restarts`).
+    timeout or an interrupt ends the run at once (see :mod:`runtime.launchers._supervision.restarts`).
 
     With the strategy option ``preemption_signal`` (``--preemption-signal``), this process passes that
     signal on to its ranks (and, as a SLURM task, ``SIGTERM`` too); a run whose ranks stopped on

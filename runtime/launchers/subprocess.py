@@ -17,13 +17,13 @@ from typing import Any, TypeVar
 
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers.base import Launcher
-from runtime.launchers.in_process_rank import InProcessRank
-from runtime.launchers.rank_files import RankFiles
-from runtime.launchers.rank_group import rank_group
-from runtime.launchers.rank_output import RankOutputPump
-from runtime.launchers.signals import watch_processes
-from runtime.launchers.supervision import Failure, RankProcess, Supervisor
-from runtime.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
+from runtime.launchers._supervision.in_process_rank import InProcessRank
+from runtime._protocol.rank_files import RankFiles
+from runtime.launchers._supervision.rank_group import rank_group
+from runtime.launchers._supervision.rank_output import RankOutputPump
+from runtime.launchers._supervision.signals import watch_processes
+from runtime.launchers._supervision.supervisor import Failure, RankProcess, Supervisor
+from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 
 __all__ = ["SubprocessScriptLauncher", "script_command"]
 

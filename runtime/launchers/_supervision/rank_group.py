@@ -26,12 +26,12 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
-from runtime.launchers.in_process_rank import InProcessRank
-from runtime.launchers.rank_files import RankFiles
-from runtime.launchers.rank_output import RankOutputPump
-from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
+from runtime.launchers._supervision.in_process_rank import InProcessRank
+from runtime._protocol.rank_files import RankFiles
+from runtime.launchers._supervision.rank_output import RankOutputPump
+from runtime.launchers._supervision.supervisor import PopenRank, RankProcess, Supervisor, stop_processes
 from runtime.preemption import watched
-from runtime.rank_environment import DOORBELL_VARIABLE
+from runtime._protocol.rank_environment import DOORBELL_VARIABLE
 
 __all__ = ["DOORBELL_VARIABLE", "RankGroup", "rank_group", "start_rank_process"]
 

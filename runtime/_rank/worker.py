@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from resolver.errors import ResolutionError
 from resolver.flag_values import given_flags
 from runtime.build import build
-from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_worker
+from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_worker
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig

@@ -25,8 +25,8 @@ from typing import IO, Any
 import attrs
 
 from runtime.errors import LaunchTimeoutError, RendezvousTimeoutError, RendezvousWaitError, failure_time
-from runtime.launchers.cleanup import report_folder
-from runtime.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
+from runtime.launchers._supervision.cleanup import report_folder
+from runtime._protocol.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
 
 __all__ = [
     "ErrorReport",
@@ -210,7 +210,7 @@ class RankFiles:
     @classmethod
     @contextlib.contextmanager
     def temporary(cls) -> Iterator[RankFiles]:
-        """A fresh directory, removed however the launch ends (see :mod:`runtime.launchers.cleanup`)."""
+        """A fresh directory, removed however the launch ends (see :mod:`runtime.launchers._supervision.cleanup`)."""
         _abandoned.clear()  # a new launch
         with report_folder() as directory:
             yield cls(directory)

@@ -9,10 +9,10 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runtime.collector import collector_paused
+from runtime._protocol.gc_pause import collector_paused
 from runtime.errors import RuntimeConfigError
-from runtime.launchers.rank_files import RankFiles
-from runtime.rank_environment import CONFIG_VARIABLE, PARENT_PID_VARIABLE, launched_config, threads_applied
+from runtime._protocol.rank_files import RankFiles
+from runtime._protocol.rank_environment import CONFIG_VARIABLE, PARENT_PID_VARIABLE, launched_config, threads_applied
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig

@@ -53,7 +53,7 @@ def _raised_in_torch_distributed(tb: TracebackType | None) -> bool:
 
 
 def _report(exc: BaseException) -> None:
-    """Write the report ``runtime.launchers.rank_files.RankFiles.read_error`` reads (unless the runtime did)."""
+    """Write the report ``runtime._protocol.rank_files.RankFiles.read_error`` reads (unless the runtime did)."""
     directory = os.environ.get("RUNTIME_REPORT_DIR")
     if not directory or not os.path.isdir(directory):
         return
