@@ -27,6 +27,7 @@ if importlib.util.find_spec("torch") is None:
 
 if TYPE_CHECKING:
     # explicit re-exports (name as name), for type checkers
+    from runtime._protocol.rank_environment import launched_config as launched_config
     from runtime.accelerators.base import Accelerator as Accelerator
     from runtime.checkpoint import CheckpointIO as CheckpointIO
     from runtime.checkpoint import TorchCheckpointIO as TorchCheckpointIO
@@ -51,18 +52,17 @@ if TYPE_CHECKING:
     from runtime.errors import RuntimeConfigError as RuntimeConfigError
     from runtime.errors import StrategyArgumentError as StrategyArgumentError
     from runtime.errors import StrategyMisuseError as StrategyMisuseError
-    from runtime.launchers.base import Launcher as Launcher
     from runtime.launchers._supervision.rank_output import RankOutput as RankOutput
+    from runtime.launchers.base import Launcher as Launcher
+    from runtime.launchers.script import run_script as run_script
     from runtime.precision.base import Precision as Precision
     from runtime.preflight import check as check
-    from runtime._protocol.rank_environment import launched_config as launched_config
     from runtime.registry import register_accelerator as register_accelerator
     from runtime.registry import register_cluster_environment as register_cluster_environment
     from runtime.registry import register_collective as register_collective
     from runtime.registry import register_launcher as register_launcher
     from runtime.registry import register_precision as register_precision
     from runtime.registry import register_strategy as register_strategy
-    from runtime.launchers.script import run_script as run_script
     from runtime.strategies.base import Strategy as Strategy
     from runtime.strategies.options import StrategyOptions as StrategyOptions
     from runtime.strategies.xla import XLACheckpointIO as XLACheckpointIO
@@ -137,8 +137,8 @@ def __dir__() -> list[str]:
 
 def _answer_stack_requests_from_the_start() -> None:
     """In a launched rank, answer the launcher's stack requests from import on, not only from launch()."""
-    from runtime._protocol.rank_files import RankFiles
     from runtime._protocol.rank_environment import launched_config
+    from runtime._protocol.rank_files import RankFiles
 
     reports = RankFiles.from_environment()
     config = launched_config() if reports is not None else None

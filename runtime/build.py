@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from resolver.config import ResolvedConfig
+from runtime._protocol.rank_environment import launched_config
 from runtime.errors import RuntimeConfigError
 from runtime.launchers._supervision.restarts import check_max_restarts
-from runtime._protocol.rank_environment import launched_config
 from runtime.registry import (
     ACCELERATORS,
     CLUSTER_ENVIRONMENTS,

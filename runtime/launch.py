@@ -7,12 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resolver.flags import collect_flags
-from runtime.build import build
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.launched_rank import run_launched_rank
-from runtime.preemption import exit_if_preempted
 from runtime._protocol.rank_environment import launched_config
 from runtime._rank.worker import run_checked_worker
+from runtime.build import build
+from runtime.preemption import exit_if_preempted
 
 if TYPE_CHECKING:
     from resolver.api import RulesArg

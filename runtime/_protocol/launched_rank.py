@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime._protocol.gc_pause import collector_paused
-from runtime.errors import RuntimeConfigError
-from runtime._protocol.rank_files import RankFiles
 from runtime._protocol.rank_environment import CONFIG_VARIABLE, PARENT_PID_VARIABLE, launched_config, threads_applied
+from runtime._protocol.rank_files import RankFiles
+from runtime.errors import RuntimeConfigError
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig

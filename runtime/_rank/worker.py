@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from resolver.errors import ResolutionError
 from resolver.flag_values import given_flags
-from runtime.build import build
 from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_worker
+from runtime.build import build
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig

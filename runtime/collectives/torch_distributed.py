@@ -12,6 +12,9 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from runtime._gloo_interface import SocketInterface, apply_gloo_interface
+from runtime._protocol.rank_environment import rendezvous_timeout as default_rendezvous_timeout
+from runtime._protocol.rank_files import mark_as_echo
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.collectives.errors import BarrierTimeoutError, CollectiveNotSupportedError
 from runtime.collectives.handles import CollectiveHandle
@@ -21,9 +24,6 @@ from runtime.collectives.torch_rendezvous import (
     tcp_url,
     wait_for_every_rank,
 )
-from runtime._gloo_interface import SocketInterface, apply_gloo_interface
-from runtime._protocol.rank_files import mark_as_echo
-from runtime._protocol.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 
 __all__ = ["TorchCollective", "import_group_default_modules"]
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from runtime.errors import PortInUseError, RendezvousWaitError
-from runtime._protocol.rank_files import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
 from runtime._protocol.ports import port_is_free
+from runtime._protocol.rank_files import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
+from runtime.errors import PortInUseError, RendezvousWaitError
 
 __all__ = ["import_group_default_modules", "rendezvous_store", "tcp_url", "wait_for_every_rank"]
 

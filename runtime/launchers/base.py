@@ -19,13 +19,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from runtime.errors import RuntimeConfigError
 from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_launched_rank
-from runtime._protocol.rank_files import RankFiles
-from runtime.launchers._supervision.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime._protocol.ports import check_rendezvous_port
-from runtime.preemption import exit_if_preempted, forwarding, launching_signals, raise_if_preempted
 from runtime._protocol.rank_environment import launched_config
+from runtime._protocol.rank_files import RankFiles
+from runtime.errors import RuntimeConfigError
+from runtime.launchers._supervision.restarts import check_max_restarts, restart_variables, run_attempts
+from runtime.preemption import exit_if_preempted, forwarding, launching_signals, raise_if_preempted
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig
@@ -60,7 +60,8 @@ class Launcher(ABC):
         self.timeout = timeout
         #: How the output of the rank processes is shown (``None``: as it is); launchers that can, apply it.
         self.rank_output = rank_output
-        #: How many times every local rank is started again after a rank fails (see :mod:`runtime.launchers._supervision.restarts`).
+        #: How many times every local rank is started again after a rank fails
+        #: (:mod:`runtime.launchers._supervision.restarts`).
         self.max_restarts = max_restarts
         #: The attempt being launched (0 first).
         self.attempt = 0

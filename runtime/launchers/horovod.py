@@ -16,12 +16,12 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from runtime._protocol.launched_rank import run_launched_rank
+from runtime._protocol.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
 from runtime.collectives.horovod import HOROVOD_INSTALL_HINT
 from runtime.errors import MissingDependencyError, RankFailedError, RuntimeConfigError
+from runtime.launchers._supervision.cleanup import temporary_rank_files
 from runtime.launchers.base import Launcher
-from runtime._protocol.launched_rank import run_launched_rank
-from runtime._protocol.rank_files import RankFiles
-from runtime._protocol.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
 
 __all__ = ["HorovodLauncher"]
 
@@ -61,7 +61,7 @@ class HorovodLauncher(Launcher):
         size = self.config.num_devices
         address = self.cluster_environment.main_address
         port = self.cluster_environment.main_port
-        with RankFiles.temporary() as reports:
+        with temporary_rank_files() as reports:
             per_rank: dict[int, dict[str, str]] = {}
             for local_rank in range(size):
                 variables = rank_variables(rank_config(self.config, local_rank), address, port, reports.directory)

@@ -18,14 +18,14 @@ import torch
 import torch.distributed
 import torch.multiprocessing
 
-from runtime.errors import RuntimeConfigError
-from runtime.launchers.base import Launcher
 from runtime._protocol.launched_rank import run_launched_rank
+from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
+from runtime.errors import RuntimeConfigError
 from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers._supervision.rank_output import ChildStreams, RankOutputPump
 from runtime.launchers._supervision.supervisor import MultiprocessingRank
-from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
+from runtime.launchers.base import Launcher
 
 __all__ = ["ForkLauncher", "MultiprocessingLauncher", "SpawnLauncher"]
 

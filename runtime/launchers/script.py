@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from resolver.config import ResolvedConfig
+from runtime._protocol.ports import check_rendezvous_port
+from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers._supervision.rank_output import RankOutput, RankOutputPump
 from runtime.launchers._supervision.restarts import check_max_restarts, report_restart, restart_variables
-from runtime._protocol.ports import check_rendezvous_port
 from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signals
-from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 if TYPE_CHECKING:
@@ -26,8 +26,9 @@ __all__ = ["PREEMPTED_EXIT_CODE", "TIMEOUT_EXIT_CODE", "run_script"]
 
 #: The exit code when ranks were stopped at the timeout (as coreutils' ``timeout``).
 TIMEOUT_EXIT_CODE = 124
-#: Each rank runs the script through this file, so an exception the script raises is reported.
-_SCRIPT_RANK = str(Path(__file__).with_name("script_rank.py"))
+#: Each rank runs the script through this file (run by path: runtime._rank.main), so an exception the
+#: script raises is reported.
+_RANK_MAIN = str(Path(__file__).resolve().parent.parent / "_rank" / "main.py")
 
 
 def _exit_code(code: int | None) -> int:
@@ -108,7 +109,7 @@ def run_script(
             raise RuntimeConfigError("python=False runs a program, module=True a Python module: choose one")
         command = [script, *args]
     else:
-        command = [sys.executable, _SCRIPT_RANK, *(["-m", script] if module else [script]), *args]
+        command = [sys.executable, _RANK_MAIN, *(["-m", script] if module else [script]), *args]
     # One process on this machine (config.launcher is None there too) is this run's to restart.
     started_by = config.cluster_environment if started_by_cluster and config.cluster_environment != "local" else None
     check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)

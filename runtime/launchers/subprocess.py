@@ -15,15 +15,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
-from runtime.launchers.base import Launcher
-from runtime.launchers._supervision.in_process_rank import InProcessRank
+from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
+from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
+from runtime.launchers._supervision.in_process_rank import InProcessRank
 from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers._supervision.rank_output import RankOutputPump
 from runtime.launchers._supervision.signals import watch_processes
 from runtime.launchers._supervision.supervisor import Failure, RankProcess, Supervisor
-from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
+from runtime.launchers.base import Launcher
 
 __all__ = ["SubprocessScriptLauncher", "script_command"]
 

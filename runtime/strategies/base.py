@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import torch
 from torch.utils.data import DataLoader
 
-from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
 from runtime._protocol.gc_pause import collector_paused
+from runtime._protocol.launched_rank import run_launched_rank, run_worker
+from runtime._protocol.rank_environment import rendezvous_timeout, threads_applied
+from runtime._tensor_tree import map_tensors
+from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import DataLoaderWarning, RuntimeConfigError, stamp_failure_time
-from runtime._protocol.launched_rank import run_launched_rank, run_worker
 from runtime.launchers._supervision.restarts import restart_count
 from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves, settle_preempted
-from runtime._protocol.rank_environment import rendezvous_timeout, threads_applied
 from runtime.strategies.guard import BUILT, DATALOADER_USES, DataLoaderUse, guard_methods
 from runtime.strategies.options import StrategyOptions, structure_options
-from runtime._tensor_tree import map_tensors
 
 if TYPE_CHECKING:
     from resolver.config import ResolvedConfig

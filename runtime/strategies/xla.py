@@ -18,13 +18,13 @@ import torch_xla.core.xla_model as xm
 from torch.utils.data import DataLoader
 from torch_xla.distributed.parallel_loader import MpDeviceLoader
 
+from runtime._tensor_tree import map_tensors
 from runtime.accelerators.xla import xla_sync
 from runtime.checkpoint import PathLike, TorchCheckpointIO
 from runtime.cluster.xla import XLAEnvironment
 from runtime.errors import RuntimeConfigError
 from runtime.precision.xla import XLAPrecision
 from runtime.strategies.base import DataLoaderUse, Strategy
-from runtime._tensor_tree import map_tensors
 
 __all__ = ["SingleXLAStrategy", "XLACheckpointIO", "XLADeviceLoader", "XLAStrategy"]
 

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "contract"))
 from cases_arguments import SWEEP  # noqa: E402
 
 import runtime  # noqa: E402
+from runtime._protocol.ports import find_free_port  # noqa: E402
 from runtime.collectives import (  # noqa: E402
     BarrierTimeoutError,
     Collective,
@@ -25,7 +26,6 @@ from runtime.collectives import (  # noqa: E402
     SingleDeviceCollective,
     TorchCollective,
 )
-from runtime._protocol.ports import find_free_port  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -299,10 +299,10 @@ def test_a_report_folder_left_by_a_killed_launch_is_removed_by_the_next_launch(t
 
 
 def test_the_rendezvous_wait_is_bounded_by_the_rendezvous_timeout_not_the_collective_timeout() -> None:
+    from runtime._protocol.ports import find_free_port
+    from runtime._protocol.rank_files import is_communication_error
     from runtime.collectives.torch_distributed import TorchCollective
     from runtime.errors import RendezvousWaitError
-    from runtime._protocol.rank_files import is_communication_error
-    from runtime._protocol.ports import find_free_port
 
     collective = TorchCollective()
     start = time.monotonic()
@@ -318,8 +318,8 @@ def test_the_rendezvous_wait_is_bounded_by_the_rendezvous_timeout_not_the_collec
 def test_the_rendezvous_timeout_is_a_strategy_option_before_the_environment_variable() -> None:
     import resolver
     import runtime
-    from runtime.errors import RuntimeConfigError
     from runtime._protocol.rank_environment import rendezvous_timeout
+    from runtime.errors import RuntimeConfigError
 
     config = resolver.resolve(devices=2, strategy="ddp_spawn", accelerator="cpu")
     strategy = runtime.build(config, rendezvous_timeout=45)

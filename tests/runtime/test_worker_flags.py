@@ -7,8 +7,8 @@ import pytest
 
 import resolver
 import runtime
-from runtime.errors import RuntimeConfigError
 from runtime._protocol import launched_rank
+from runtime.errors import RuntimeConfigError
 
 
 @pytest.fixture

@@ -36,8 +36,6 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
-from runtime.launchers._supervision.in_process_rank import InProcessRank
 from runtime._protocol.rank_files import (
     STACK_SIGNAL,
     RankFiles,
@@ -49,7 +47,15 @@ from runtime._protocol.rank_files import (
     timeout_error,
     where_waiting,
 )
-from runtime.launchers._supervision.rank_processes import GRACE, MultiprocessingRank, PopenRank, RankProcess, stop_processes
+from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
+from runtime.launchers._supervision.in_process_rank import InProcessRank
+from runtime.launchers._supervision.rank_processes import (
+    GRACE,
+    MultiprocessingRank,
+    PopenRank,
+    RankProcess,
+    stop_processes,
+)
 
 __all__ = [
     "Failure",
