@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from runtime.errors import StrategyMisuseError as StrategyMisuseError
     from runtime.launchers._supervision.rank_output import RankOutput as RankOutput
     from runtime.launchers.base import Launcher as Launcher
-    from runtime.launchers.script import run_script as run_script
+    from runtime.script import run_script as run_script
     from runtime.precision.base import Precision as Precision
     from runtime.preflight import check as check
     from runtime.registry import register_accelerator as register_accelerator
@@ -112,7 +112,7 @@ _MODULES = {
     "register_launcher": "runtime.registry",
     "register_precision": "runtime.registry",
     "register_strategy": "runtime.registry",
-    "run_script": "runtime.launchers.script",
+    "run_script": "runtime.script",
 }
 
 # XLACheckpointIO is left out of the star-import list: it needs torch_xla (runtime.XLACheckpointIO imports it).

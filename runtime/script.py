@@ -28,7 +28,7 @@ __all__ = ["PREEMPTED_EXIT_CODE", "TIMEOUT_EXIT_CODE", "run_script"]
 TIMEOUT_EXIT_CODE = 124
 #: Each rank runs the script through this file (run by path: runtime._rank.main), so an exception the
 #: script raises is reported.
-_RANK_MAIN = str(Path(__file__).resolve().parent.parent / "_rank" / "main.py")
+_RANK_MAIN = str(Path(__file__).resolve().with_name("_rank") / "main.py")
 
 
 def _exit_code(code: int | None) -> int:
