@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from runtime.errors import StrategyMisuseError as StrategyMisuseError
     from runtime.launchers._supervision.rank_output import RankOutput as RankOutput
     from runtime.launchers.base import Launcher as Launcher
-    from runtime.script import run_script as run_script
     from runtime.precision.base import Precision as Precision
     from runtime.preflight import check as check
     from runtime.registry import register_accelerator as register_accelerator
@@ -63,6 +62,7 @@ if TYPE_CHECKING:
     from runtime.registry import register_launcher as register_launcher
     from runtime.registry import register_precision as register_precision
     from runtime.registry import register_strategy as register_strategy
+    from runtime.script import run_script as run_script
     from runtime.strategies.base import Strategy as Strategy
     from runtime.strategies.options import StrategyOptions as StrategyOptions
     from runtime.strategies.xla import XLACheckpointIO as XLACheckpointIO
