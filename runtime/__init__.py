@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from runtime.collectives.errors import CollectiveNotSupportedError as CollectiveNotSupportedError
     from runtime.collectives.errors import ReduceOpDtypeError as ReduceOpDtypeError
     from runtime.collectives.handles import CollectiveHandle as CollectiveHandle
+    from runtime.collectives.rendezvous import Rendezvous as Rendezvous
     from runtime.errors import DataLoaderWarning as DataLoaderWarning
     from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
     from runtime.errors import MissingDependencyError as MissingDependencyError
@@ -93,6 +94,7 @@ _MODULES = {
     "PreemptedError": "runtime.errors",
     "Precision": "runtime.precision.base",
     "RankFailedError": "runtime.errors",
+    "Rendezvous": "runtime.collectives.rendezvous",
     "RankOutput": "runtime.launchers._supervision.rank_output",
     "ReduceOpDtypeError": "runtime.collectives.errors",
     "RendezvousTimeoutError": "runtime.errors",

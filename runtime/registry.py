@@ -108,7 +108,7 @@ class Registry(Generic[T]):
         """Import the catalogued ``name`` (a clear error if its engine's package is missing)."""
         target, package, install = self._builtins[name]
         if package is not None and importlib.util.find_spec(package) is None:
-            raise MissingDependencyError(f"{self.kind} {name!r}", package, install or f"pip install {package}")
+            raise MissingDependencyError(f"{self.kind} {name!r}", package, install)
         with _LOADING:  # another thread waits until the class is imported
             if name in self._classes:
                 return self._classes[name]

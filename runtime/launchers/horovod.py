@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from runtime._protocol.launched_rank import run_launched_rank
 from runtime._protocol.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
-from runtime.collectives.horovod import HOROVOD_INSTALL_HINT
 from runtime.errors import MissingDependencyError, RankFailedError, RuntimeConfigError
 from runtime.launchers._supervision.cleanup import temporary_rank_files
 from runtime.launchers.base import Launcher
@@ -50,7 +49,7 @@ class HorovodLauncher(Launcher):
         try:
             import horovod
         except ImportError as exc:
-            raise MissingDependencyError("the horovod launcher", "horovod", HOROVOD_INSTALL_HINT) from exc
+            raise MissingDependencyError("the horovod launcher", "horovod") from exc
         if self.config.num_nodes > 1:
             raise RuntimeConfigError(
                 f"the horovod launcher starts processes on this machine only, but num_nodes={self.config.num_nodes}\n"

@@ -26,6 +26,7 @@ from runtime._protocol.launched_rank import run_launched_rank, run_worker
 from runtime._protocol.rank_environment import rendezvous_timeout, threads_applied
 from runtime._tensor_tree import map_tensors
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
+from runtime.collectives.rendezvous import Rendezvous
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import DataLoaderWarning, RuntimeConfigError, stamp_failure_time
 from runtime.launchers._supervision.restarts import restart_count
@@ -227,14 +228,16 @@ class Strategy:
         device = self.root_device
         self._accelerator.set_device(device)
         self._collective.setup(
-            rank=self.global_rank,
-            world_size=self.world_size,
-            backend=self._config.process_group_backend,
-            master_addr=self._cluster_environment.main_address,
-            master_port=self._cluster_environment.main_port,
-            timeout=self.timeout,
-            device=device,
-            rendezvous_timeout=rendezvous_timeout(self._config),
+            Rendezvous(
+                rank=self.global_rank,
+                world_size=self.world_size,
+                backend=self._config.process_group_backend,
+                master_addr=self._cluster_environment.main_address,
+                master_port=self._cluster_environment.main_port,
+                timeout=self.timeout,
+                device=device,
+                rendezvous_timeout=rendezvous_timeout(self._config),
+            )
         )
 
     def preempted(self, step: int | None = None) -> bool:

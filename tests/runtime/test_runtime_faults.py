@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from runtime_workers import process_is_gone, recorded_pids
 
+from runtime.collectives.rendezvous import Rendezvous
+
 SCRIPTS = Path(__file__).parent / "scripts"
 FAULT_SCRIPT = SCRIPTS / "fault_script.py"
 LAUNCHERS = ("ddp", "ddp_spawn", "ddp_fork", "run")
@@ -307,7 +309,17 @@ def test_the_rendezvous_wait_is_bounded_by_the_rendezvous_timeout_not_the_collec
     collective = TorchCollective()
     start = time.monotonic()
     with pytest.raises(RendezvousWaitError) as caught:  # rank 1 never comes
-        collective.setup(0, 2, "gloo", "127.0.0.1", find_free_port(), timeout=600, rendezvous_timeout=2)
+        collective.setup(
+            Rendezvous(
+                rank=0,
+                world_size=2,
+                backend="gloo",
+                master_addr="127.0.0.1",
+                master_port=find_free_port(),
+                timeout=600,
+                rendezvous_timeout=2,
+            )
+        )
     assert time.monotonic() - start < 60  # not the 600 s collective timeout
     assert (caught.value.rank, caught.value.missing, caught.value.timeout) == (0, (1,), 2)
     assert "rank 0 waited 2 s (the rendezvous timeout) in the rendezvous at tcp://127.0.0.1:" in str(caught.value)
