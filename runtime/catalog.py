@@ -1,13 +1,14 @@
 """The built-in components, by registry and name: ``"module:Class"``, imported on first use.
 
-:mod:`runtime.registry` reads this table; no built-in module registers itself (the launchers
-still do, until they are moved), so importing the registry imports no component and no
-component needs the registry. A name whose engine is a separate package also gives that package
+:mod:`runtime.registry` reads this table; no built-in module registers itself, so importing the
+registry imports no component and no component needs the registry (the ``runtime-catalogue``
+import contract holds it). A name whose engine is a separate package also gives that package
 and how to install it: looking it up without the package raises a
 :class:`~runtime.errors.MissingDependencyError`, and the module (which imports the engine) is
 imported only where the package is installed.
 
-Plain data (no import): users add their own components with the ``register_*`` functions, and
+Plain data (it imports only the install hints, :data:`runtime.errors.INSTALL_HINTS`): users add
+their own components with the ``register_*`` functions, and
 installed plugins name theirs the same way (``COMPONENTS`` of a ``resolver.plugins`` entry point:
 :mod:`resolver.plugins`), added to the registries at their first look-up that misses.
 """

@@ -5,7 +5,7 @@
     with rank_group() as group:                       # a fresh report folder and doorbell
         group.popen(rank, command, env)                # or group.add(rank, MultiprocessingRank(p));
                                                        # output=pump: through a RankOutputPump
-        outcome = group.supervisor(timeout).watch()    # event-driven, see supervision.py
+        outcome = group.supervisor(timeout).watch()    # event-driven, see supervisor.py
 
 When the block ends every rank process still running is stopped (``SIGTERM``, then ``SIGKILL``)
 and reaped, and the report folder is removed, however the block ends. A launcher whose ranks all
