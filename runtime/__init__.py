@@ -27,6 +27,7 @@ if importlib.util.find_spec("torch") is None:
 
 if TYPE_CHECKING:
     # explicit re-exports (name as name), for type checkers
+    from runtime._protocol.rank_environment import launched_config as launched_config
     from runtime.accelerators.base import Accelerator as Accelerator
     from runtime.checkpoint import CheckpointIO as CheckpointIO
     from runtime.checkpoint import TorchCheckpointIO as TorchCheckpointIO
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from runtime.collectives.errors import CollectiveNotSupportedError as CollectiveNotSupportedError
     from runtime.collectives.errors import ReduceOpDtypeError as ReduceOpDtypeError
     from runtime.collectives.handles import CollectiveHandle as CollectiveHandle
+    from runtime.collectives.rendezvous import Rendezvous as Rendezvous
     from runtime.errors import DataLoaderWarning as DataLoaderWarning
     from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
     from runtime.errors import MissingDependencyError as MissingDependencyError
@@ -51,11 +53,10 @@ if TYPE_CHECKING:
     from runtime.errors import RuntimeConfigError as RuntimeConfigError
     from runtime.errors import StrategyArgumentError as StrategyArgumentError
     from runtime.errors import StrategyMisuseError as StrategyMisuseError
+    from runtime.launchers._supervision.rank_output import RankOutput as RankOutput
     from runtime.launchers.base import Launcher as Launcher
-    from runtime.launchers.rank_output import RankOutput as RankOutput
     from runtime.precision.base import Precision as Precision
     from runtime.preflight import check as check
-    from runtime.rank_environment import launched_config as launched_config
     from runtime.registry import register_accelerator as register_accelerator
     from runtime.registry import register_cluster_environment as register_cluster_environment
     from runtime.registry import register_collective as register_collective
@@ -93,7 +94,8 @@ _MODULES = {
     "PreemptedError": "runtime.errors",
     "Precision": "runtime.precision.base",
     "RankFailedError": "runtime.errors",
-    "RankOutput": "runtime.launchers.rank_output",
+    "Rendezvous": "runtime.collectives.rendezvous",
+    "RankOutput": "runtime.launchers._supervision.rank_output",
     "ReduceOpDtypeError": "runtime.collectives.errors",
     "RendezvousTimeoutError": "runtime.errors",
     "RendezvousWaitError": "runtime.errors",
@@ -105,7 +107,7 @@ _MODULES = {
     "TorchCheckpointIO": "runtime.checkpoint",
     "XLACheckpointIO": "runtime.strategies.xla",  # needs torch_xla: importing it without raises ImportError
     "check": "runtime.preflight",
-    "launched_config": "runtime.rank_environment",
+    "launched_config": "runtime._protocol.rank_environment",
     "register_accelerator": "runtime.registry",
     "register_cluster_environment": "runtime.registry",
     "register_collective": "runtime.registry",
@@ -137,8 +139,8 @@ def __dir__() -> list[str]:
 
 def _answer_stack_requests_from_the_start() -> None:
     """In a launched rank, answer the launcher's stack requests from import on, not only from launch()."""
-    from runtime.launchers.rank_files import RankFiles
-    from runtime.rank_environment import launched_config
+    from runtime._protocol.rank_environment import launched_config
+    from runtime._protocol.rank_files import RankFiles
 
     reports = RankFiles.from_environment()
     config = launched_config() if reports is not None else None

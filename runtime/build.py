@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from resolver._domain.config import ResolvedConfig
+from runtime._protocol.rank_environment import launched_config
 from runtime.errors import RuntimeConfigError
-from runtime.launchers.restarts import check_max_restarts
-from runtime.rank_environment import launched_config
+from runtime.launchers._supervision.restarts import check_max_restarts
 from runtime.registry import (
     ACCELERATORS,
     CLUSTER_ENVIRONMENTS,
@@ -75,4 +75,5 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
         launcher=launcher,
         cluster_environment=cluster_environment,
         options=options,
+        build=build,  # each rank its launcher starts builds its own strategy with it
     )

@@ -1,34 +1,39 @@
 """The built-in components, by registry and name: ``"module:Class"``, imported on first use.
 
-:mod:`runtime.registry` reads this table; no built-in module registers itself (the launchers
-still do, until they are moved), so importing the registry imports no component and no
-component needs the registry. A name whose engine is a separate package also gives that package
+:mod:`runtime.registry` reads this table; no built-in module registers itself, so importing the
+registry imports no component and no component needs the registry (the ``runtime-catalogue``
+import contract holds it). A name whose engine is a separate package also gives that package
 and how to install it: looking it up without the package raises a
 :class:`~runtime.errors.MissingDependencyError`, and the module (which imports the engine) is
 imported only where the package is installed.
 
-Plain data (no import): users add their own components with the ``register_*`` functions, and
+Plain data (it imports only the install hints, :data:`runtime.errors.INSTALL_HINTS`): users add
+their own components with the ``register_*`` functions, and
 installed plugins name theirs the same way (``COMPONENTS`` of a ``resolver.plugins`` entry point:
 :mod:`resolver.plugins`), added to the registries at their first look-up that misses.
 """
 
 from __future__ import annotations
 
+from runtime.errors import INSTALL_HINTS
+
 __all__ = ["BUILTINS", "Builtin"]
 
 #: ``(target, package, install)``: ``"module:Class"``; the separate package it needs (None: none),
-#: and the command that installs it.
+#: and how to install it (:data:`runtime.errors.INSTALL_HINTS`, where each hint is written once).
 Builtin = tuple[str, str | None, str | None]
 
-_XLA_PACKAGE = "torch_xla"
-_XLA_INSTALL = (
-    "pip install torch_xla at your torch's version (torch_xla X.Y.Z needs torch X.Y.Z exactly, e.g. "
-    "pip install torch==2.9.0 torch_xla==2.9.0); without a TPU, run on CPU with PJRT_DEVICE=CPU"
-)
+
+def _needs(package: str, target: str) -> Builtin:
+    return (target, package, INSTALL_HINTS[package])
 
 
 def _xla(target: str) -> Builtin:
-    return (target, _XLA_PACKAGE, _XLA_INSTALL)
+    return _needs("torch_xla", target)
+
+
+def _horovod(target: str) -> Builtin:
+    return _needs("horovod", target)
 
 
 def _plain(target: str) -> Builtin:
@@ -41,7 +46,7 @@ BUILTINS: dict[str, dict[str, Builtin]] = {
         "ddp": _plain("runtime.strategies.ddp:DDPStrategy"),
         "deepspeed": _plain("runtime.strategies.deepspeed:DeepSpeedStrategy"),
         "fsdp": _plain("runtime.strategies.fsdp:FSDPStrategy"),
-        "horovod": _plain("runtime.strategies.horovod:HorovodStrategy"),
+        "horovod": _horovod("runtime.strategies.horovod:HorovodStrategy"),
         "single_device": _plain("runtime.strategies.single_device:SingleDeviceStrategy"),
         "single_xla": _xla("runtime.strategies.xla:SingleXLAStrategy"),
         "xla": _xla("runtime.strategies.xla:XLAStrategy"),
@@ -61,16 +66,16 @@ BUILTINS: dict[str, dict[str, Builtin]] = {
         "bf16-true": _plain("runtime.precision.true_dtype:BFloat16TruePrecision"),
     },
     "collective": {
-        "horovod": _plain("runtime.collectives.horovod:HorovodCollective"),
+        "horovod": _horovod("runtime.collectives.horovod:HorovodCollective"),
         "single_device": _plain("runtime.collectives.single_device:SingleDeviceCollective"),
         "torch": _plain("runtime.collectives.torch_distributed:TorchCollective"),
         "xla": _xla("runtime.collectives.xla:XLACollective"),
     },
     "launcher": {
         "fork": _plain("runtime.launchers.multiprocessing:ForkLauncher"),
-        "horovod": _plain("runtime.launchers.horovod:HorovodLauncher"),
+        "horovod": _horovod("runtime.launchers.horovod:HorovodLauncher"),
         "spawn": _plain("runtime.launchers.multiprocessing:SpawnLauncher"),
-        "subprocess": _plain("runtime.launchers.subprocess_script:SubprocessScriptLauncher"),
+        "subprocess": _plain("runtime.launchers.subprocess:SubprocessScriptLauncher"),
         "xla": _xla("runtime.launchers.xla:XLALauncher"),
     },
     "cluster environment": {

@@ -6,6 +6,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "INSTALL_HINTS",
     "DataLoaderWarning",
     "LaunchTimeoutError",
     "MissingDependencyError",
@@ -46,10 +47,26 @@ class RuntimeConfigError(ValueError):
     """A :class:`~resolver._domain.config.ResolvedConfig` names something the runtime cannot build."""
 
 
-class MissingDependencyError(ImportError):
-    """A component needs a package that is not installed; the message says which and how to get it."""
+#: How to install each separate engine package a built-in needs: the one place each hint is written.
+#: The catalogue's entries (:data:`runtime.catalog.BUILTINS`) carry it for their package, and the
+#: components' own checks (a package that is there but cannot be imported) read it through
+#: :class:`MissingDependencyError`, which sits below them.
+INSTALL_HINTS: Mapping[str, str] = {
+    "horovod": 'build Horovod for this torch with scripts/build-horovod.sh (README, "Horovod")',
+    "torch_xla": (
+        "pip install torch_xla at your torch's version (torch_xla X.Y.Z needs torch X.Y.Z exactly, e.g. "
+        "pip install torch==2.9.0 torch_xla==2.9.0); without a TPU, run on CPU with PJRT_DEVICE=CPU"
+    ),
+}
 
-    def __init__(self, component: str, package: str, install: str) -> None:
+
+class MissingDependencyError(ImportError):
+    """A component needs a package that is not installed; the message says which and how to get it
+    (``install``; by default the package's :data:`INSTALL_HINTS` entry, else ``pip install <package>``)."""
+
+    def __init__(self, component: str, package: str, install: str | None = None) -> None:
+        if install is None:
+            install = INSTALL_HINTS.get(package, f"pip install {package}")
         self.component = component
         self.package = package
         self.install = install

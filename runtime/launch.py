@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resolver._domain.config import ResolvedConfig
-from resolver._domain.flag_values import given_flags
 from resolver._domain.flags import collect_flags
-from resolver._engine.errors import ResolutionError
+from runtime._protocol.gc_pause import collector_paused
+from runtime._protocol.launched_rank import run_launched_rank
+from runtime._protocol.rank_environment import launched_config
+from runtime._rank.worker import run_checked_worker
 from runtime.build import build
-from runtime.collector import collector_paused
-from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
 from runtime.preemption import exit_if_preempted
-from runtime.rank_environment import launched_config
-from runtime.worker import check_worker_entry, run_worker
 
 if TYPE_CHECKING:
     from resolver._engine.reporter import Reporter
@@ -76,7 +72,7 @@ def launch(
             from resolver.flagsfile import flags_with_file
 
             flags = flags_with_file(flags, FLAG_DEFAULTS, config_file)[0]
-        result = run_launched_rank(_run_checked_worker, launched, flags, fn, *args, **kwargs)
+        result = run_launched_rank(run_checked_worker, launched, flags, fn, *args, **kwargs)
         return exit_if_preempted(result, launched.global_rank)  # type: ignore[no-any-return]
     import resolver
 
@@ -91,45 +87,3 @@ def launch(
         )
         built = build(config, **options)  # `strategy` is the flag's name
     return built.launch(fn, *args, **kwargs)
-
-
-def _run_checked_worker(
-    launched: ResolvedConfig, flags: Mapping[str, Any], fn: Callable[..., R], *args: Any, **kwargs: Any
-) -> R:
-    """Run ``fn`` as the rank ``launched`` names, if this launch() is the one the rank was started for.
-
-    The worker does not resolve: it compares the flags of the launch() it reached with the flags
-    recorded in the config it was given (``ResolvedConfig.flags``). A launch() without flags takes
-    whatever started the worker (``resolver run --devices 2 script.py``).
-    """
-    try:
-        given = given_flags(flags)
-    except ResolutionError:
-        given = None  # flags that do not even read as flags: not the launch() that started this worker
-    recorded = dict(launched.flags)
-    if given is not None:
-        # Where this node sits in the rendezvous (resolver run --node-rank/--master-addr/--master-port)
-        # is the command line's to say: a script's launch() that leaves it out is still this run's.
-        for name in _PLACEMENT_FLAGS:
-            if name not in given:
-                recorded.pop(name, None)
-    same = given is not None and _plain(given) == _plain(recorded)
-    wanted = f"launch({_shown(given if given is not None else flags)})"
-    check_worker_entry(launched if same else None, wanted, accepts_any=given == {})
-    return run_worker(fn, *args, **kwargs)
-
-
-#: Flags that place this node in a multi-node rendezvous rather than describe the run.
-_PLACEMENT_FLAGS = ("node_rank", "master_addr", "master_port")
-
-
-def _plain(flags: Mapping[str, Any]) -> str:
-    """Flags as canonical JSON: a config that came through JSON holds lists where tuples were."""
-    return json.dumps(dict(flags), sort_keys=True, default=list)
-
-
-def _shown(flags: Mapping[str, Any]) -> str:
-    return ", ".join(f"{name}={value!r}" for name, value in flags.items())
-
-
-setattr(_run_checked_worker, MARKS_JOINED_ITSELF, True)  # run_worker marks it, after building

@@ -227,7 +227,7 @@ def recording_saves(save: Callable[..., None]) -> Callable[..., None]:
 def settle_preempted(result: Any, config: Any) -> Any:
     """For a run of no launcher (one process, or ranks a cluster started): raise where the user launched
     (one local process), exit where this process is one rank of a cluster's job."""
-    from runtime.rank_environment import launched_config
+    from runtime._protocol.rank_environment import launched_config
 
     if launched_config() is None and config.cluster_environment == "local":
         return raise_if_preempted(result)

@@ -108,7 +108,7 @@ class Registry(Generic[T]):
         """Import the catalogued ``name`` (a clear error if its engine's package is missing)."""
         target, package, install = self._builtins[name]
         if package is not None and importlib.util.find_spec(package) is None:
-            raise MissingDependencyError(f"{self.kind} {name!r}", package, install or f"pip install {package}")
+            raise MissingDependencyError(f"{self.kind} {name!r}", package, install)
         with _LOADING:  # another thread waits until the class is imported
             if name in self._classes:
                 return self._classes[name]
@@ -153,10 +153,6 @@ class Registry(Generic[T]):
             if not isinstance(klass, type):
                 raise TypeError(f"register a class as {self.kind} {name!r}, got {klass!r}")
             with _LOADING:
-                if self._catalogue.get(name) == _path(klass) and name not in self._builtins:
-                    # a built-in module registering its own class on import (the launchers), after
-                    # the name was imported, replaced or unregistered: what was done since stands
-                    return klass
                 current = self._classes.get(name)
                 if current is None and not replace and name in self._builtins:
                     target, package, _ = self._builtins[name]

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from resolver._domain.config import ResolvedConfig
+from runtime._protocol.ports import check_rendezvous_port
+from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
-from runtime.launchers.rank_group import rank_group
-from runtime.launchers.rank_output import RankOutput, RankOutputPump
-from runtime.launchers.restarts import check_max_restarts, report_restart, restart_variables
-from runtime.ports import check_rendezvous_port
+from runtime.launchers._supervision.rank_group import rank_group
+from runtime.launchers._supervision.rank_output import RankOutput, RankOutputPump
+from runtime.launchers._supervision.restarts import check_max_restarts, report_restart, restart_variables
 from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signals
-from runtime.rank_environment import elastic_variables, rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 if TYPE_CHECKING:
@@ -26,8 +26,9 @@ __all__ = ["PREEMPTED_EXIT_CODE", "TIMEOUT_EXIT_CODE", "run_script"]
 
 #: The exit code when ranks were stopped at the timeout (as coreutils' ``timeout``).
 TIMEOUT_EXIT_CODE = 124
-#: Each rank runs the script through this file, so an exception the script raises is reported.
-_SCRIPT_RANK = str(Path(__file__).with_name("script_rank.py"))
+#: Each rank runs the script through this file (run by path: runtime._rank.main), so an exception the
+#: script raises is reported.
+_RANK_MAIN = str(Path(__file__).resolve().with_name("_rank") / "main.py")
 
 
 def _exit_code(code: int | None) -> int:
@@ -67,17 +68,17 @@ def run_script(
     Every copy gets torchrun's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
     ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``, ``GROUP_RANK``; copies it
     starts itself also ``ROLE_RANK``, ``ROLE_WORLD_SIZE``, ``TORCHELASTIC_RUN_ID`` and friends, see
-    :func:`~runtime.rank_environment.elastic_variables`) and
+    :func:`~runtime._protocol.rank_environment.elastic_variables`) and
     ``RESOLVER_CONFIG`` (``config`` with that copy's ranks), so ``runtime.launch`` in the script
     runs its function as that rank without resolving again. Output streams straight through,
     or, with ``output`` (``resolver run`` passes one), as whole lines prefixed with the rank and
-    into per-rank log files (see :class:`~runtime.launchers.rank_output.RankOutput`).
+    into per-rank log files (see :class:`~runtime.launchers._supervision.rank_output.RankOutput`).
     When ``config.launcher`` is ``None`` the cluster already started one process per rank, so
     the script runs once, as this process's rank.
 
     With ``max_restarts`` (torchrun's ``--max-restarts``), a rank's failure is reported and every rank
     is started again (``TORCHELASTIC_RESTART_COUNT`` counts the attempts), at most that many times; a
-    timeout or an interrupt ends the run at once (see :mod:`runtime.launchers.restarts`).
+    timeout or an interrupt ends the run at once (see :mod:`runtime.launchers._supervision.restarts`).
 
     With the strategy option ``preemption_signal`` (``--preemption-signal``), this process passes that
     signal on to its ranks (and, as a SLURM task, ``SIGTERM`` too); a run whose ranks stopped on
@@ -108,7 +109,7 @@ def run_script(
             raise RuntimeConfigError("python=False runs a program, module=True a Python module: choose one")
         command = [script, *args]
     else:
-        command = [sys.executable, _SCRIPT_RANK, *(["-m", script] if module else [script]), *args]
+        command = [sys.executable, _RANK_MAIN, *(["-m", script] if module else [script]), *args]
     # One process on this machine (config.launcher is None there too) is this run's to restart.
     started_by = config.cluster_environment if started_by_cluster and config.cluster_environment != "local" else None
     check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)

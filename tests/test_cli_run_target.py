@@ -61,7 +61,7 @@ def test_a_modules_exception_is_reported_like_a_scripts(project):
     assert result.returncode == 1
     assert "rank 0 failed (exit code 1): ValueError: boom in the module" in result.stderr
     assert f'File "{project / "pkg" / "show.py"}", line 6' in result.stderr
-    assert "runpy" not in result.stderr and "script_rank" not in result.stderr
+    assert "runpy" not in result.stderr and "_rank/main.py" not in result.stderr
 
 
 def test_a_missing_submodule_is_one_line_not_a_traceback_of_runpy(project):

@@ -59,7 +59,7 @@ def test_a_torchrun_command_line_gives_the_script_what_torchrun_gives_it(show: P
 
 
 def test_the_rendezvous_options_read_as_flags(show: Path) -> None:
-    from runtime.ports import find_free_port
+    from runtime._protocol.ports import find_free_port
 
     port = find_free_port()
     done = run_resolver("run", "--nproc_per_node", "2", "--nnodes", "1:1", "--rdzv-backend", "c10d",

@@ -78,7 +78,7 @@ def add_options(run: Parser) -> None:
     )
 
 
-# --- each rank's output (runtime/launchers/rank_output.py does the work) ---
+# --- each rank's output (runtime/launchers/_supervision/rank_output.py does the work) ---
 
 
 def _local_ranks(text: str) -> tuple[int, ...]:
@@ -194,7 +194,7 @@ def _rank_output(args: argparse.Namespace, config: ResolvedConfig) -> Any:
     """The ``RankOutput`` the options ask for; a ``RuntimeConfigError`` when a value cannot work for ``config``."""
     import tempfile
 
-    from runtime.launchers.rank_output import RankOutput
+    from runtime.launchers._supervision.rank_output import RankOutput
 
     output = RankOutput(
         tee=3 if args.tee is None else args.tee, local_ranks_filter=args.local_ranks_filter, redirects=args.redirects

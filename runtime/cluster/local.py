@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from runtime._protocol.ports import find_free_port
 from runtime.cluster.base import ClusterEnvironment
-from runtime.ports import find_free_port
 
 if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig

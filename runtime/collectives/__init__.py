@@ -11,6 +11,7 @@ from runtime.collectives.errors import (
 )
 from runtime.collectives.handles import CollectiveHandle
 from runtime.collectives.horovod import HorovodCollective
+from runtime.collectives.rendezvous import Rendezvous
 from runtime.collectives.single_device import SingleDeviceCollective
 from runtime.collectives.torch_distributed import TorchCollective
 
@@ -28,6 +29,7 @@ __all__ = [
     "HorovodCollective",
     "ReduceOp",
     "ReduceOpDtypeError",
+    "Rendezvous",
     "SingleDeviceCollective",
     "TorchCollective",
 ]

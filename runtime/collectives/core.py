@@ -14,7 +14,6 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
 import attrs
@@ -29,6 +28,7 @@ from runtime.collectives.errors import (
     CollectiveNotSupportedError,
 )
 from runtime.collectives.handles import CollectiveHandle
+from runtime.collectives.rendezvous import Rendezvous
 
 __all__ = ["CHECK_VARIABLE", "OPERATIONS", "CollectiveCore", "CollectiveGroup", "check_every_call", "noted"]
 
@@ -111,25 +111,9 @@ class CollectiveCore(ABC):
         """Whether :meth:`setup` has run (and :meth:`teardown` has not)."""
 
     @abstractmethod
-    def setup(
-        self,
-        rank: int,
-        world_size: int,
-        backend: str | None = None,
-        master_addr: str = "127.0.0.1",
-        master_port: int | None = None,
-        timeout: timedelta | float | None = None,
-        *,
-        device: torch.device | None = None,
-        rendezvous_timeout: float | None = None,
-    ) -> None:
-        """Join the group: ``rank`` of ``world_size`` processes meeting at ``master_addr:master_port``.
-
-        ``timeout`` (seconds or a timedelta) bounds every operation; ``rendezvous_timeout``
-        (seconds) bounds the wait for every rank to join (default: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else
-        300; a collective without a rendezvous of its own ignores it); ``device`` is the device this process's tensors
-        live on (some backends need it).
-        """
+    def setup(self, rendezvous: Rendezvous) -> None:
+        """Join the group as :class:`~runtime.collectives.rendezvous.Rendezvous` says: ``rank`` of
+        ``world_size`` processes meeting at ``master_addr:master_port``, within its timeouts."""
 
     @abstractmethod
     def teardown(self) -> None:

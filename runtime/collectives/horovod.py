@@ -28,13 +28,12 @@ import torch
 
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.collectives.handles import CollectiveHandle
+from runtime.collectives.rendezvous import Rendezvous
 from runtime.errors import MissingDependencyError, RuntimeConfigError
 
-__all__ = ["HOROVOD_INSTALL_HINT", "HorovodCollective", "import_horovod"]
+__all__ = ["HorovodCollective", "import_horovod"]
 
 T = TypeVar("T")
-
-HOROVOD_INSTALL_HINT = "scripts/build-horovod.sh  (builds Horovod from its sdist for this torch; see README, 'Horovod')"
 
 _POINT_TO_POINT = "Horovod has no point-to-point messages, only operations every rank of a process set joins"
 _NO_MONITORED_BARRIER = (
@@ -49,7 +48,7 @@ def import_horovod() -> Any:
     try:
         import horovod.torch as hvd
     except ImportError as exc:
-        raise MissingDependencyError("the horovod runtime", "horovod", HOROVOD_INSTALL_HINT) from exc
+        raise MissingDependencyError("the horovod runtime", "horovod") from exc
     return hvd
 
 
@@ -78,20 +77,15 @@ class HorovodCollective(Collective):
     def is_initialized(self) -> bool:
         return self._hvd is not None and bool(self._hvd.is_initialized())
 
-    def setup(
-        self,
-        rank: int,
-        world_size: int,
-        backend: str | None = None,
-        master_addr: str = "127.0.0.1",
-        master_port: int | None = None,
-        timeout: timedelta | float | None = None,
-        *,
-        device: torch.device | None = None,
-        rendezvous_timeout: float | None = None,
-    ) -> None:
+    def setup(self, rendezvous: Rendezvous) -> None:
         """Join Horovod's job. The rendezvous comes from the variables ``horovodrun``/``horovod.run``
         set (``master_addr``/``master_port`` are not used); ``rank``/``world_size`` must match them."""
+        rank, world_size, device, timeout = (
+            rendezvous.rank,
+            rendezvous.world_size,
+            rendezvous.device,
+            rendezvous.timeout,
+        )
         hvd = import_horovod()
         if device is not None:
             self._tensor_device = device

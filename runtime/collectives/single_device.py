@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any, TypeVar
 
 import torch
 
 from runtime.collectives.base import Collective, CollectiveGroup
+from runtime.collectives.rendezvous import Rendezvous
 
 __all__ = ["SingleDeviceCollective"]
 
@@ -31,18 +31,8 @@ class SingleDeviceCollective(Collective):
     def is_initialized(self) -> bool:
         return self._initialized
 
-    def setup(
-        self,
-        rank: int,
-        world_size: int,
-        backend: str | None = None,
-        master_addr: str = "127.0.0.1",
-        master_port: int | None = None,
-        timeout: timedelta | float | None = None,
-        *,
-        device: torch.device | None = None,
-        rendezvous_timeout: float | None = None,
-    ) -> None:
+    def setup(self, rendezvous: Rendezvous) -> None:
+        rank, world_size = rendezvous.rank, rendezvous.world_size
         if world_size != 1 or rank != 0:
             raise ValueError(
                 f"the single_device collective holds one process, but was asked to join as rank "

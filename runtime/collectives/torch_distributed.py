@@ -12,18 +12,19 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from runtime._gloo_interface import SocketInterface, apply_gloo_interface
+from runtime._protocol.rank_environment import rendezvous_timeout as default_rendezvous_timeout
+from runtime._protocol.rank_files import mark_as_echo
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.collectives.errors import BarrierTimeoutError, CollectiveNotSupportedError
 from runtime.collectives.handles import CollectiveHandle
+from runtime.collectives.rendezvous import Rendezvous
 from runtime.collectives.torch_rendezvous import (
     import_group_default_modules,
     rendezvous_store,
     tcp_url,
     wait_for_every_rank,
 )
-from runtime.gloo_interface import SocketInterface, apply_gloo_interface
-from runtime.launchers.rank_files import mark_as_echo
-from runtime.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 
 __all__ = ["TorchCollective", "import_group_default_modules"]
 
@@ -79,18 +80,7 @@ class TorchCollective(Collective):
         """The process group's backend (``gloo``, ``nccl``) once set up."""
         return self._backend
 
-    def setup(
-        self,
-        rank: int,
-        world_size: int,
-        backend: str | None = None,
-        master_addr: str = "127.0.0.1",
-        master_port: int | None = None,
-        timeout: timedelta | float | None = None,
-        *,
-        device: torch.device | None = None,
-        rendezvous_timeout: float | None = None,
-    ) -> None:
+    def setup(self, rendezvous: Rendezvous) -> None:
         """Join (or adopt) the default process group; see :meth:`Collective.setup`.
 
         The rendezvous is bounded by ``rendezvous_timeout`` (default: ``RUNTIME_RENDEZVOUS_TIMEOUT``,
@@ -99,6 +89,9 @@ class TorchCollective(Collective):
         (:func:`~runtime.collectives.torch_rendezvous.wait_for_every_rank`), and only then joins gloo/nccl
         with the collective timeout.
         """
+        rank, world_size, backend = rendezvous.rank, rendezvous.world_size, rendezvous.backend
+        master_addr, master_port, device = rendezvous.master_addr, rendezvous.master_port, rendezvous.device
+        timeout, rendezvous_timeout = rendezvous.timeout, rendezvous.rendezvous_timeout
         if not dist.is_available():
             raise RuntimeError("this torch build has no torch.distributed support")
         if device is not None:

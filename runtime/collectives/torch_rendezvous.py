@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
+from runtime._protocol.ports import port_is_free
+from runtime._protocol.rank_files import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
 from runtime.errors import PortInUseError, RendezvousWaitError
-from runtime.launchers.rank_files import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
-from runtime.ports import port_is_free
 
 __all__ = ["import_group_default_modules", "rendezvous_store", "tcp_url", "wait_for_every_rank"]
 
@@ -61,7 +61,7 @@ def wait_for_every_rank(store: dist.Store, rank: int, world_size: int, timeout: 
     wakes the wait as soon as the last rank arrives. Where the rank runs in the launching process
     (the subprocess launcher's rank 0), the wait looks at the store at growing intervals (1 ms
     up to 50 ms) instead, so that it stops as soon as its launcher gave up on the launch
-    (:func:`~runtime.launchers.rank_files.rendezvous_abandoned`: a peer failed or timed out).
+    (:func:`~runtime._protocol.rank_files.rendezvous_abandoned`: a peer failed or timed out).
     """
     store.set(f"{_ARRIVED}{rank}", "1")
     deadline = time.monotonic() + timeout

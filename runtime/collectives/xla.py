@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any, ClassVar, TypeVar, cast
 
 import torch
@@ -25,6 +24,7 @@ import torch_xla.runtime as xr
 from runtime.accelerators.xla import xla_device
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.collectives.errors import CollectiveNotSupportedError
+from runtime.collectives.rendezvous import Rendezvous
 
 __all__ = ["XLACollective"]
 
@@ -86,23 +86,13 @@ class XLACollective(Collective):
     def is_initialized(self) -> bool:
         return self._initialized
 
-    def setup(
-        self,
-        rank: int,
-        world_size: int,
-        backend: str | None = None,
-        master_addr: str = "127.0.0.1",
-        master_port: int | None = None,
-        timeout: timedelta | float | None = None,
-        *,
-        device: torch.device | None = None,
-        rendezvous_timeout: float | None = None,
-    ) -> None:
+    def setup(self, rendezvous: Rendezvous) -> None:
         """Join the replicas: PJRT already connected them, so this checks who this process is.
 
         ``rank`` and ``world_size`` must be what torch_xla's runtime says; the address, port,
         backend and timeout are not used (XLA's own rendezvous connects the replicas).
         """
+        rank, world_size, device = rendezvous.rank, rendezvous.world_size, rendezvous.device
         actual = (int(xr.global_ordinal()), int(xr.world_size()))
         if actual != (rank, world_size):
             raise RuntimeError(

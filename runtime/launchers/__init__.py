@@ -1,5 +1,5 @@
-"""Launchers. The ``subprocess``, ``spawn``, ``fork`` and ``horovod`` launchers are registered on
-the first use of :data:`runtime.registry.LAUNCHERS`.
+"""Launchers. The built-in ones are named in :mod:`runtime.catalog` and imported on the first
+look-up of :data:`runtime.registry.LAUNCHERS`.
 
 The classes are importable from here; each is imported on first access, so that the modules a
 process that only starts scripts uses (supervision, rank output) do not import torch.
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from runtime.launchers.multiprocessing import ForkLauncher as ForkLauncher
     from runtime.launchers.multiprocessing import MultiprocessingLauncher as MultiprocessingLauncher
     from runtime.launchers.multiprocessing import SpawnLauncher as SpawnLauncher
-    from runtime.launchers.subprocess_script import SubprocessScriptLauncher as SubprocessScriptLauncher
+    from runtime.launchers.subprocess import SubprocessScriptLauncher as SubprocessScriptLauncher
 
 #: Each public name and the module that defines it.
 _MODULES = {
@@ -26,7 +26,7 @@ _MODULES = {
     "Launcher": "runtime.launchers.base",
     "MultiprocessingLauncher": "runtime.launchers.multiprocessing",
     "SpawnLauncher": "runtime.launchers.multiprocessing",
-    "SubprocessScriptLauncher": "runtime.launchers.subprocess_script",
+    "SubprocessScriptLauncher": "runtime.launchers.subprocess",
 }
 
 __all__ = sorted(_MODULES)

@@ -1,7 +1,7 @@
 """Launcher: how the processes of a run are created (seed 002: one strategy, several launchers).
 
 ``launch(fn, *args, **kwargs)`` calls ``fn(*args, **kwargs)`` once in every local rank process,
-with that rank's identity in its environment (see :mod:`runtime.rank_environment`), and returns
+with that rank's identity in its environment (see :mod:`runtime._protocol.rank_environment`), and returns
 the result of this node's first rank (global rank 0 on node 0) in the calling process. A rank
 that raises makes ``launch`` raise :class:`~runtime.errors.RankFailedError` with that rank's
 traceback; ranks still running past ``timeout`` seconds are stopped and
@@ -19,18 +19,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_launched_rank
+from runtime._protocol.ports import check_rendezvous_port
+from runtime._protocol.rank_environment import launched_config
+from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
-from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF, run_launched_rank
-from runtime.launchers.rank_files import RankFiles
-from runtime.launchers.restarts import check_max_restarts, restart_variables, run_attempts
-from runtime.ports import check_rendezvous_port
+from runtime.launchers._supervision.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime.preemption import exit_if_preempted, forwarding, launching_signals, raise_if_preempted
-from runtime.rank_environment import launched_config
 
 if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig
     from runtime.cluster.base import ClusterEnvironment
-    from runtime.launchers.rank_output import RankOutput
+    from runtime.launchers._supervision.rank_output import RankOutput
 
 __all__ = ["Launcher"]
 
@@ -60,7 +60,8 @@ class Launcher(ABC):
         self.timeout = timeout
         #: How the output of the rank processes is shown (``None``: as it is); launchers that can, apply it.
         self.rank_output = rank_output
-        #: How many times every local rank is started again after a rank fails (see :mod:`runtime.launchers.restarts`).
+        #: How many times every local rank is started again after a rank fails
+        #: (:mod:`runtime.launchers._supervision.restarts`).
         self.max_restarts = max_restarts
         #: The attempt being launched (0 first).
         self.attempt = 0
@@ -106,8 +107,6 @@ class Launcher(ABC):
         return restart_variables(self.attempt, self.max_restarts) if self.max_restarts else {}
 
     def _enter_as_worker(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        from runtime.worker import check_worker_entry  # the worker builds strategies: import at use
-
         check_worker_entry(self.config, f"a launch of {self.config.strategy!r} on {self.config.num_devices} device(s)")
         if not getattr(fn, MARKS_JOINED_ITSELF, False):
             reports = RankFiles.from_environment()

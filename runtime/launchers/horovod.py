@@ -2,7 +2,7 @@
 
 ``horovod.run`` starts one process per device, gives each Horovod's rendezvous variables, runs
 the pickled function there and returns every rank's result. Around it, each rank also gets the
-variables of :mod:`runtime.rank_environment` (its resolved config, ``RANK``, ...) and reports a
+variables of :mod:`runtime._protocol.rank_environment` (its resolved config, ``RANK``, ...) and reports a
 failure to the launcher before exiting, so a failing rank comes back as
 :class:`~runtime.errors.RankFailedError` naming that rank with its traceback (``horovod.run``
 alone only says that some process exited with a non-zero status). When a rank fails, Horovod's
@@ -16,13 +16,11 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from runtime.collectives.horovod import HOROVOD_INSTALL_HINT
+from runtime._protocol.launched_rank import run_launched_rank
+from runtime._protocol.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
 from runtime.errors import MissingDependencyError, RankFailedError, RuntimeConfigError
+from runtime.launchers._supervision.cleanup import temporary_rank_files
 from runtime.launchers.base import Launcher
-from runtime.launchers.launched_rank import run_launched_rank
-from runtime.launchers.rank_files import RankFiles
-from runtime.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
-from runtime.registry import register_launcher
 
 __all__ = ["HorovodLauncher"]
 
@@ -44,7 +42,6 @@ def _horovod_rank_main(
         os._exit(1)
 
 
-@register_launcher("horovod")
 class HorovodLauncher(Launcher):
     """One process per device on this machine through ``horovod.run(..., use_gloo=True)``."""
 
@@ -52,7 +49,7 @@ class HorovodLauncher(Launcher):
         try:
             import horovod
         except ImportError as exc:
-            raise MissingDependencyError("the horovod launcher", "horovod", HOROVOD_INSTALL_HINT) from exc
+            raise MissingDependencyError("the horovod launcher", "horovod") from exc
         if self.config.num_nodes > 1:
             raise RuntimeConfigError(
                 f"the horovod launcher starts processes on this machine only, but num_nodes={self.config.num_nodes}\n"
@@ -63,7 +60,7 @@ class HorovodLauncher(Launcher):
         size = self.config.num_devices
         address = self.cluster_environment.main_address
         port = self.cluster_environment.main_port
-        with RankFiles.temporary() as reports:
+        with temporary_rank_files() as reports:
             per_rank: dict[int, dict[str, str]] = {}
             for local_rank in range(size):
                 variables = rank_variables(rank_config(self.config, local_rank), address, port, reports.directory)

@@ -18,15 +18,14 @@ import torch
 import torch.distributed
 import torch.multiprocessing
 
+from runtime._protocol.launched_rank import run_launched_rank
+from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
+from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
+from runtime.launchers._supervision.rank_group import rank_group
+from runtime.launchers._supervision.rank_output import ChildStreams, RankOutputPump
+from runtime.launchers._supervision.supervisor import MultiprocessingRank
 from runtime.launchers.base import Launcher
-from runtime.launchers.launched_rank import run_launched_rank
-from runtime.launchers.rank_files import RankFiles
-from runtime.launchers.rank_group import rank_group
-from runtime.launchers.rank_output import ChildStreams, RankOutputPump
-from runtime.launchers.supervision import MultiprocessingRank
-from runtime.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
-from runtime.registry import register_launcher
 
 __all__ = ["ForkLauncher", "MultiprocessingLauncher", "SpawnLauncher"]
 
@@ -121,14 +120,12 @@ class MultiprocessingLauncher(Launcher):
             ) from exc
 
 
-@register_launcher("spawn")
 class SpawnLauncher(MultiprocessingLauncher):
     """Fresh interpreters (``spawn``): safe with CUDA, costs an import of torch per rank."""
 
     start_method = "spawn"
 
 
-@register_launcher("fork")
 class ForkLauncher(MultiprocessingLauncher):
     """Copies of the calling process (``fork``): fast, works in notebooks, not after CUDA init."""
 

@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 
 import torch_xla.distributed.xla_multiprocessing as xmp
 
+from runtime._protocol.rank_environment import CONFIG_VARIABLE, environ_patch
+from runtime._protocol.rank_files import RankFiles
 from runtime.accelerators.xla import runtime_initialized
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError, stamp_failure_time
+from runtime.launchers._supervision.cleanup import temporary_rank_files
 from runtime.launchers.base import Launcher
-from runtime.launchers.rank_files import RankFiles
-from runtime.rank_environment import CONFIG_VARIABLE, environ_patch
-from runtime.registry import register_launcher
 
 __all__ = ["XLALauncher"]
 
@@ -48,7 +48,6 @@ class _Replica:
             raise
 
 
-@register_launcher("xla")
 class XLALauncher(Launcher):
     """Runs ``fn`` in every replica with ``torch_xla``'s ``xmp.spawn``; returns rank 0's result.
 
@@ -67,7 +66,7 @@ class XLALauncher(Launcher):
                 "and torch_xla cannot start replicas after that\n"
                 "  hint: launch before touching any XLA device in the launching process"
             )
-        with RankFiles.temporary() as reports, environ_patch({CONFIG_VARIABLE: self.config.to_json()}):
+        with temporary_rank_files() as reports, environ_patch({CONFIG_VARIABLE: self.config.to_json()}):
             try:
                 self._spawn(_Replica(reports.directory, fn, args, kwargs), reports)
             except LaunchTimeoutError:

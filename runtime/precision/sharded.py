@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
+from runtime._tensor_tree import map_tensors
 from runtime.precision.base import Precision
 from runtime.precision.mixed import MixedPrecision
 from runtime.precision.true_dtype import TrueDtypePrecision
-from runtime.tensor_tree import map_tensors
 
 __all__ = ["EnginePrecision", "deepspeed_precision_config", "fsdp_mixed_precision_policy"]
 

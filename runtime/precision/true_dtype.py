@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 import torch
 
+from runtime._tensor_tree import map_tensors
 from runtime.precision.base import Precision
-from runtime.tensor_tree import map_tensors
 
 __all__ = ["BFloat16TruePrecision", "DoublePrecision", "HalfTruePrecision", "TrueDtypePrecision"]
 

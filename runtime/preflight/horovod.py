@@ -14,7 +14,7 @@ import os
 import socket
 import time
 
-from runtime.ports import find_free_port
+from runtime._protocol.ports import find_free_port
 from runtime.preflight.report import FAIL, Check
 
 __all__ = ["SCOPE", "check_store_address"]

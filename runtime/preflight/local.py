@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from resolver._domain.config import ResolvedConfig
+from runtime._protocol.rank_environment import rank_config, rank_variables
 from runtime.preflight.report import STEPS, CheckReport, RankState, merge
-from runtime.rank_environment import rank_config, rank_variables
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 __all__ = ["check_locally"]

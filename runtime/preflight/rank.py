@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from resolver._domain.config import ResolvedConfig
+from runtime.collectives.rendezvous import Rendezvous
 from runtime.preflight.agreement import compare, exchange, rank_facts
 from runtime.preflight.collectives import OPERATIONS, check_operation, ring
 from runtime.preflight.faults import fault_at
@@ -68,7 +69,7 @@ class _Progress:
 def _setup_collective(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int, timeout: float) -> Any:
     """The run's ``Collective``, on a process group made over the check's store (so it needs no
     second rendezvous), with the collective timeout of the check."""
-    from runtime.gloo_interface import apply_gloo_interface
+    from runtime._gloo_interface import apply_gloo_interface
     from runtime.registry import COLLECTIVES
 
     rank, world = config.global_rank, config.world_size
@@ -78,7 +79,11 @@ def _setup_collective(config: ResolvedConfig, store: dist.TCPStore, address: str
         torch.cuda.set_device(device)
     if config.collective in ("horovod", "xla"):  # their own rendezvous (horovodrun's driver, PJRT), no torch group
         collective = COLLECTIVES.get(config.collective)()
-        collective.setup(rank, world, timeout=timeout, device=None if config.collective == "xla" else device)
+        collective.setup(
+            Rendezvous(
+                rank=rank, world_size=world, timeout=timeout, device=None if config.collective == "xla" else device
+            )
+        )
         collective.check_across_ranks = False
         return collective
     backend = config.process_group_backend or "gloo"
@@ -87,7 +92,17 @@ def _setup_collective(config: ResolvedConfig, store: dist.TCPStore, address: str
     prefixed = dist.PrefixStore("check/group/", store)
     dist.init_process_group(backend, store=prefixed, rank=rank, world_size=world, timeout=timedelta(seconds=timeout))
     collective = COLLECTIVES.get(config.collective)()
-    collective.setup(rank, world, backend, address, port, timeout, device=device)  # adopts the group above
+    collective.setup(  # adopts the group above
+        Rendezvous(
+            rank=rank,
+            world_size=world,
+            backend=backend,
+            master_addr=address,
+            master_port=port,
+            timeout=timeout,
+            device=device,
+        )
+    )
     collective.check_across_ranks = False  # the check's calls match by construction; measure the bare operation
     return collective
 
@@ -230,7 +245,7 @@ def _everyone(store: Any, mine: RankState, world: int, timeout: float) -> list[R
 
 def main(argv: list[str] | None = None) -> int:
     """A rank the local launcher started: its config is ``RESOLVER_CONFIG``."""
-    from runtime.rank_environment import launched_config
+    from runtime._protocol.rank_environment import launched_config
 
     parser = argparse.ArgumentParser(prog="python -m runtime.preflight.rank")
     parser.add_argument("--timeout", type=float, required=True)

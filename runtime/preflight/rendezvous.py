@@ -18,8 +18,8 @@ from typing import Any
 
 import torch.distributed as dist
 
-from runtime.gloo_interface import choose_gloo_interface
-from runtime.ports import port_is_free
+from runtime._gloo_interface import choose_gloo_interface
+from runtime._protocol.ports import port_is_free
 from runtime.preflight.report import FAIL, OK, Check
 
 __all__ = ["RendezvousFailed", "meet"]

@@ -48,9 +48,9 @@ def _replica(strategy: Strategy, timeout: float, port: int, folder: str) -> list
 def check_xla(config: ResolvedConfig, *, timeout: float) -> CheckReport:
     """Launch the check in torch_xla's replicas and merge rank 0's view of every replica; a replica
     that raised, died or hung (the launcher's error) is named with the step it was in."""
+    from runtime._protocol.ports import find_free_port
     from runtime.build import build
     from runtime.errors import LaunchTimeoutError, RankFailedError
-    from runtime.ports import find_free_port
     from runtime.preflight.local import _read_state, _remove
     from runtime.preflight.report import STEPS
 

@@ -16,22 +16,23 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 from torch.utils.data import DataLoader
 
+from runtime._protocol.gc_pause import collector_paused
+from runtime._protocol.launched_rank import run_launched_rank, run_worker
+from runtime._protocol.rank_environment import rendezvous_timeout, threads_applied
+from runtime._tensor_tree import map_tensors
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
-from runtime.collector import collector_paused
+from runtime.collectives.rendezvous import Rendezvous
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
-from runtime.errors import DataLoaderWarning, stamp_failure_time
-from runtime.launchers.launched_rank import run_launched_rank
-from runtime.launchers.restarts import restart_count
+from runtime.errors import DataLoaderWarning, RuntimeConfigError, stamp_failure_time
+from runtime.launchers._supervision.restarts import restart_count
 from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves, settle_preempted
-from runtime.rank_environment import rendezvous_timeout, threads_applied
-from runtime.strategies.guard import BUILT, guard_methods
+from runtime.strategies.guard import BUILT, DATALOADER_USES, DataLoaderUse, guard_methods
 from runtime.strategies.options import StrategyOptions, structure_options
-from runtime.tensor_tree import map_tensors
 
 if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig
@@ -44,9 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["DATALOADER_USES", "DataLoaderUse", "Strategy"]
 
 R = TypeVar("R")
-DataLoaderUse = Literal["train", "val", "test", "predict"]
-#: The values ``process_dataloader``'s ``use`` accepts.
-DATALOADER_USES: tuple[str, ...] = ("train", "val", "test", "predict")
 #: The call that sets up a module and its optimizer together (what misuse errors show).
 SETUP_CALL = (
     "model, optimizer = strategy.setup_module_and_optimizer(model, lambda params: torch.optim.SGD(params, lr=0.01))"
@@ -93,8 +91,12 @@ class Strategy:
         cluster_environment: ClusterEnvironment,
         checkpoint_io: CheckpointIO | None = None,
         options: StrategyOptions | None = None,
+        build: Callable[[ResolvedConfig], Strategy] | None = None,
     ) -> None:
         self._config = config
+        #: How each launched rank builds its own strategy (:func:`runtime.build` passes itself: the
+        #: strategies are below the build, so they cannot import it).
+        self._build = build
         self._accelerator = accelerator
         self._precision = precision
         self._collective = collective
@@ -197,9 +199,12 @@ class Strategy:
             with threads_applied(self._config):
                 result = run_launched_rank(self.run, fn, *args, **kwargs)
             return settle_preempted(result, self._config)
-        from runtime.worker import run_worker  # the worker builds strategies: import at use
-
-        return self._launcher.launch(run_worker, fn, *args, **kwargs)
+        if self._build is None:
+            raise RuntimeConfigError(
+                f"this {type(self).__name__} was constructed without build=, so its launcher cannot build the "
+                "strategy of each rank it starts\n  hint: construct strategies with runtime.build(config)"
+            )
+        return self._launcher.launch(run_worker, self._build, fn, *args, **kwargs)
 
     def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(self, *args, **kwargs)`` in this process as this strategy's rank.
@@ -223,14 +228,16 @@ class Strategy:
         device = self.root_device
         self._accelerator.set_device(device)
         self._collective.setup(
-            rank=self.global_rank,
-            world_size=self.world_size,
-            backend=self._config.process_group_backend,
-            master_addr=self._cluster_environment.main_address,
-            master_port=self._cluster_environment.main_port,
-            timeout=self.timeout,
-            device=device,
-            rendezvous_timeout=rendezvous_timeout(self._config),
+            Rendezvous(
+                rank=self.global_rank,
+                world_size=self.world_size,
+                backend=self._config.process_group_backend,
+                master_addr=self._cluster_environment.main_address,
+                master_port=self._cluster_environment.main_port,
+                timeout=self.timeout,
+                device=device,
+                rendezvous_timeout=rendezvous_timeout(self._config),
+            )
         )
 
     def preempted(self, step: int | None = None) -> bool:

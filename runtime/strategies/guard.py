@@ -33,7 +33,12 @@ from runtime.errors import StrategyArgumentError, StrategyMisuseError
 if TYPE_CHECKING:
     from runtime.strategies.base import Strategy
 
-__all__ = ["RULES", "Arg", "MethodRule", "guard_methods", "running_strategy"]
+#: What ``process_dataloader``'s ``use`` says a loader is for (checked here, before the call runs).
+DataLoaderUse = Literal["train", "val", "test", "predict"]
+#: The values ``process_dataloader``'s ``use`` accepts.
+DATALOADER_USES: tuple[str, ...] = ("train", "val", "test", "predict")
+
+__all__ = ["DATALOADER_USES", "RULES", "Arg", "DataLoaderUse", "MethodRule", "guard_methods", "running_strategy"]
 
 BUILT, SET_UP, TORN_DOWN = "built", "set up", "torn down"
 #: ``any``: callable in every state; ``set_up``: only between setup_environment and teardown;
@@ -110,8 +115,6 @@ def _optimizer(strategy: Strategy, value: Any) -> tuple[str, str] | None:
 
 
 def _use(strategy: Strategy, value: Any) -> tuple[str, str] | None:
-    from runtime.strategies.base import DATALOADER_USES
-
     if value in DATALOADER_USES:
         return None
     return f"use must be one of {', '.join(DATALOADER_USES)}, got {value!r}", 'e.g. process_dataloader(loader, "train")'
@@ -312,7 +315,7 @@ def _raise_if_a_peer_did_not_come(strategy: Strategy, name: str, exc: BaseExcept
     no rank crashed, the launcher blames the rank that returned without calling ``name`` and quotes
     this message's first line.
     """
-    from runtime.launchers.rank_files import is_communication_error, mark_as_echo
+    from runtime._protocol.rank_files import is_communication_error, mark_as_echo
 
     if isinstance(exc, StrategyMisuseError) and getattr(exc, "peer_missing", False) and exc.method != name:
         exc = exc.__cause__ or exc  # raised by a method this one called: name the one the user called

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from runtime.collectives.horovod import HOROVOD_INSTALL_HINT, HorovodCollective, import_horovod
+from runtime.collectives.horovod import HorovodCollective, import_horovod
+from runtime.collectives.rendezvous import Rendezvous
 from runtime.errors import MissingDependencyError, RuntimeConfigError
 from runtime.strategies.base import Strategy
 
@@ -33,7 +34,7 @@ class HorovodStrategy(Strategy):
 
     def __init__(self, config: Any, **kwargs: Any) -> None:
         if importlib.util.find_spec("horovod") is None:
-            raise MissingDependencyError("strategy 'horovod'", "horovod", HOROVOD_INSTALL_HINT)
+            raise MissingDependencyError("strategy 'horovod'", "horovod")
         super().__init__(config, **kwargs)
         if not isinstance(self.collective, HorovodCollective):
             raise RuntimeConfigError(
@@ -55,8 +56,11 @@ class HorovodStrategy(Strategy):
         """Select the device and join Horovod's job (its rendezvous comes from Horovod's runner)."""
         device = self.root_device
         self.accelerator.set_device(device)
-        self.collective.setup(rank=self.config.global_rank, world_size=self.config.world_size,
-                              timeout=self.timeout, device=device)  # fmt: skip
+        self.collective.setup(
+            Rendezvous(
+                rank=self.config.global_rank, world_size=self.config.world_size, timeout=self.timeout, device=device
+            )
+        )
 
     def wrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Start every rank from rank 0's parameters and buffers (no wrapper: Horovod hooks the optimizer)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runtime.collectives.rendezvous import Rendezvous
 from runtime.errors import RuntimeConfigError
 from runtime.strategies.base import Strategy
 
@@ -29,4 +30,4 @@ class SingleDeviceStrategy(Strategy):
     def setup_environment(self) -> None:
         device = self.root_device
         self.accelerator.set_device(device)
-        self.collective.setup(rank=0, world_size=1, device=device)
+        self.collective.setup(Rendezvous(rank=0, world_size=1, device=device))

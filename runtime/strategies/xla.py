@@ -18,13 +18,14 @@ import torch_xla.core.xla_model as xm
 from torch.utils.data import DataLoader
 from torch_xla.distributed.parallel_loader import MpDeviceLoader
 
+from runtime._tensor_tree import map_tensors
 from runtime.accelerators.xla import xla_sync
 from runtime.checkpoint import PathLike, TorchCheckpointIO
 from runtime.cluster.xla import XLAEnvironment
+from runtime.collectives.rendezvous import Rendezvous
 from runtime.errors import RuntimeConfigError
 from runtime.precision.xla import XLAPrecision
 from runtime.strategies.base import DataLoaderUse, Strategy
-from runtime.tensor_tree import map_tensors
 
 __all__ = ["SingleXLAStrategy", "XLACheckpointIO", "XLADeviceLoader", "XLAStrategy"]
 
@@ -105,7 +106,7 @@ class XLAStrategy(Strategy):
             )
         device = self.root_device
         self.accelerator.set_device(device)
-        self.collective.setup(rank=self.global_rank, world_size=self.world_size, device=device)
+        self.collective.setup(Rendezvous(rank=self.global_rank, world_size=self.world_size, device=device))
 
     def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
         """Cast for the precision, move to this replica's device, and start every replica from

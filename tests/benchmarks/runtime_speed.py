@@ -68,7 +68,7 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPOSITORY))
 
 import runtime  # noqa: E402
-from runtime.ports import find_free_port  # noqa: E402
+from runtime._protocol.ports import find_free_port  # noqa: E402
 
 #: Timed training steps per launch (after 10 untimed ones), the same on every side.
 STEPS = 500

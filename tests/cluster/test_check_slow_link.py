@@ -18,7 +18,7 @@ import attrs
 import pytest
 from two_hosts_support import REQUIRE_VARIABLE, Host, finish, host_environment, missing_prerequisite
 
-from runtime.ports import find_free_port
+from runtime._protocol.ports import find_free_port
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from slurm_jobs import Cluster, run_job
 
-from runtime.ports import find_free_port
+from runtime._protocol.ports import find_free_port
 
 pytestmark = pytest.mark.timeout(240)
 

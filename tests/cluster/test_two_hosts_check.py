@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
 
-from runtime.ports import find_free_port
+from runtime._protocol.ports import find_free_port
 
 pytestmark = pytest.mark.timeout(300)
 

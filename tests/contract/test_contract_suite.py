@@ -7,6 +7,7 @@ import torch
 from collective_cases import CASE_NAMES, CASES, run_cases
 
 from runtime.collectives import OPERATIONS, CollectiveGroup, CollectiveNotSupportedError, SingleDeviceCollective
+from runtime.collectives.rendezvous import Rendezvous
 
 
 class NoScatter(SingleDeviceCollective):
@@ -30,7 +31,7 @@ class WrongSum(SingleDeviceCollective):
 
 
 def results_of(collective: SingleDeviceCollective) -> dict[str, str]:
-    collective.setup(rank=0, world_size=1)
+    collective.setup(Rendezvous(rank=0, world_size=1))
     return {name: result.status for name, result in run_cases(collective).items()}
 
 
@@ -56,7 +57,7 @@ def test_a_wrong_result_fails_the_cases_that_see_it() -> None:
 
 def test_a_declared_unsupported_reduce_op_must_raise_precisely() -> None:
     collective = NoBitwise()
-    collective.setup(rank=0, world_size=1)
+    collective.setup(Rendezvous(rank=0, world_size=1))
     with pytest.raises(CollectiveNotSupportedError, match="the no_bitwise collective cannot do 'reduce': no 'product'"):
         collective.reduce(torch.ones(2), op="PRODUCT")
     results = run_cases(collective)

@@ -6,12 +6,13 @@ import pytest
 from collective_cases import CASE_NAMES, CaseResult, check, run_cases
 
 from runtime.collectives import SingleDeviceCollective
+from runtime.collectives.rendezvous import Rendezvous
 
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, CaseResult]:
     collective = SingleDeviceCollective()
-    collective.setup(rank=0, world_size=1)
+    collective.setup(Rendezvous(rank=0, world_size=1))
     try:
         return run_cases(collective)
     finally:

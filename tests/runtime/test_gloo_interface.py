@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
+from runtime._gloo_interface import apply_gloo_interface, choose_gloo_interface
 from runtime.errors import RuntimeConfigError
-from runtime.gloo_interface import apply_gloo_interface, choose_gloo_interface
 
 
 def test_a_rendezvous_on_the_loopback_address_needs_no_choice() -> None:

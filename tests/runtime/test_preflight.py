@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from runtime.ports import find_free_port
+from runtime._protocol.ports import find_free_port
 
 pytestmark = pytest.mark.timeout(240)
 

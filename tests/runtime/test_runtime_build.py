@@ -106,3 +106,23 @@ def test_the_strategy_has_a_readable_repr() -> None:
     assert repr(runtime.build(ddp_config(launcher="spawn"))) == (
         "DDPStrategy(rank 0/2, device=cpu, precision=32-true, launcher=spawn)"
     )
+
+
+def _answer(strategy: runtime.Strategy) -> int:
+    return strategy.world_size
+
+
+def test_a_strategy_launches_ranks_that_build_their_own_with_the_build_it_was_given() -> None:
+    built = runtime.build(ddp_config(launcher="fork"))
+    assert built.launch(_answer) == 2  # each forked rank built its strategy with runtime.build
+
+    by_hand = DDPStrategy(
+        built.config,
+        accelerator=built.accelerator,
+        precision=built.precision,
+        collective=built.collective,
+        launcher=built.launcher,
+        cluster_environment=built.cluster_environment,
+    )
+    with pytest.raises(runtime.RuntimeConfigError, match=r"(?s)without build=.*runtime\.build\(config\)"):
+        by_hand.launch(_answer)

@@ -8,6 +8,7 @@ from runtime_configs import ddp_config
 import resolver
 import runtime
 from resolver._domain.functions import first_host
+from runtime._protocol.ports import port_is_free
 from runtime.cluster import (
     KubeflowEnvironment,
     LocalEnvironment,
@@ -16,7 +17,6 @@ from runtime.cluster import (
     SLURMEnvironment,
     TorchElasticEnvironment,
 )
-from runtime.ports import port_is_free
 
 
 def test_local_defaults_to_loopback_and_picks_one_free_port() -> None:

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "contract"))
 from cases_arguments import SWEEP  # noqa: E402
 
 import runtime  # noqa: E402
+from runtime._protocol.ports import find_free_port  # noqa: E402
 from runtime.collectives import (  # noqa: E402
     BarrierTimeoutError,
     Collective,
@@ -25,7 +26,7 @@ from runtime.collectives import (  # noqa: E402
     SingleDeviceCollective,
     TorchCollective,
 )
-from runtime.ports import find_free_port  # noqa: E402
+from runtime.collectives.rendezvous import Rendezvous
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -64,11 +65,11 @@ def test_every_method_before_setup_names_itself_and_the_fix() -> None:
 
 def test_every_method_after_teardown_names_itself_and_the_fix() -> None:
     single = SingleDeviceCollective()
-    single.setup(rank=0, world_size=1)
+    single.setup(Rendezvous(rank=0, world_size=1))
     single.teardown()
     _assert_every_method_says_it_is_not_set_up(single)
     torch_collective = TorchCollective()  # a real gloo group of one process, then left
-    torch_collective.setup(rank=0, world_size=1, backend="gloo", master_port=find_free_port(), timeout=30)
+    torch_collective.setup(Rendezvous(rank=0, world_size=1, backend="gloo", master_port=find_free_port(), timeout=30))
     assert float(torch_collective.all_reduce(torch.ones(1))) == 1.0
     torch_collective.teardown()
     _assert_every_method_says_it_is_not_set_up(torch_collective)

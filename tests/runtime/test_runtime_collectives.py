@@ -7,11 +7,12 @@ import torch
 
 import runtime
 from runtime.collectives import CollectiveMisuseError, HorovodCollective, SingleDeviceCollective, TorchCollective
+from runtime.collectives.rendezvous import Rendezvous
 
 
 def test_the_single_device_collective_holds_one_process() -> None:
     with pytest.raises(ValueError, match="rank 1 of 2.*'torch' collective"):
-        SingleDeviceCollective().setup(rank=1, world_size=2)
+        SingleDeviceCollective().setup(Rendezvous(rank=1, world_size=2))
 
 
 def test_the_torch_collective_says_when_it_is_not_set_up() -> None:
@@ -23,7 +24,7 @@ def test_the_torch_collective_says_when_it_is_not_set_up() -> None:
 def test_misuse_errors_are_value_errors_and_exported() -> None:
     assert issubclass(runtime.CollectiveMisuseError, ValueError)
     collective = SingleDeviceCollective()
-    collective.setup(rank=0, world_size=1)
+    collective.setup(Rendezvous(rank=0, world_size=1))
     expected = "all_reduce: group must be a CollectiveGroup from collective.new_group"
     with pytest.raises(CollectiveMisuseError, match=expected):
         collective.all_reduce(torch.ones(1), group=[0])  # type: ignore[arg-type]
@@ -32,7 +33,7 @@ def test_misuse_errors_are_value_errors_and_exported() -> None:
 def adopt_users_group(strategy: runtime.Strategy) -> tuple[bool, float]:
     """A process group the user made before is adopted, used, and left in place at teardown."""
     collective = TorchCollective()
-    collective.setup(rank=strategy.global_rank, world_size=strategy.world_size)
+    collective.setup(Rendezvous(rank=strategy.global_rank, world_size=strategy.world_size))
     total = collective.all_reduce(torch.tensor([1.0]))
     collective.teardown()
     return collective.is_initialized, float(total)

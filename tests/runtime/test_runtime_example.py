@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.ports import find_free_port
+from runtime._protocol.ports import find_free_port
 
 TRAIN = Path(__file__).resolve().parents[2] / "examples" / "train.py"
 

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from runtime_workers import process_is_gone, recorded_pids
 
+from runtime.collectives.rendezvous import Rendezvous
+
 SCRIPTS = Path(__file__).parent / "scripts"
 FAULT_SCRIPT = SCRIPTS / "fault_script.py"
 LAUNCHERS = ("ddp", "ddp_spawn", "ddp_fork", "run")
@@ -206,7 +208,7 @@ def test_a_rank_that_hangs_in_its_work_is_reported_with_its_stack_not_as_the_pee
 
 
 # Under ddp rank 0 runs in the launching process: stopping rank 1 does not end its sleep; the
-# launcher interrupts it (runtime.launchers.in_process_rank). Were it not interrupted, the
+# launcher interrupts it (runtime.launchers._supervision.in_process_rank). Were it not interrupted, the
 # 600 s sleep would outlast the 140 s the test waits for the script.
 @pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
 def test_a_rank_0_that_hangs_in_plain_python_is_stopped_at_the_timeout_and_named_with_its_stack(
@@ -235,7 +237,7 @@ def test_a_program_that_uses_sigalrm_itself_keeps_it_and_a_hung_rank_0_is_still_
 
 
 # Under ddp the launching process is rank 0, blocked in a barrier its peer never reaches: the
-# SIGTERM is acted on at once all the same (runtime.launchers.signals), not at the 120 s timeout.
+# SIGTERM is acted on at once all the same (runtime.launchers._supervision.signals), not at the 120 s timeout.
 @pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
 def test_sigterm_to_the_launching_process_stops_the_ranks_and_removes_the_report_folder_at_once(
     launcher: str, tmp_path: Path
@@ -270,7 +272,7 @@ def test_sigterm_to_the_launching_process_stops_the_ranks_and_removes_the_report
 
 
 def test_a_report_folder_left_by_a_killed_launch_is_removed_by_the_next_launch(tmp_path: Path) -> None:
-    from runtime.launchers.cleanup import report_folder
+    from runtime.launchers._supervision.cleanup import report_folder
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -299,15 +301,25 @@ def test_a_report_folder_left_by_a_killed_launch_is_removed_by_the_next_launch(t
 
 
 def test_the_rendezvous_wait_is_bounded_by_the_rendezvous_timeout_not_the_collective_timeout() -> None:
+    from runtime._protocol.ports import find_free_port
+    from runtime._protocol.rank_files import is_communication_error
     from runtime.collectives.torch_distributed import TorchCollective
     from runtime.errors import RendezvousWaitError
-    from runtime.launchers.rank_files import is_communication_error
-    from runtime.ports import find_free_port
 
     collective = TorchCollective()
     start = time.monotonic()
     with pytest.raises(RendezvousWaitError) as caught:  # rank 1 never comes
-        collective.setup(0, 2, "gloo", "127.0.0.1", find_free_port(), timeout=600, rendezvous_timeout=2)
+        collective.setup(
+            Rendezvous(
+                rank=0,
+                world_size=2,
+                backend="gloo",
+                master_addr="127.0.0.1",
+                master_port=find_free_port(),
+                timeout=600,
+                rendezvous_timeout=2,
+            )
+        )
     assert time.monotonic() - start < 60  # not the 600 s collective timeout
     assert (caught.value.rank, caught.value.missing, caught.value.timeout) == (0, (1,), 2)
     assert "rank 0 waited 2 s (the rendezvous timeout) in the rendezvous at tcp://127.0.0.1:" in str(caught.value)
@@ -318,8 +330,8 @@ def test_the_rendezvous_wait_is_bounded_by_the_rendezvous_timeout_not_the_collec
 def test_the_rendezvous_timeout_is_a_strategy_option_before_the_environment_variable() -> None:
     import resolver
     import runtime
+    from runtime._protocol.rank_environment import rendezvous_timeout
     from runtime.errors import RuntimeConfigError
-    from runtime.rank_environment import rendezvous_timeout
 
     config = resolver.resolve(devices=2, strategy="ddp_spawn", accelerator="cpu")
     strategy = runtime.build(config, rendezvous_timeout=45)

@@ -27,7 +27,7 @@ from runtime_workers import (
 import runtime
 from runtime.cluster import LocalEnvironment
 from runtime.launchers import SpawnLauncher
-from runtime.launchers.subprocess_script import script_command
+from runtime.launchers.subprocess import script_command
 
 SCRIPT = Path(__file__).parent / "scripts" / "launch_ranks.py"
 
@@ -290,8 +290,8 @@ print("LOADED " + json.dumps(runtime.launch(loaded, accelerator="cpu", devices=1
 
 def test_a_worker_that_receives_a_resolved_config_loads_no_rule_engine(tmp_path: Path) -> None:
     import resolver
-    from runtime.ports import find_free_port
-    from runtime.rank_environment import rank_variables
+    from runtime._protocol.ports import find_free_port
+    from runtime._protocol.rank_environment import rank_variables
 
     # What the launching process of `runtime.launch(loaded, accelerator="cpu", devices=1, strategy="ddp")`
     # hands a worker: its config, which records those flags (a fresh interpreter, as the subprocess

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+import tomllib
+from pathlib import Path
 
 import attrs
 import pytest
 from runtime_configs import ddp_config, single_device_config
 
 import runtime
-from runtime.registry import STRATEGIES, Registry
+from runtime.catalog import BUILTINS
+from runtime.errors import INSTALL_HINTS
+from runtime.registry import COLLECTIVES, LAUNCHERS, STRATEGIES, Registry
 
 
 @attrs.frozen(kw_only=True)
@@ -95,6 +99,31 @@ def test_components_of_missing_engines_say_what_to_install() -> None:
         runtime.build(ddp_config(accelerator="xla"))
     with pytest.raises(runtime.MissingDependencyError, match="launcher 'xla' needs torch_xla"):
         runtime.build(ddp_config(launcher="xla"))
+
+
+def test_the_horovod_install_hint_is_the_catalogues_for_every_component_and_the_rules_say_it_too() -> None:
+    hint = INSTALL_HINTS["horovod"]
+    assert "scripts/build-horovod.sh" in hint
+    assert {BUILTINS[kind]["horovod"][1:] for kind in ("strategy", "collective", "launcher")} == {("horovod", hint)}
+    assert runtime.MissingDependencyError("the horovod runtime", "horovod").install == hint  # the components' checks
+    # The resolver's rule (it cannot import the runtime) says the same before anything is built.
+    rules = Path(__file__).resolve().parents[2] / "rules"
+    said = [
+        rule["hint"]
+        for path in rules.rglob("*.toml")
+        for rule in tomllib.loads(path.read_text(encoding="utf-8")).get("rule", [])
+        if rule.get("id") == "strategy.horovod.not_installed"
+    ]
+    assert len(said) == 1 and said[0].startswith(hint)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("horovod") is not None, reason="horovod is installed here")
+def test_looking_up_any_horovod_component_without_horovod_says_how_to_build_it() -> None:
+    for registry in (STRATEGIES, COLLECTIVES, LAUNCHERS):
+        with pytest.raises(runtime.MissingDependencyError) as error:
+            registry.get("horovod")
+        assert f"{registry.kind} 'horovod' needs horovod, which is not installed" in str(error.value)
+        assert error.value.install == INSTALL_HINTS["horovod"]
 
 
 def test_unknown_strategy_options_are_rejected_with_the_accepted_ones() -> None:

@@ -247,7 +247,7 @@ def test_latest_checkpoint_takes_the_newest_complete_one_and_skips_half_written_
 
 
 def test_gloos_error_raised_in_ddps_backward_is_the_echo_of_a_peer_not_a_cause() -> None:
-    from runtime.launchers.rank_files import is_communication_error
+    from runtime._protocol.rank_files import is_communication_error
 
     def backward() -> None:  # DDP's all-reduce fails inside autograd: torch.distributed is not the last frame
         raise RuntimeError("[/src/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer")

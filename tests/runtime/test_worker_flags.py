@@ -7,7 +7,7 @@ import pytest
 
 import resolver
 import runtime
-from runtime import worker
+from runtime._protocol import launched_rank
 from runtime.errors import RuntimeConfigError
 
 
@@ -16,7 +16,7 @@ def started_as_worker(monkeypatch: pytest.MonkeyPatch):
     """This process as a launched rank of a one-device run started by launch(devices=1, strategy='DDP')."""
     config = resolver.resolve(devices=1, strategy="DDP", accelerator="cpu", environment=resolver.Environment())
     monkeypatch.setenv("RESOLVER_CONFIG", config.to_json())
-    monkeypatch.setattr(worker, "_entered", False)
+    monkeypatch.setattr(launched_rank, "_entered", False)
     return config
 
 

@@ -1,5 +1,5 @@
-"""Entry point of one rank of ``resolver run``: ``python script_rank.py SCRIPT ARGS...`` or
-``python script_rank.py -m MODULE ARGS...``.
+"""Entry point of one rank of ``resolver run``: ``python runtime/_rank/main.py SCRIPT ARGS...`` or
+``python runtime/_rank/main.py -m MODULE ARGS...``.
 
 Runs ``SCRIPT`` as ``__main__`` (``sys.argv`` and ``sys.path[0]`` as if it had been started
 directly), or ``MODULE`` as ``python -m MODULE`` would (``sys.argv[0]`` the module's file,
@@ -53,7 +53,7 @@ def _raised_in_torch_distributed(tb: TracebackType | None) -> bool:
 
 
 def _report(exc: BaseException) -> None:
-    """Write the report ``runtime.launchers.rank_files.RankFiles.read_error`` reads (unless the runtime did)."""
+    """Write the report ``runtime._protocol.rank_files.RankFiles.read_error`` reads (unless the runtime did)."""
     directory = os.environ.get("RUNTIME_REPORT_DIR")
     if not directory or not os.path.isdir(directory):
         return
@@ -79,7 +79,7 @@ def _report(exc: BaseException) -> None:
 
 def main() -> None:
     if not (_SCRIPT or _MODULE):
-        sys.exit("usage: script_rank.py SCRIPT [ARGS...] | -m MODULE [ARGS...]")
+        sys.exit("usage: runtime/_rank/main.py SCRIPT [ARGS...] | -m MODULE [ARGS...]")
     try:
         if _MODULE:
             runpy.run_module(_MODULE, run_name="__main__", alter_sys=True)

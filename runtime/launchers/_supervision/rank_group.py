@@ -5,7 +5,7 @@
     with rank_group() as group:                       # a fresh report folder and doorbell
         group.popen(rank, command, env)                # or group.add(rank, MultiprocessingRank(p));
                                                        # output=pump: through a RankOutputPump
-        outcome = group.supervisor(timeout).watch()    # event-driven, see supervision.py
+        outcome = group.supervisor(timeout).watch()    # event-driven, see supervisor.py
 
 When the block ends every rank process still running is stopped (``SIGTERM``, then ``SIGKILL``)
 and reaped, and the report folder is removed, however the block ends. A launcher whose ranks all
@@ -26,12 +26,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
-from runtime.launchers.in_process_rank import InProcessRank
-from runtime.launchers.rank_files import RankFiles
-from runtime.launchers.rank_output import RankOutputPump
-from runtime.launchers.supervision import PopenRank, RankProcess, Supervisor, stop_processes
+from runtime._protocol.rank_environment import DOORBELL_VARIABLE
+from runtime._protocol.rank_files import RankFiles
+from runtime.launchers._supervision.cleanup import temporary_rank_files
+from runtime.launchers._supervision.in_process_rank import InProcessRank
+from runtime.launchers._supervision.rank_output import RankOutputPump
+from runtime.launchers._supervision.supervisor import PopenRank, RankProcess, Supervisor, stop_processes
 from runtime.preemption import watched
-from runtime.rank_environment import DOORBELL_VARIABLE
 
 __all__ = ["DOORBELL_VARIABLE", "RankGroup", "rank_group", "start_rank_process"]
 
@@ -145,7 +146,7 @@ def _wait_for_reapers() -> None:
 @contextlib.contextmanager
 def rank_group() -> Iterator[RankGroup]:
     """A :class:`RankGroup` with a fresh report folder; no process of it outlives the block."""
-    with RankFiles.temporary() as reports:
+    with temporary_rank_files() as reports:
         read, write = os.pipe()
         os.set_blocking(read, False)
         os.set_blocking(write, False)

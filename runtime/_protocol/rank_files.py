@@ -24,9 +24,8 @@ from typing import IO, Any
 
 import attrs
 
+from runtime._protocol.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
 from runtime.errors import LaunchTimeoutError, RendezvousTimeoutError, RendezvousWaitError, failure_time
-from runtime.launchers.cleanup import report_folder
-from runtime.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
 
 __all__ = [
     "ErrorReport",
@@ -208,12 +207,11 @@ class RankFiles:
         self.directory = directory
 
     @classmethod
-    @contextlib.contextmanager
-    def temporary(cls) -> Iterator[RankFiles]:
-        """A fresh directory, removed however the launch ends (see :mod:`runtime.launchers.cleanup`)."""
+    def for_new_launch(cls, directory: str) -> RankFiles:
+        """The files of a launch starting now in the fresh ``directory`` (the launcher makes and removes
+        it: :func:`runtime.launchers._supervision.cleanup.temporary_rank_files`)."""
         _abandoned.clear()  # a new launch
-        with report_folder() as directory:
-            yield cls(directory)
+        return cls(directory)
 
     @classmethod
     def from_environment(cls) -> RankFiles | None:

@@ -15,16 +15,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
+from runtime._protocol.rank_files import RankFiles
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
+from runtime.launchers._supervision.in_process_rank import InProcessRank
+from runtime.launchers._supervision.rank_group import rank_group
+from runtime.launchers._supervision.rank_output import RankOutputPump
+from runtime.launchers._supervision.signals import watch_processes
+from runtime.launchers._supervision.supervisor import Failure, RankProcess, Supervisor
 from runtime.launchers.base import Launcher
-from runtime.launchers.in_process_rank import InProcessRank
-from runtime.launchers.rank_files import RankFiles
-from runtime.launchers.rank_group import rank_group
-from runtime.launchers.rank_output import RankOutputPump
-from runtime.launchers.signals import watch_processes
-from runtime.launchers.supervision import Failure, RankProcess, Supervisor
-from runtime.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
-from runtime.registry import register_launcher
 
 __all__ = ["SubprocessScriptLauncher", "script_command"]
 
@@ -49,7 +48,6 @@ def script_command() -> list[str]:
     return [sys.executable, os.path.abspath(script), *sys.argv[1:]]
 
 
-@register_launcher("subprocess")
 class SubprocessScriptLauncher(Launcher):
     """This process is local rank 0; the script is re-run for local ranks 1..n-1.
 

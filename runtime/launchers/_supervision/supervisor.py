@@ -21,7 +21,7 @@ The :class:`Outcome` blames the cause, not its echoes:
 - a timeout comes before any communication failure, and before a cause that happened later.
 
 A rank that runs inside the launching process (the ``subprocess`` launcher's rank 0, an
-:class:`~runtime.launchers.in_process_rank.InProcessRank`) takes part in the launch timeout: at the
+:class:`~runtime.launchers._supervision.in_process_rank.InProcessRank`) takes part in the launch timeout: at the
 deadline its stack is taken with the others', and unless it waits in a collective (stopping its
 peers ends that) it is interrupted before its peers are stopped.
 """
@@ -36,9 +36,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
-from runtime.launchers.in_process_rank import InProcessRank
-from runtime.launchers.rank_files import (
+from runtime._protocol.rank_files import (
     STACK_SIGNAL,
     RankFiles,
     abandon_rendezvous,
@@ -49,7 +47,15 @@ from runtime.launchers.rank_files import (
     timeout_error,
     where_waiting,
 )
-from runtime.launchers.rank_processes import GRACE, MultiprocessingRank, PopenRank, RankProcess, stop_processes
+from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
+from runtime.launchers._supervision.in_process_rank import InProcessRank
+from runtime.launchers._supervision.rank_processes import (
+    GRACE,
+    MultiprocessingRank,
+    PopenRank,
+    RankProcess,
+    stop_processes,
+)
 
 __all__ = [
     "Failure",

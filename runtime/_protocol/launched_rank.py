@@ -1,23 +1,77 @@
-"""What a launched rank runs: its strategy, built from the config its launcher handed down."""
+"""The rank side of a launch: run the work, report failures, do not outlive the launcher."""
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runtime.build import build
-from runtime.collector import collector_paused
+from runtime._protocol.gc_pause import collector_paused
+from runtime._protocol.rank_environment import CONFIG_VARIABLE, PARENT_PID_VARIABLE, launched_config, threads_applied
+from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
-from runtime.launchers.launched_rank import MARKS_JOINED_ITSELF
-from runtime.launchers.rank_files import RankFiles
-from runtime.rank_environment import CONFIG_VARIABLE, launched_config, threads_applied
 
 if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig
+    from runtime.strategies.base import Strategy
 
-__all__ = ["check_worker_entry", "run_worker"]
+__all__ = ["MARKS_JOINED_ITSELF", "check_worker_entry", "die_with_launcher", "run_launched_rank", "run_worker"]
 
 R = TypeVar("R")
+
+_PR_SET_PDEATHSIG = 1
+_INTERRUPTED_EXIT_CODE = 130
+#: Set on a function that marks the rank as joined itself (after building its strategy), so that
+#: :func:`run_launched_rank` does not mark it on entry.
+MARKS_JOINED_ITSELF = "_runtime_marks_joined_itself"
+
+
+def die_with_launcher() -> None:
+    """Have the kernel kill this process if its launcher dies (Linux), so no rank is orphaned."""
+    expected = os.environ.get(PARENT_PID_VARIABLE)
+    if not sys.platform.startswith("linux") or not expected:
+        return
+    try:
+        # The symbols already loaded into this process (libc among them): no library search,
+        # which costs milliseconds (ctypes.util.find_library runs ldconfig) in every rank.
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != expected:  # the launcher died before we asked
+        os._exit(1)
+
+
+def run_launched_rank(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """Call ``fn(*args, **kwargs)`` in a process a launcher started for one rank.
+
+    Failures are reported to the launcher (which re-raises them in the caller with this rank's
+    traceback) and end this process's work with ``SystemExit(1)`` (130 for Ctrl-C), so the
+    traceback is shown once, by the launcher. The rank answers the launcher's stack requests.
+    """
+    reports = RankFiles.from_environment()
+    if reports is None:
+        return fn(*args, **kwargs)
+    die_with_launcher()
+    rank = int(os.environ.get("RANK", "0"))
+    if not getattr(fn, MARKS_JOINED_ITSELF, False):
+        reports.mark_joined(rank)
+    try:
+        with reports.reporting(rank):
+            result = fn(*args, **kwargs)
+        reports.mark_finished(rank)
+        return result
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        # Reported: the launcher shows this traceback once, so this process does not print it too.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        raise SystemExit(_INTERRUPTED_EXIT_CODE if isinstance(exc, KeyboardInterrupt) else 1) from None
+
 
 #: What must agree between the run that started a worker and the launch() call it reaches.
 RUN_FIELDS = ("accelerator", "device_ids", "num_nodes", "strategy", "precision")
@@ -58,8 +112,12 @@ def check_worker_entry(requested: ResolvedConfig | None, wanted: str, *, accepts
         )
 
 
-def run_worker(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-    """Build this rank's strategy from ``RESOLVER_CONFIG`` and run ``fn(strategy, *args, **kwargs)``.
+def run_worker(build: Callable[[ResolvedConfig], Strategy], fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """Build this rank's strategy from ``RESOLVER_CONFIG`` with ``build`` and run ``fn(strategy, *args, **kwargs)``.
+
+    ``build`` is :func:`runtime.build`, handed down by the strategy that launched the ranks (which
+    :func:`runtime.build` gave it): the rank side of the launch is below the strategies and the
+    build, so it cannot import them.
 
     Once the strategy is built and its device selected, the rank tells its launcher it reached
     the rendezvous (the launching rank of the subprocess launcher waits for that before it joins

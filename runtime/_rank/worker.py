@@ -1,0 +1,62 @@
+"""What a launched rank does when the script it runs reaches ``runtime.launch``: it does not
+resolve again, it checks the call is the one it was started for and runs as the rank its config names."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from resolver._domain.flag_values import given_flags
+from resolver._engine.errors import ResolutionError
+from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_worker
+from runtime.build import build
+
+if TYPE_CHECKING:
+    from resolver._domain.config import ResolvedConfig
+
+__all__ = ["run_checked_worker"]
+
+R = TypeVar("R")
+
+
+def run_checked_worker(
+    launched: ResolvedConfig, flags: Mapping[str, Any], fn: Callable[..., R], *args: Any, **kwargs: Any
+) -> R:
+    """Run ``fn`` as the rank ``launched`` names, if this launch() is the one the rank was started for.
+
+    The worker does not resolve: it compares the flags of the launch() it reached with the flags
+    recorded in the config it was given (``ResolvedConfig.flags``). A launch() without flags takes
+    whatever started the worker (``resolver run --devices 2 script.py``).
+    """
+    try:
+        given = given_flags(flags)
+    except ResolutionError:
+        given = None  # flags that do not even read as flags: not the launch() that started this worker
+    recorded = dict(launched.flags)
+    if given is not None:
+        # Where this node sits in the rendezvous (resolver run --node-rank/--master-addr/--master-port)
+        # is the command line's to say: a script's launch() that leaves it out is still this run's.
+        for name in _PLACEMENT_FLAGS:
+            if name not in given:
+                recorded.pop(name, None)
+    same = given is not None and _plain(given) == _plain(recorded)
+    wanted = f"launch({_shown(given if given is not None else flags)})"
+    check_worker_entry(launched if same else None, wanted, accepts_any=given == {})
+    return run_worker(build, fn, *args, **kwargs)
+
+
+#: Flags that place this node in a multi-node rendezvous rather than describe the run.
+_PLACEMENT_FLAGS = ("node_rank", "master_addr", "master_port")
+
+
+def _plain(flags: Mapping[str, Any]) -> str:
+    """Flags as canonical JSON: a config that came through JSON holds lists where tuples were."""
+    return json.dumps(dict(flags), sort_keys=True, default=list)
+
+
+def _shown(flags: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in flags.items())
+
+
+setattr(run_checked_worker, MARKS_JOINED_ITSELF, True)  # run_worker marks it, after building
