@@ -127,7 +127,8 @@ def _run(
             named = by_name(flags) if isinstance(flags, tuple) else flags
         return _flag_provenance(named, values, slot, sources)
 
-    return evaluator.run(values, inputs, reporter), FrozenMapping.of_sorted(given)
+    evaluation = evaluator.run(values, inputs, reporter, plan.present(environment))
+    return evaluation, FrozenMapping.of_sorted(given)
 
 
 def resolve(
