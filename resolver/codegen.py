@@ -30,7 +30,7 @@ from operator import itemgetter
 from types import CodeType
 from typing import Any
 
-from resolver.codewriter import Atom, Tests, Writer, atoms, write_verify
+from resolver.codewriter import Atom, Gates, Tests, Writer, atoms, present, write_verify
 from resolver.conditions import Call, Ref
 from resolver.function_registry import FUNCTIONS, READS_UNSET
 from resolver.shapes import as_number, same
@@ -65,10 +65,10 @@ def generate(
     hands in the disk cache's (:func:`resolver.cache.compile_code`), which this engine module does
     not import. ``sparse``: the inputs that are unset unless a snapshot sets them (variables and
     files); runs of check rules that need one of them set are tried only for those a run has
-    (:class:`_Gates`)."""
+    (:class:`resolver.codewriter.Gates`)."""
     w = Writer()
     tests = Tests(w, domains)
-    gates = _Gates(w, tests, sparse, render)
+    gates = Gates(w, tests, sparse, render)
     decided: set[str] = set()
     default_marks: list[tuple[int, Any]] = []  # where each stage's defaults are assigned
     for stage in stages:
@@ -106,7 +106,7 @@ def generate(
         getter = w.name("r", itemgetter(*(slot for slot, _ in inputs)))
         prologue.append(f"    {', '.join(local for _, local in inputs)} = {getter}(v)")
     if gates.used:  # which gated checks this run tries: the sparse inputs it has
-        prologue.append(f"    gp = {w.name('G', functools.partial(_present, frozenset(gates.used)))}(v, present)")
+        prologue.append(f"    gp = {w.name('G', functools.partial(present, frozenset(gates.used)))}(v, present)")
     source = "\n".join(["def run(v, notes, present=None):", *prologue, *w.lines]) + "\n"
     if not _SAFE_SOURCE.fullmatch(source):
         raise AssertionError("generated source holds characters outside its own tokens")
@@ -259,9 +259,10 @@ def _switch(w: Writer, depth: int, var: str, bodies: Sequence[Callable[..., Any]
     split(depth + 1, 0, len(bodies))
 
 
-def _notes(w: Writer, tests: Tests, gates: _Gates, rules: Sequence[Any]) -> None:
+def _notes(w: Writer, tests: Tests, gates: Gates, rules: Sequence[Any]) -> None:
     """The note rules, in the table's order: runs of rules that need a sparse input set (a site's
-    rules reading their own variables) through :meth:`_Gates.notes`, the others by :func:`_plain_notes`."""
+    rules reading their own variables) through :meth:`resolver.codewriter.Gates.notes`, the others
+    by :func:`_plain_notes`."""
     start = 0
     for i, j in gates.note_runs(rules):
         _plain_notes(w, tests, rules[start:i])
@@ -334,168 +335,3 @@ def _conflicts(w: Writer, tests: Tests, depth: int, checks: list[tuple[Atom, ...
 
 class Redo(Exception):
     """The generated code met a conflict: the evaluator's closures decide again and raise it."""
-
-
-#: Consecutive check rules needing a sparse input set, from which trying only those a run has pays.
-MIN_GATED = 4
-
-
-def _needs_set(op: str, operand: Any) -> bool:
-    """Whether a test fails (without raising) when its slot is unset, as the operator's predicate does."""
-    if isinstance(operand, Ref):
-        return op in ("eq", "ne", "gt", "ge", "lt", "le")
-    if op in ("gt", "ge", "lt", "le", "not_in", "in_domain", "not_in_domain"):
-        return True
-    if op in ("eq", "ne"):
-        return operand is not None
-    if op == "set":
-        return operand is True
-    if op == "in":
-        return None not in operand
-    if op == "is":
-        return operand != "none"
-    return op == "is_not" and operand == "none"
-
-
-def _present(gates: frozenset[str], v: Mapping[str, Any], present: Any) -> Any:
-    """The gates a run tries: those among ``present`` (sparse inputs that may be set; None: look)."""
-    if present is None:
-        return {slot for slot in gates if v.get(slot) is not None}
-    return gates.intersection(present)
-
-
-def _positions(index: Mapping[str, tuple[int, ...]], present: Any) -> list[int]:
-    if len(present) == 1:
-        for slot in present:
-            return list(index.get(slot, ()))
-    return sorted(n for slot in present for n in index.get(slot, ()))
-
-
-def _gated_notes(
-    index: Mapping[str, tuple[int, ...]],
-    entries: Sequence[tuple[tuple[Any, ...], Any]],
-    render: Callable[..., Any],
-    v: dict[str, Any],
-    notes: list[str],
-    present: Any,
-) -> None:
-    """The rules of a gated run whose gate ``present`` holds, in the table's order: their tests from
-    the gate on (the evaluator's own), then the note, as the closures do."""
-    for n in _positions(index, present):
-        tests, template = entries[n]
-        for test in tests:
-            if not test(v):
-                break
-        else:
-            notes.append(render(template, v))
-
-
-def _gated_conflicts(
-    index: Mapping[str, tuple[int, ...]], entries: Sequence[tuple[Any, ...]], v: dict[str, Any], present: Any
-) -> None:
-    """``raise REDO`` if a conflict of a gated group whose gate ``present`` holds fires (any order:
-    any conflict hands the run back)."""
-    for n in _positions(index, present):
-        for test in entries[n]:
-            if not test(v):
-                break
-        else:
-            raise Redo
-
-
-_Split = tuple[tuple[Atom, ...], str, tuple[Atom, ...]]
-
-
-class _Gates:
-    """Check rules whose tests need a sparse input set (a variable a site's rules read, which most
-    snapshots do not have), written so that a run pays only for the inputs it has.
-
-    A rule's tests up to its gate (its first test that fails on an unset sparse input) are written
-    out as always, once for a run of rules with the same ones; from the gate on, a rule is tried
-    with the evaluator's own tests, and only where a run has its gate's input (``gp``, found once
-    per run from the snapshot's variables). The closures make the same tests in the same order, and
-    stop at the gate too where its input is unset."""
-
-    def __init__(self, w: Writer, tests: Tests, sparse: frozenset[str], render: Callable[..., Any]) -> None:
-        self._w, self._tests, self._sparse, self._render = w, tests, sparse, render
-        #: The gates of the runs written: the prologue finds which of them a run has.
-        self.used: set[str] = set()
-
-    def _split(self, tested: tuple[Atom, ...]) -> _Split | None:
-        for i, (slot, op, operand, _) in enumerate(tested):
-            if slot in self._sparse and _needs_set(op, operand):
-                return tested[:i], slot, tested[i:]
-        return None
-
-    def _prefix(self, split: _Split) -> tuple[str, ...]:
-        return tuple(self._tests.parts(split[0]))
-
-    def note_runs(self, rules: Sequence[Any]) -> list[tuple[int, int]]:
-        """Where the runs of at least :data:`MIN_GATED` gated note rules with the same tests before
-        their gates are, as ``(start, end)``."""
-        if not self._sparse:
-            return []
-        splits = [self._split(atoms(rule.when)) for rule in rules]
-        runs, i = [], 0
-        while i < len(rules):
-            first = splits[i]
-            if first is None:
-                i += 1
-                continue
-            key, j = self._prefix(first), i + 1
-            while j < len(rules) and (found := splits[j]) is not None and self._prefix(found) == key:
-                j += 1
-            if j - i >= MIN_GATED:
-                runs.append((i, j))
-            i = j
-        return runs
-
-    def notes(self, rules: Sequence[Any]) -> None:
-        """One gated run of note rules (see :meth:`note_runs`)."""
-        splits: list[_Split] = [self._split(atoms(rule.when)) for rule in rules]  # type: ignore[misc]
-        entries = tuple(
-            (tuple(a[3] for a in split[2]), rule.templates.get("note")) for split, rule in zip(splits, rules, strict=True)
-        )
-        run = functools.partial(_gated_notes, self._index(splits), entries, self._render)
-        depth = self._guard(self._prefix(splits[0]))
-        self._w.emit(depth, f"{self._w.name('G', run)}(v, notes, gp)")
-
-    def conflicts(self, checks: list[tuple[Atom, ...]]) -> list[tuple[Atom, ...]]:
-        """Writes the groups of at least :data:`MIN_GATED` gated conflicts with the same tests before
-        their gates; returns the other conflicts."""
-        if not self._sparse:
-            return checks
-        groups: dict[tuple[str, ...], list[tuple[tuple[Atom, ...], _Split]]] = {}
-        rest = []
-        for check in checks:
-            split = self._split(check)
-            if split is None:
-                rest.append(check)
-            else:
-                groups.setdefault(self._prefix(split), []).append((check, split))
-        for prefix, members in groups.items():
-            if len(members) < MIN_GATED:
-                rest.extend(check for check, _ in members)
-                continue
-            splits = [split for _, split in members]
-            entries = tuple(tuple(a[3] for a in split[2]) for split in splits)
-            run = functools.partial(_gated_conflicts, self._index(splits), entries)
-            depth = self._guard(prefix)
-            self._w.emit(depth, f"{self._w.name('G', run)}(v, gp)")
-        return rest
-
-    def _index(self, splits: Sequence[_Split]) -> dict[str, tuple[int, ...]]:
-        index: dict[str, list[int]] = {}
-        for n, (_, gate, _) in enumerate(splits):
-            index.setdefault(gate, []).append(n)
-        self.used.update(index)
-        return {gate: tuple(found) for gate, found in index.items()}
-
-    def _guard(self, prefix: tuple[str, ...]) -> int:
-        """``if prefix:`` (where there is one: made first, as each rule makes it) and ``if gp:``."""
-        depth = 1
-        if prefix:
-            self._w.emit(depth, f"if {' and '.join(prefix)}:")
-            depth += 1
-        self._w.emit(depth, "if gp:")
-        return depth + 1
