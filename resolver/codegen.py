@@ -30,7 +30,7 @@ from operator import itemgetter
 from types import CodeType
 from typing import Any
 
-from resolver.codewriter import Atom, Gates, Tests, Writer, atoms, present, write_verify
+from resolver.codewriter import Atom, Gates, Tests, Writer, atoms, gates_present, write_verify
 from resolver.conditions import Call, Ref
 from resolver.function_registry import FUNCTIONS, READS_UNSET
 from resolver.shapes import as_number, same
@@ -106,7 +106,7 @@ def generate(
         getter = w.name("r", itemgetter(*(slot for slot, _ in inputs)))
         prologue.append(f"    {', '.join(local for _, local in inputs)} = {getter}(v)")
     if gates.used:  # which gated checks this run tries: the sparse inputs it has
-        prologue.append(f"    gp = {w.name('G', functools.partial(present, frozenset(gates.used)))}(v, present)")
+        prologue.append(f"    gp = {w.name('G', functools.partial(gates_present, frozenset(gates.used)))}(v, present)")
     source = "\n".join(["def run(v, notes, present=None):", *prologue, *w.lines]) + "\n"
     if not _SAFE_SOURCE.fullmatch(source):
         raise AssertionError("generated source holds characters outside its own tokens")

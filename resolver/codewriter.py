@@ -23,7 +23,7 @@ from typing import Any
 from resolver.conditions import Condition, Ref
 from resolver.shapes import TYPE_TESTS
 
-__all__ = ["MIN_GATED", "Atom", "Gates", "Tests", "Writer", "atoms", "present", "write_verify"]
+__all__ = ["MIN_GATED", "Atom", "Gates", "Tests", "Writer", "atoms", "gates_present", "write_verify"]
 
 
 class Writer:
@@ -220,8 +220,9 @@ def _needs_set(op: str, operand: Any) -> bool:
     return op == "is_not" and operand == "none"
 
 
-def present(gates: frozenset[str], v: Mapping[str, Any], present: Any) -> Any:
-    """The gates a run tries: those among ``present`` (sparse inputs that may be set; None: look)."""
+def gates_present(gates: frozenset[str], v: Mapping[str, Any], present: Any) -> Any:
+    """The gates a run tries: those among ``present`` (sparse inputs that may be set; None: those
+    ``v`` holds a value for)."""
     if present is None:
         return {slot for slot in gates if v.get(slot) is not None}
     return gates.intersection(present)
