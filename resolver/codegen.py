@@ -77,7 +77,7 @@ def generate(
             default_marks.append((len(w.lines), stage))
             decided.update(stage.defaults)
         for slot, choices, default, default_needs in stage.decisions:
-            _decision(w, tests, stage, slot, choices, default, default_needs)
+            _decision(w, tests, gates, stage, slot, choices, default, default_needs)
             decided.add(slot)
         # Any conflict hands the run back, whichever fires first: they are grouped by the slot
         # most of them compare with a constant, then the notes follow in the table's order.
@@ -133,7 +133,9 @@ def _compile(source: str, filename: str) -> CodeType:
     return compile(source, filename, "exec")
 
 
-def _decision(w: Writer, tests: Tests, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool) -> None:
+def _decision(
+    w: Writer, tests: Tests, gates: Gates, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool
+) -> None:
     """One slot: its candidate rules in priority order (the first whose conditions hold), else the default.
 
     The decision is a ``while True`` block that the first rule to fire (or the default) leaves with
@@ -154,7 +156,7 @@ def _decision(w: Writer, tests: Tests, stage: Any, slot: str, choices: Any, defa
             write_verify(w, depth, stage.name, slot, slot_check)
 
     w.emit(1, "while True:")
-    if not _chain(w, tests, 2, items, assign):
+    if not _chain(w, tests, 2, items, assign, gates):
         by_default(2)
         w.emit(2, "break")
 
@@ -179,11 +181,30 @@ def _run_at(items: Sequence[_Item], start: int) -> tuple[str | None, int]:
     return best
 
 
-def _chain(w: Writer, tests: Tests, depth: int, items: Sequence[_Item], assign: Callable[[int, Choice], None]) -> bool:
-    """``if tests: assign; break`` per rule, in order, rows grouped by a lookup; True when a rule
-    without tests ends it (what follows could never run)."""
+def _chain(
+    w: Writer,
+    tests: Tests,
+    depth: int,
+    items: Sequence[_Item],
+    assign: Callable[[int, Choice], None],
+    gates: Gates | None = None,
+) -> bool:
+    """``if tests: assign; break`` per rule, in order, rows grouped by a lookup, runs of rules that
+    need a variable set tried only where a run has one (:meth:`resolver.codewriter.Gates.choices`);
+    True when a rule without tests ends it (what follows could never run)."""
+
+    def fire(depth: int, choice: Choice) -> None:
+        assign(depth, choice)
+        w.emit(depth, "break")
+
     i = 0
     while i < len(items):
+        end = gates.choice_run(items, i) if gates is not None else i
+        if end > i:
+            inner = gates.choices(depth, items[i:end], f"g{depth}")  # type: ignore[union-attr]
+            _switch(w, inner, f"g{depth}", [functools.partial(fire, choice=choice) for choice, _ in items[i:end]])
+            i = end
+            continue
         slot, end = _run_at(items, i)
         if slot is not None and end - i >= MIN_RUN:
             groups: dict[Any, list[_Item]] = {}
@@ -195,7 +216,7 @@ def _chain(w: Writer, tests: Tests, depth: int, items: Sequence[_Item], assign: 
             w.emit(depth + 1, f"{var} = {w.name('m', {c: n for n, c in enumerate(groups)})}.get({a}, -1)")
             w.emit(depth, "except TypeError:")  # unhashable: equal to none of the constants
             w.emit(depth + 1, f"{var} = -1")
-            bodies = [functools.partial(_chain, w, tests, items=m, assign=assign) for m in groups.values()]
+            bodies = [functools.partial(_chain, w, tests, items=m, assign=assign, gates=gates) for m in groups.values()]
             _switch(w, depth, var, bodies)
             i = end
             continue

@@ -254,6 +254,20 @@ def _gated_notes(
             notes.append(render(template, v))
 
 
+def _first_firing(
+    index: Mapping[str, tuple[int, ...]], entries: Sequence[tuple[Any, ...]], v: dict[str, Any], present: Any
+) -> int:
+    """The first rule of a gated run of setters (in priority order) whose gate ``present`` holds and
+    whose tests hold; -1 if none does."""
+    for n in _positions(index, present):
+        for test in entries[n]:
+            if not test(v):
+                break
+        else:
+            return n
+    return -1
+
+
 def _gated_conflicts(
     index: Mapping[str, tuple[int, ...]], entries: Sequence[tuple[Any, ...]], v: dict[str, Any], present: Any
 ) -> bool:
@@ -326,6 +340,27 @@ class Gates:
         depth = self._guard(self._prefix(splits[0]))
         self._w.emit(depth, f"{self._w.name('G', run)}(v, notes, gp)")
 
+    def choice_run(self, items: Sequence[tuple[Any, tuple[Atom, ...]]], start: int) -> int:
+        """The end of the run of at least :data:`MIN_GATED` gated setters from ``start`` (``(choice,
+        its atoms)`` in priority order) with the same tests before their gates; ``start`` if none."""
+        first = self._split(items[start][1]) if self._sparse else None
+        if first is None:
+            return start
+        key, end = self._prefix(first), start + 1
+        while end < len(items) and (found := self._split(items[end][1])) is not None and self._prefix(found) == key:
+            end += 1
+        return end if end - start >= MIN_GATED else start
+
+    def choices(self, depth: int, items: Sequence[tuple[Any, tuple[Atom, ...]]], var: str) -> int:
+        """One gated run of setters (see :meth:`choice_run`): sets ``var`` to the index of the first
+        that fires (-1: none), where the run has one of their gates; returns the depth to go on at."""
+        splits: list[_Split] = [self._split(tested) for _, tested in items]  # type: ignore[misc]
+        entries = tuple(tuple(a[3] for a in split[2]) for split in splits)
+        run = functools.partial(_first_firing, self._index(splits), entries)
+        depth = self._guard(self._prefix(splits[0]), depth)
+        self._w.emit(depth, f"{var} = {self._w.name('G', run)}(v, gp)")
+        return depth
+
     def conflicts(self, checks: list[tuple[Atom, ...]]) -> list[tuple[Atom, ...]]:
         """Writes the groups of at least :data:`MIN_GATED` gated conflicts with the same tests before
         their gates; returns the other conflicts."""
@@ -358,9 +393,8 @@ class Gates:
         self.used.update(index)
         return {gate: tuple(found) for gate, found in index.items()}
 
-    def _guard(self, prefix: tuple[str, ...]) -> int:
+    def _guard(self, prefix: tuple[str, ...], depth: int = 1) -> int:
         """``if prefix:`` (where there is one: made first, as each rule makes it) and ``if gp:``."""
-        depth = 1
         if prefix:
             self._w.emit(depth, f"if {' and '.join(prefix)}:")
             depth += 1

@@ -239,15 +239,46 @@ def test_site_conflicts_needing_their_own_variable_decide_alike(tmp_path: Path) 
         evaluator.run(inputs_for(evaluator, {}, Environment(variables={"SITE_4": "x"})), given)
 
 
-def test_site_rules_add_no_inputs_to_each_run(tmp_path: Path) -> None:
-    """A run reads the same inputs (the line that reads them all) with 8 or 80 such rules: rules
+def _setters(count: int) -> str:
+    """Site rules that each set one slot where a variable of their own is set (the highest priority wins)."""
+    declared = '[slot."site.flavour"]\nstage = "resolved"\ntype = "str"\nnullable = true\n'
+    return declared + "\n".join(
+        f'[[rule]]\nid = "site.flavour.{i}"\nstage = "resolved"\npriority = {i}\n'
+        f'when = {{ "var.SITE_{i}" = {{ set = true }}, num_devices = {{ gt = 0 }} }}\n'
+        f'set = {{ "site.flavour" = "flavour {i}" }}\nwhy = "SITE_{i} is set"\n'
+        for i in range(count)
+    )
+
+
+@pytest.mark.parametrize(
+    "variables", [{}, {"SITE_3": "x"}, {"SITE_0": "x", "SITE_5": "", "OTHER": "z"}, {"SITE_99": "x"}]
+)
+def test_site_setters_needing_their_own_variable_decide_alike(tmp_path: Path, variables: dict[str, str]) -> None:
+    setters = tmp_path / "setters.toml"
+    setters.write_text(_setters(8), encoding="utf-8")
+    evaluator = Evaluator(load_rules([setters]))
+    warm_up(evaluator)
+    assert evaluator.generated_source is not None and "if gp:" in evaluator.generated_source
+    compare(evaluator, {}, Environment(variables=variables), strict=True)
+    environment = Environment(variables=variables)
+    present = [int(name[5:]) for name in variables if name.startswith("SITE_") and int(name[5:]) < 8]
+    for given_present in (None, InputPlan(evaluator.table).present(environment)):
+        run = evaluator.run(inputs_for(evaluator, {}, environment), given, present=given_present)
+        assert run.values["site.flavour"] == (f"flavour {max(present)}" if present else None)
+        if present:
+            assert run.provenance["site.flavour"].rule == f"site.flavour.{max(present)}"
+
+
+@pytest.mark.parametrize("rules", [_inert, _setters])
+def test_site_rules_add_no_inputs_to_each_run(tmp_path: Path, rules: Any) -> None:
+    """A run reads as many inputs (the line that reads them all) with 8 or 80 such rules: rules
     whose variable a snapshot lacks cost it nothing but their shared test."""
     prologues = []
     for count in (8, 80):
         path = tmp_path / f"site{count}.toml"
-        path.write_text(_inert(count), encoding="utf-8")
+        path.write_text(rules(count), encoding="utf-8")
         evaluator = Evaluator(load_rules([path]))
         warm_up(evaluator)
         assert evaluator.generated_source is not None
-        prologues.append(evaluator.generated_source.splitlines()[1].split(" = ")[0])
-    assert prologues[0] == prologues[1]
+        prologues.append(len(evaluator.generated_source.splitlines()[1].split(" = ")[0].split(", ")))
+    assert prologues[0] == prologues[1]  # as many locals read (the same inputs, numbered differently)
