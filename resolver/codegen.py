@@ -105,8 +105,12 @@ def generate(
     elif inputs:
         getter = w.name("r", itemgetter(*(slot for slot, _ in inputs)))
         prologue.append(f"    {', '.join(local for _, local in inputs)} = {getter}(v)")
-    if gates.used:  # which gated checks this run tries: the sparse inputs it has
-        prologue.append(f"    gp = {w.name('G', functools.partial(gates_present, frozenset(gates.used)))}(v, present)")
+    if gates.used:  # which gated rules this run tries: the sparse inputs it has (most runs: none)
+        used = frozenset(gates.used)
+        look, names = w.name("G", functools.partial(gates_present, used)), w.name("d", used)
+        # present: those the snapshot has (empty: none of them); None: look at each
+        found = f"{names}.intersection(present) if present else {look}(v, None) if present is None else present"
+        prologue.append(f"    gp = {found}")
     source = "\n".join(["def run(v, notes, present=None):", *prologue, *w.lines]) + "\n"
     if not _SAFE_SOURCE.fullmatch(source):
         raise AssertionError("generated source holds characters outside its own tokens")

@@ -222,7 +222,7 @@ def _needs_set(op: str, operand: Any) -> bool:
 
 def gates_present(gates: frozenset[str], v: Mapping[str, Any], present: Any) -> Any:
     """The gates a run tries: those among ``present`` (sparse inputs that may be set; None: those
-    ``v`` holds a value for)."""
+    ``v`` holds a value for). The generated code calls it where ``present`` is empty or None."""
     if present is None:
         return {slot for slot in gates if v.get(slot) is not None}
     return gates.intersection(present)
