@@ -204,9 +204,9 @@ def _chain(
     i = 0
     while i < len(items):
         end = gates.choice_run(items, i) if gates is not None else i
-        if end > i:
-            inner = gates.choices(depth, items[i:end], f"g{depth}")  # type: ignore[union-attr]
-            _switch(w, inner, f"g{depth}", [functools.partial(fire, choice=choice) for choice, _ in items[i:end]])
+        if end > i:  # the local i<depth>: no name bound in the namespace starts with i
+            inner = gates.choices(depth, items[i:end], f"i{depth}")  # type: ignore[union-attr]
+            _switch(w, inner, f"i{depth}", [functools.partial(fire, choice=choice) for choice, _ in items[i:end]])
             i = end
             continue
         slot, end = _run_at(items, i)
