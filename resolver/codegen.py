@@ -64,7 +64,7 @@ def generate(
     ``compile_code(source, filename)`` compiles the source (default: :func:`compile`); the resolver
     hands in the disk cache's (:func:`resolver.cache.compile_code`), which this engine module does
     not import. ``sparse``: the inputs that are unset unless a snapshot sets them (variables and
-    files); runs of check rules that need one of them set are tried only for those a run has
+    files); runs of rules that need one of them set are tried only for those a run has
     (:class:`resolver.codewriter.Gates`)."""
     w = Writer()
     tests = Tests(w, domains)

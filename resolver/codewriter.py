@@ -6,8 +6,8 @@ writes never holds rule text. :class:`Tests` writes a condition's operators inli
 meaning is plain, with exactly the meaning of :mod:`resolver.operators`' predicates, and as a call
 of the predicate otherwise. :func:`write_verify` writes a stage's check of one value.
 
-:class:`Gates` writes check rules that need a variable set so that a run pays only for the
-variables it has. A site's rule files add rules reading variables of their own (``var.MY_SITE_*``),
+:class:`Gates` writes rules (checks and setters) that need a variable set so that a run pays only
+for the variables it has. A site's rule files add rules reading variables of their own (``var.MY_SITE_*``),
 which most snapshots do not have; written out like the others, each would cost every run the
 reading of its variable and a test, and the evaluation would grow with the table, not with what a
 snapshot holds. Runs of such rules become one call each, made only where the run has one of their
@@ -199,7 +199,8 @@ def write_verify(w: Writer, depth: int, stage: str, slot: str, check: Any) -> No
     w.emit(depth + 1, f"VERIFY({w.name('s', stage)}, {w.name('q', check)}, {a})")
 
 
-#: Consecutive check rules needing a sparse input set, from which trying only those a run has pays.
+#: Consecutive rules (checks, or setters of one slot) needing a sparse input set, from which trying
+#: only those a run has pays.
 MIN_GATED = 4
 
 
@@ -286,8 +287,9 @@ _Split = tuple[tuple[Atom, ...], str, tuple[Atom, ...]]
 
 
 class Gates:
-    """Check rules whose tests need a sparse input set (a variable a site's rules read, which most
-    snapshots do not have), written so that a run pays only for the inputs it has.
+    """Rules (checks, and setters of one slot) whose tests need a sparse input set (a variable a
+    site's rules read, which most snapshots do not have), written so that a run pays only for the
+    inputs it has.
 
     A rule's tests up to its gate (its first test that fails on an unset sparse input) are written
     out as always, once for a run of rules with the same ones; from the gate on, a rule is tried

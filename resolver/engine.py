@@ -251,7 +251,7 @@ class Evaluator:
         from resolver.codegen import generate
 
         try:
-            # Variables and files are unset unless a snapshot has them: check rules needing one are
+            # Variables and files are unset unless a snapshot has them: rules needing one are
             # tried only for those a run has.
             sparse = frozenset(self.table.variables) | {s for s in self._input_slots if s.startswith("file.")}
             run, self.generated_source = generate(
