@@ -127,7 +127,10 @@ def _run(
             named = by_name(flags) if isinstance(flags, tuple) else flags
         return _flag_provenance(named, values, slot, sources)
 
-    return evaluator.run(values, inputs, reporter), FrozenMapping.of_sorted(given)
+    # The variables and files the snapshot has (most have none): the generated code tries the rules
+    # needing one only for those.
+    present = plan.present(environment) if environment.variables._data or environment.files._data else ()
+    return evaluator.run(values, inputs, reporter, present), FrozenMapping.of_sorted(given)
 
 
 def resolve(

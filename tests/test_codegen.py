@@ -25,6 +25,7 @@ from resolver._domain.functions import InvalidInput
 from resolver._engine.codegen import Redo
 from resolver._engine.evaluator import Evaluation, Evaluator
 from resolver._engine.reporter import Reporter
+from resolver._snapshot.environment import InputPlan
 from resolver.api import builtin_table, load_rules
 
 GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.toml"))
@@ -184,9 +185,9 @@ def test_note_rules_sharing_a_first_test_decide_alike(tmp_path: Path, variables:
     site.write_text(_SHARED, encoding="utf-8")
     evaluator = Evaluator(load_rules([site]))
     warm_up(evaluator)
-    # The shared test (on var.A_LIMIT, first in each rule's tests) is written once for each run of
-    # rules, with each rule's own test nested under it.
-    assert evaluator.generated_source is not None and "\n            notes.append(" in evaluator.generated_source
+    # Every rule needs a variable set (its first test on var.A_LIMIT or var.SITE_OTHER fails when
+    # unset): the run is tried only for the variables a snapshot has.
+    assert evaluator.generated_source is not None and "if gp:" in evaluator.generated_source
     compare(evaluator, {}, Environment(variables=variables), strict=True)
     if variables.get("A_LIMIT") == "2" and "SITE_1" in variables:
         notes = evaluator.run(inputs_for(evaluator, {}, Environment(variables=variables)), given).notes
@@ -194,3 +195,90 @@ def test_note_rules_sharing_a_first_test_decide_alike(tmp_path: Path, variables:
     if variables.get("A_LIMIT") == "many":
         with pytest.raises(ResolutionError, match="A_LIMIT='many' is not an integer"):
             evaluator.run(inputs_for(evaluator, {}, Environment(variables=variables)), given)
+
+
+def _inert(count: int, *, conflict: bool = False) -> str:
+    """Site rules that each need a variable of their own set, after a test they share."""
+    kind = 'conflict = "site {i} conflicts"\nhint = "unset SITE_{i}"' if conflict else 'note = "site {i} noted"'
+    return "\n".join(
+        f'[[rule]]\nid = "site.{i}"\nstage = "placed"\n'
+        f'when = {{ "var.SITE_{i}" = {{ set = true }}, num_devices = {{ gt = 0 }} }}\n' + kind.format(i=i) + "\n"
+        for i in range(count)
+    )
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{}, {"SITE_3": "x"}, {"SITE_0": "x", "SITE_7": "", "SITE_5": "y", "OTHER": "z"}, {"SITE_99": "x"}],
+)
+def test_site_rules_needing_their_own_variable_decide_alike(tmp_path: Path, variables: dict[str, str]) -> None:
+    notes = tmp_path / "notes.toml"
+    notes.write_text(_inert(8), encoding="utf-8")
+    evaluator = Evaluator(load_rules([notes]))
+    warm_up(evaluator)
+    assert evaluator.generated_source is not None and "if gp:" in evaluator.generated_source
+    compare(evaluator, {}, Environment(variables=variables), strict=True)
+    environment = Environment(variables=variables)
+    plan = InputPlan(evaluator.table)
+    for present in (None, plan.present(environment)):
+        run = evaluator.run(inputs_for(evaluator, {}, environment), given, present=present)
+        assert [n for n in run.notes if n.startswith("site")] == [
+            f"site {i} noted" for i in range(8) if f"SITE_{i}" in variables
+        ]
+
+
+def test_site_conflicts_needing_their_own_variable_decide_alike(tmp_path: Path) -> None:
+    conflicts = tmp_path / "conflicts.toml"
+    conflicts.write_text(_inert(6, conflict=True), encoding="utf-8")
+    evaluator = Evaluator(load_rules([conflicts]))
+    warm_up(evaluator)
+    assert evaluator.generated_source is not None and "if gp:" in evaluator.generated_source
+    for variables in ({}, {"SITE_4": "x"}, {"OTHER": "x"}):
+        compare(evaluator, {}, Environment(variables=variables), strict=True)
+    with pytest.raises(ResolutionError, match="site 4 conflicts"):
+        evaluator.run(inputs_for(evaluator, {}, Environment(variables={"SITE_4": "x"})), given)
+
+
+def _setters(count: int) -> str:
+    """Site rules that each set one slot where a variable of their own is set (the highest priority wins)."""
+    declared = '[slot."site.flavour"]\nstage = "resolved"\ntype = "str"\nnullable = true\n'
+    return declared + "\n".join(
+        f'[[rule]]\nid = "site.flavour.{i}"\nstage = "resolved"\npriority = {i}\n'
+        f'when = {{ "var.SITE_{i}" = {{ set = true }}, num_devices = {{ gt = 0 }} }}\n'
+        f'set = {{ "site.flavour" = "flavour {i}" }}\nwhy = "SITE_{i} is set"\n'
+        for i in range(count)
+    )
+
+
+@pytest.mark.parametrize(
+    "variables", [{}, {"SITE_3": "x"}, {"SITE_0": "x", "SITE_5": "", "OTHER": "z"}, {"SITE_99": "x"}]
+)
+def test_site_setters_needing_their_own_variable_decide_alike(tmp_path: Path, variables: dict[str, str]) -> None:
+    setters = tmp_path / "setters.toml"
+    setters.write_text(_setters(8), encoding="utf-8")
+    evaluator = Evaluator(load_rules([setters]))
+    warm_up(evaluator)
+    assert evaluator.generated_source is not None and "if gp:" in evaluator.generated_source
+    compare(evaluator, {}, Environment(variables=variables), strict=True)
+    environment = Environment(variables=variables)
+    present = [int(name[5:]) for name in variables if name.startswith("SITE_") and int(name[5:]) < 8]
+    for given_present in (None, InputPlan(evaluator.table).present(environment)):
+        run = evaluator.run(inputs_for(evaluator, {}, environment), given, present=given_present)
+        assert run.values["site.flavour"] == (f"flavour {max(present)}" if present else None)
+        if present:
+            assert run.provenance["site.flavour"].rule == f"site.flavour.{max(present)}"
+
+
+@pytest.mark.parametrize("rules", [_inert, _setters])
+def test_site_rules_add_no_inputs_to_each_run(tmp_path: Path, rules: Any) -> None:
+    """A run reads as many inputs (the line that reads them all) with 8 or 80 such rules: rules
+    whose variable a snapshot lacks cost it nothing but their shared test."""
+    prologues = []
+    for count in (8, 80):
+        path = tmp_path / f"site{count}.toml"
+        path.write_text(rules(count), encoding="utf-8")
+        evaluator = Evaluator(load_rules([path]))
+        warm_up(evaluator)
+        assert evaluator.generated_source is not None
+        prologues.append(len(evaluator.generated_source.splitlines()[1].split(" = ")[0].split(", ")))
+    assert prologues[0] == prologues[1]  # as many locals read (the same inputs, numbered differently)

@@ -30,7 +30,7 @@ from operator import itemgetter
 from types import CodeType
 from typing import Any
 
-from resolver._engine.codewriter import Atom, Tests, Writer, atoms, write_verify
+from resolver._engine.codewriter import Atom, Gates, Tests, Writer, atoms, gates_present, write_verify
 from resolver._engine.conditions import Call, Ref
 from resolver._engine.function_registry import FUNCTIONS, READS_UNSET
 from resolver._engine.shapes import as_number, same
@@ -38,9 +38,10 @@ from resolver._engine.steps import CALL, CONST, REF, Choice, verify_value
 
 __all__ = ["CompileCode", "Generated", "generate"]
 
-#: ``run(values, notes)``: decides every slot in place; raises on anything unusual. Which rule
+#: ``run(values, notes, present=None)``: decides every slot in place; raises on anything unusual.
+#: ``present``: the sparse inputs (variables, files) that may be set; None: it looks. Which rule
 #: decided each slot is not recorded: provenance, when asked for, replays the closures.
-Generated = Callable[[dict[str, Any], list[str]], None]
+Generated = Callable[..., None]
 
 #: ``compile_code(source, filename)``: the generated source as a code object (compiled, or read
 #: from a cache of compiled sources).
@@ -56,14 +57,18 @@ def generate(
     add_note: Callable[..., None],
     render: Callable[..., Any],
     compile_code: CompileCode | None = None,
+    sparse: frozenset[str] = frozenset(),
 ) -> tuple[Generated, str]:
     """The generated ``run`` for ``stages`` (the evaluator's stage programs) and its source.
 
     ``compile_code(source, filename)`` compiles the source (default: :func:`compile`); the resolver
     hands in the disk cache's (:func:`resolver._store.cache.compile_code`), which this engine module does
-    not import."""
+    not import. ``sparse``: the inputs that are unset unless a snapshot sets them (variables and
+    files); runs of rules that need one of them set are tried only for those a run has
+    (:class:`resolver._engine.codewriter.Gates`)."""
     w = Writer()
     tests = Tests(w, domains)
+    gates = Gates(w, tests, sparse, render)
     decided: set[str] = set()
     default_marks: list[tuple[int, Any]] = []  # where each stage's defaults are assigned
     for stage in stages:
@@ -72,13 +77,13 @@ def generate(
             default_marks.append((len(w.lines), stage))
             decided.update(stage.defaults)
         for slot, choices, default, default_needs in stage.decisions:
-            _decision(w, tests, stage, slot, choices, default, default_needs)
+            _decision(w, tests, gates, stage, slot, choices, default, default_needs)
             decided.add(slot)
         # Any conflict hands the run back, whichever fires first: they are grouped by the slot
         # most of them compare with a constant, then the notes follow in the table's order.
-        conflicts = [atoms(rule.when) for rule, _ in stage.checks if rule.conflict is not None]
+        conflicts = gates.conflicts([atoms(rule.when) for rule, _ in stage.checks if rule.conflict is not None])
         _conflicts(w, tests, 1, conflicts)
-        _notes(w, tests, [rule for rule, _ in stage.checks if rule.conflict is None])
+        _notes(w, tests, gates, [rule for rule, _ in stage.checks if rule.conflict is None])
         if stage.verify is not None:
             # The whole stage is verified: inputs and defaults too, where a default would fail
             # (values set by rules were verified where they were set).
@@ -100,7 +105,13 @@ def generate(
     elif inputs:
         getter = w.name("r", itemgetter(*(slot for slot, _ in inputs)))
         prologue.append(f"    {', '.join(local for _, local in inputs)} = {getter}(v)")
-    source = "\n".join(["def run(v, notes):", *prologue, *w.lines]) + "\n"
+    if gates.used:  # which gated rules this run tries: the sparse inputs it has (most runs: none)
+        used = frozenset(gates.used)
+        look, names = w.name("G", functools.partial(gates_present, used)), w.name("d", used)
+        # present: those the snapshot has (empty: none of them); None: look at each
+        found = f"{names}.intersection(present) if present else {look}(v, None) if present is None else present"
+        prologue.append(f"    gp = {found}")
+    source = "\n".join(["def run(v, notes, present=None):", *prologue, *w.lines]) + "\n"
     if not _SAFE_SOURCE.fullmatch(source):
         raise AssertionError("generated source holds characters outside its own tokens")
     namespace = dict(w.namespace)
@@ -126,7 +137,9 @@ def _compile(source: str, filename: str) -> CodeType:
     return compile(source, filename, "exec")
 
 
-def _decision(w: Writer, tests: Tests, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool) -> None:
+def _decision(
+    w: Writer, tests: Tests, gates: Gates, stage: Any, slot: str, choices: Any, default: Any, default_needs: bool
+) -> None:
     """One slot: its candidate rules in priority order (the first whose conditions hold), else the default.
 
     The decision is a ``while True`` block that the first rule to fire (or the default) leaves with
@@ -147,7 +160,7 @@ def _decision(w: Writer, tests: Tests, stage: Any, slot: str, choices: Any, defa
             write_verify(w, depth, stage.name, slot, slot_check)
 
     w.emit(1, "while True:")
-    if not _chain(w, tests, 2, items, assign):
+    if not _chain(w, tests, 2, items, assign, gates):
         by_default(2)
         w.emit(2, "break")
 
@@ -172,11 +185,30 @@ def _run_at(items: Sequence[_Item], start: int) -> tuple[str | None, int]:
     return best
 
 
-def _chain(w: Writer, tests: Tests, depth: int, items: Sequence[_Item], assign: Callable[[int, Choice], None]) -> bool:
-    """``if tests: assign; break`` per rule, in order, rows grouped by a lookup; True when a rule
-    without tests ends it (what follows could never run)."""
+def _chain(
+    w: Writer,
+    tests: Tests,
+    depth: int,
+    items: Sequence[_Item],
+    assign: Callable[[int, Choice], None],
+    gates: Gates | None = None,
+) -> bool:
+    """``if tests: assign; break`` per rule, in order, rows grouped by a lookup, runs of rules that
+    need a variable set tried only where a run has one (:meth:`resolver._engine.codewriter.Gates.choices`);
+    True when a rule without tests ends it (what follows could never run)."""
+
+    def fire(depth: int, choice: Choice) -> None:
+        assign(depth, choice)
+        w.emit(depth, "break")
+
     i = 0
     while i < len(items):
+        end = gates.choice_run(items, i) if gates is not None else i
+        if end > i:  # the local i<depth>: no name bound in the namespace starts with i
+            inner = gates.choices(depth, items[i:end], f"i{depth}")  # type: ignore[union-attr]
+            _switch(w, inner, f"i{depth}", [functools.partial(fire, choice=choice) for choice, _ in items[i:end]])
+            i = end
+            continue
         slot, end = _run_at(items, i)
         if slot is not None and end - i >= MIN_RUN:
             groups: dict[Any, list[_Item]] = {}
@@ -188,7 +220,7 @@ def _chain(w: Writer, tests: Tests, depth: int, items: Sequence[_Item], assign: 
             w.emit(depth + 1, f"{var} = {w.name('m', {c: n for n, c in enumerate(groups)})}.get({a}, -1)")
             w.emit(depth, "except TypeError:")  # unhashable: equal to none of the constants
             w.emit(depth + 1, f"{var} = -1")
-            bodies = [functools.partial(_chain, w, tests, items=m, assign=assign) for m in groups.values()]
+            bodies = [functools.partial(_chain, w, tests, items=m, assign=assign, gates=gates) for m in groups.values()]
             _switch(w, depth, var, bodies)
             i = end
             continue
@@ -252,8 +284,20 @@ def _switch(w: Writer, depth: int, var: str, bodies: Sequence[Callable[..., Any]
     split(depth + 1, 0, len(bodies))
 
 
-def _notes(w: Writer, tests: Tests, rules: Sequence[Any]) -> None:
-    """The note rules, in the table's order. Consecutive rules whose first test is the same are
+def _notes(w: Writer, tests: Tests, gates: Gates, rules: Sequence[Any]) -> None:
+    """The note rules, in the table's order: runs of rules that need a sparse input set (a site's
+    rules reading their own variables) through :meth:`resolver._engine.codewriter.Gates.notes`, the others
+    by :func:`_plain_notes`."""
+    start = 0
+    for i, j in gates.note_runs(rules):
+        _plain_notes(w, tests, rules[start:i])
+        gates.notes(rules[i:j])
+        start = j
+    _plain_notes(w, tests, rules[start:])
+
+
+def _plain_notes(w: Writer, tests: Tests, rules: Sequence[Any]) -> None:
+    """Note rules written out. Consecutive rules whose first test is the same are
     nested under one ``if`` of it (a site's rules often share one, ``num_devices > 0``): the test is
     made once where each rule made it, and a rule's other tests only where it holds, as before; a
     test has no effect but its answer (or its error, which the first rule's test raised too)."""

@@ -5,17 +5,25 @@ a constant, ``t7`` a test, ``k3`` a slot's name, ``a3`` the local holding its va
 writes never holds rule text. :class:`Tests` writes a condition's operators inline where their
 meaning is plain, with exactly the meaning of :mod:`resolver._engine.operators`' predicates, and as a call
 of the predicate otherwise. :func:`write_verify` writes a stage's check of one value.
+
+:class:`Gates` writes rules (checks and setters) that need a variable set so that a run pays only
+for the variables it has. A site's rule files add rules reading variables of their own (``var.MY_SITE_*``),
+which most snapshots do not have; written out like the others, each would cost every run the
+reading of its variable and a test, and the evaluation would grow with the table, not with what a
+snapshot holds. Runs of such rules become one call each, made only where the run has one of their
+variables (``gp``, found once per run from the snapshot's variables and files).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from resolver._engine.conditions import Condition, Ref
 from resolver._engine.shapes import TYPE_TESTS
 
-__all__ = ["Atom", "Tests", "Writer", "atoms", "write_verify"]
+__all__ = ["MIN_GATED", "Atom", "Gates", "Tests", "Writer", "atoms", "gates_present", "write_verify"]
 
 
 class Writer:
@@ -189,3 +197,208 @@ def write_verify(w: Writer, depth: int, stage: str, slot: str, check: Any) -> No
         test = f"{a} is None or ({test})"
     w.emit(depth, f"if not ({test}):")
     w.emit(depth + 1, f"VERIFY({w.name('s', stage)}, {w.name('q', check)}, {a})")
+
+
+#: Consecutive rules (checks, or setters of one slot) needing a sparse input set, from which trying
+#: only those a run has pays.
+MIN_GATED = 4
+
+
+def _needs_set(op: str, operand: Any) -> bool:
+    """Whether a test fails (without raising) when its slot is unset, as the operator's predicate does."""
+    if isinstance(operand, Ref):
+        return op in ("eq", "ne", "gt", "ge", "lt", "le")
+    if op in ("gt", "ge", "lt", "le", "not_in", "in_domain", "not_in_domain"):
+        return True
+    if op in ("eq", "ne"):
+        return operand is not None
+    if op == "set":
+        return operand is True
+    if op == "in":
+        return None not in operand
+    if op == "is":
+        return operand != "none"
+    return op == "is_not" and operand == "none"
+
+
+def gates_present(gates: frozenset[str], v: Mapping[str, Any], present: Any) -> Any:
+    """The gates a run tries: those among ``present`` (sparse inputs that may be set; None: those
+    ``v`` holds a value for). The generated code calls it where ``present`` is empty or None."""
+    if present is None:
+        return {slot for slot in gates if v.get(slot) is not None}
+    return gates.intersection(present)
+
+
+def _positions(index: Mapping[str, tuple[int, ...]], present: Any) -> list[int]:
+    if len(present) == 1:
+        for slot in present:
+            return list(index.get(slot, ()))
+    return sorted(n for slot in present for n in index.get(slot, ()))
+
+
+def _gated_notes(
+    index: Mapping[str, tuple[int, ...]],
+    entries: Sequence[tuple[tuple[Any, ...], Any]],
+    render: Callable[..., Any],
+    v: dict[str, Any],
+    notes: list[str],
+    present: Any,
+) -> None:
+    """The rules of a gated run whose gate ``present`` holds, in the table's order: their tests from
+    the gate on (the evaluator's own), then the note, as the closures do."""
+    for n in _positions(index, present):
+        tests, template = entries[n]
+        for test in tests:
+            if not test(v):
+                break
+        else:
+            notes.append(render(template, v))
+
+
+def _first_firing(
+    index: Mapping[str, tuple[int, ...]], entries: Sequence[tuple[Any, ...]], v: dict[str, Any], present: Any
+) -> int:
+    """The first rule of a gated run of setters (in priority order) whose gate ``present`` holds and
+    whose tests hold; -1 if none does."""
+    for n in _positions(index, present):
+        for test in entries[n]:
+            if not test(v):
+                break
+        else:
+            return n
+    return -1
+
+
+def _gated_conflicts(
+    index: Mapping[str, tuple[int, ...]], entries: Sequence[tuple[Any, ...]], v: dict[str, Any], present: Any
+) -> bool:
+    """Whether a conflict of a gated group whose gate ``present`` holds fires (any order: the
+    generated code hands the run back on any conflict)."""
+    for n in _positions(index, present):
+        for test in entries[n]:
+            if not test(v):
+                break
+        else:
+            return True
+    return False
+
+
+_Split = tuple[tuple[Atom, ...], str, tuple[Atom, ...]]
+
+
+class Gates:
+    """Rules (checks, and setters of one slot) whose tests need a sparse input set (a variable a
+    site's rules read, which most snapshots do not have), written so that a run pays only for the
+    inputs it has.
+
+    A rule's tests up to its gate (its first test that fails on an unset sparse input) are written
+    out as always, once for a run of rules with the same ones; from the gate on, a rule is tried
+    with the evaluator's own tests, and only where a run has its gate's input (``gp``, found once
+    per run from the snapshot's variables). The closures make the same tests in the same order, and
+    stop at the gate too where its input is unset."""
+
+    def __init__(self, w: Writer, tests: Tests, sparse: frozenset[str], render: Callable[..., Any]) -> None:
+        self._w, self._tests, self._sparse, self._render = w, tests, sparse, render
+        #: The gates of the runs written: the prologue finds which of them a run has.
+        self.used: set[str] = set()
+
+    def _split(self, tested: tuple[Atom, ...]) -> _Split | None:
+        for i, (slot, op, operand, _) in enumerate(tested):
+            if slot in self._sparse and _needs_set(op, operand):
+                return tested[:i], slot, tested[i:]
+        return None
+
+    def _prefix(self, split: _Split) -> tuple[str, ...]:
+        return tuple(self._tests.parts(split[0]))
+
+    def note_runs(self, rules: Sequence[Any]) -> list[tuple[int, int]]:
+        """Where the runs of at least :data:`MIN_GATED` gated note rules with the same tests before
+        their gates are, as ``(start, end)``."""
+        if not self._sparse:
+            return []
+        splits = [self._split(atoms(rule.when)) for rule in rules]
+        runs, i = [], 0
+        while i < len(rules):
+            first = splits[i]
+            if first is None:
+                i += 1
+                continue
+            key, j = self._prefix(first), i + 1
+            while j < len(rules) and (found := splits[j]) is not None and self._prefix(found) == key:
+                j += 1
+            if j - i >= MIN_GATED:
+                runs.append((i, j))
+            i = j
+        return runs
+
+    def notes(self, rules: Sequence[Any]) -> None:
+        """One gated run of note rules (see :meth:`note_runs`)."""
+        splits: list[_Split] = [self._split(atoms(rule.when)) for rule in rules]  # type: ignore[misc]
+        entries = tuple(
+            (tuple(a[3] for a in split[2]), rule.templates.get("note"))
+            for split, rule in zip(splits, rules, strict=True)
+        )
+        run = functools.partial(_gated_notes, self._index(splits), entries, self._render)
+        depth = self._guard(self._prefix(splits[0]))
+        self._w.emit(depth, f"{self._w.name('G', run)}(v, notes, gp)")
+
+    def choice_run(self, items: Sequence[tuple[Any, tuple[Atom, ...]]], start: int) -> int:
+        """The end of the run of at least :data:`MIN_GATED` gated setters from ``start`` (``(choice,
+        its atoms)`` in priority order) with the same tests before their gates; ``start`` if none."""
+        first = self._split(items[start][1]) if self._sparse else None
+        if first is None:
+            return start
+        key, end = self._prefix(first), start + 1
+        while end < len(items) and (found := self._split(items[end][1])) is not None and self._prefix(found) == key:
+            end += 1
+        return end if end - start >= MIN_GATED else start
+
+    def choices(self, depth: int, items: Sequence[tuple[Any, tuple[Atom, ...]]], var: str) -> int:
+        """One gated run of setters (see :meth:`choice_run`): sets ``var`` to the index of the first
+        that fires (-1: none), where the run has one of their gates; returns the depth to go on at."""
+        splits: list[_Split] = [self._split(tested) for _, tested in items]  # type: ignore[misc]
+        entries = tuple(tuple(a[3] for a in split[2]) for split in splits)
+        run = functools.partial(_first_firing, self._index(splits), entries)
+        depth = self._guard(self._prefix(splits[0]), depth)
+        self._w.emit(depth, f"{var} = {self._w.name('G', run)}(v, gp)")
+        return depth
+
+    def conflicts(self, checks: list[tuple[Atom, ...]]) -> list[tuple[Atom, ...]]:
+        """Writes the groups of at least :data:`MIN_GATED` gated conflicts with the same tests before
+        their gates; returns the other conflicts."""
+        if not self._sparse:
+            return checks
+        groups: dict[tuple[str, ...], list[tuple[tuple[Atom, ...], _Split]]] = {}
+        rest = []
+        for check in checks:
+            split = self._split(check)
+            if split is None:
+                rest.append(check)
+            else:
+                groups.setdefault(self._prefix(split), []).append((check, split))
+        for prefix, members in groups.items():
+            if len(members) < MIN_GATED:
+                rest.extend(check for check, _ in members)
+                continue
+            splits = [split for _, split in members]
+            entries = tuple(tuple(a[3] for a in split[2]) for split in splits)
+            run = functools.partial(_gated_conflicts, self._index(splits), entries)
+            depth = self._guard(prefix)
+            self._w.emit(depth, f"if {self._w.name('G', run)}(v, gp):")
+            self._w.emit(depth + 1, "raise REDO")
+        return rest
+
+    def _index(self, splits: Sequence[_Split]) -> dict[str, tuple[int, ...]]:
+        index: dict[str, list[int]] = {}
+        for n, (_, gate, _) in enumerate(splits):
+            index.setdefault(gate, []).append(n)
+        self.used.update(index)
+        return {gate: tuple(found) for gate, found in index.items()}
+
+    def _guard(self, prefix: tuple[str, ...], depth: int = 1) -> int:
+        """``if prefix:`` (where there is one: made first, as each rule makes it) and ``if gp:``."""
+        if prefix:
+            self._w.emit(depth, f"if {' and '.join(prefix)}:")
+            depth += 1
+        self._w.emit(depth, "if gp:")
+        return depth + 1

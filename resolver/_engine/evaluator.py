@@ -20,7 +20,7 @@ evaluated as code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from resolver._engine.compiled import CompiledRule, CompiledTable, DomainRef, Template
@@ -216,11 +216,14 @@ class Evaluator:
         values: dict[str, Any],
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
         reporter: Reporter | None = None,
+        present: Collection[str] | None = None,
     ) -> Evaluation:
         """Decide every slot. ``values`` holds the inputs and is filled in place.
 
         ``values`` must hold the snapshot's inputs (:meth:`Environment.inputs`); a missing ``arg.*``
-        input takes its slot's default.
+        input takes its slot's default. ``present``: the variable and file inputs that may be set
+        (:meth:`InputPlan.present <resolver._snapshot.environment.InputPlan.present>`: those the snapshot has;
+        more is allowed); None: the generated code looks at every one its rules need.
         """
         if self._generated is None and self._runs < 2:
             self._runs += 1
@@ -235,7 +238,7 @@ class Evaluator:
         if reporter is None and self._generated is not None:
             notes: list[str] = []
             try:
-                self._generated(values, notes)
+                self._generated(values, notes, present)
             except Exception:  # noqa: BLE001 - anything unusual: the closures decide again, and say why
                 pass
             else:
@@ -248,8 +251,11 @@ class Evaluator:
         from resolver._engine.codegen import generate
 
         try:
+            # Variables and files are unset unless a snapshot has them: rules needing one are
+            # tried only for those a run has.
+            sparse = frozenset(self.table.variables) | {s for s in self._input_slots if s.startswith("file.")}
             run, self.generated_source = generate(
-                self._stages, self.table.domains, self._add_note, self.render, self._compile_code
+                self._stages, self.table.domains, self._add_note, self.render, self._compile_code, sparse
             )
         except Exception:  # noqa: BLE001 - only speed is lost; tests/test_codegen.py makes sure it is not
             return None

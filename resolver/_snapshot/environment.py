@@ -353,6 +353,14 @@ class InputPlan:
                 values[slot] = value
         return values
 
+    def present(self, environment: Environment) -> list[str]:
+        """The ``var.*`` and ``file.*`` slots the snapshot sets (a few: the table reads dozens)."""
+        slot_of = self._slot_of_variable
+        found = [slot_of[name] for name in environment.variables._data if name in slot_of]
+        if self._files and environment.files._data:
+            found.extend(slot for slot, name in self._files.items() if name in environment.files._data)
+        return found
+
     def provenance(self, environment: Environment, slot: str) -> Provenance | None:
         """Where the snapshot's input ``slot`` came from; None for a slot no snapshot fills."""
         name = self._variables.get(slot)

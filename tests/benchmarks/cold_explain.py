@@ -15,8 +15,9 @@ inside one process, phase by phase.
 
 ``first resolve()`` is timed inside a fresh process: ``import resolver``, then the clock, then
 ``resolver.resolve(devices=2, strategy="ddp")`` (which probes the machine, imports the engine and
-loads the cached table). ``--code DIR`` also runs the explain and the first resolve() with
-``resolver`` imported from another checkout (the main branch's: a before and after in one run).
+loads the cached table). ``--code DIR`` also runs the explain and the first resolve() (timed inside
+the process and as a whole process) with ``resolver`` imported from another checkout (the main
+branch's: a before and after in one run).
 ``--lightning-rounds N`` (0: skip) runs a Lightning process that builds its
 ``_AcceleratorConnector`` for the same flags and prints the result, N times, each next to five
 ``resolver explain`` (Lightning imports torch: seconds a process).
@@ -136,6 +137,7 @@ def _commands(env: dict[str, str], code: str | None) -> dict[str, tuple[list[str
     if code is not None:
         other = {**env, "PYTHONPATH": os.path.abspath(code)}
         found["--code: python -m resolver explain"] = ([python, "-m", "resolver", *FLAGS], other)
+        found["--code: python -c 'import resolver; resolve()'"] = ([python, "-c", _FIRST_RESOLVE], other)
         if script is not None:
             found["--code: resolver explain (console script)"] = ([script, *FLAGS], other)
     return found

@@ -14,6 +14,7 @@ import itertools
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 from typing import Any
 
@@ -165,3 +166,18 @@ def test_cold_explain_process(benchmark, tmp_path, entry):
     benchmark.group = "cold process"
     benchmark.pedantic(lambda: process_times(explain, env), rounds=5, iterations=1)
     assert os.path.isdir(env["RESOLVER_CACHE_DIR"])
+
+
+def test_growth_script_prints_ratios_to_the_builtin_table():
+    """``growth.py`` runs (one round, a table twice the built-in one, no compile): it prints each
+    figure beside the built-in table's, with the ratio (no timing claim)."""
+    script = os.path.join(os.path.dirname(__file__), "growth.py")
+    done = subprocess.run(
+        [sys.executable, script, "--rounds", "1", "--factors", "1", "--compile-rounds", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("ratio to built-in") == 2  # warm resolve() and the load from the cache
+    assert "100 site rule files" in done.stdout
