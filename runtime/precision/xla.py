@@ -36,6 +36,8 @@ class XLAPrecision(Precision):
                 "  hint: XLA takes '32-true', '16-true' or 'bf16-true'"
             )
         self.inner = inner
+        # The precisions XLA takes back-propagate the loss as it is (no scaler); a subclass may not.
+        self._inner_backward_is_plain = type(inner).backward is Precision.backward
 
     @property
     def dtype(self) -> torch.dtype:
@@ -55,7 +57,10 @@ class XLAPrecision(Precision):
         return self.inner.forward_context()
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
-        self.inner.backward(loss, **kwargs)
+        if self._inner_backward_is_plain:
+            loss.backward(**kwargs)  # what the inner precision would do, one call layer less on every step
+        else:
+            self.inner.backward(loss, **kwargs)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, **kwargs: Any) -> Any:
         # barrier=True ends the graph here: the step runs now, not at some later read.
