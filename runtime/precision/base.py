@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 __all__ = ["Precision"]
 
 #: What :meth:`Precision.forward_context` returns: a no-op context manager, reusable and re-entrant.
-_NO_CONTEXT = contextlib.nullcontext()
+NO_CONTEXT = contextlib.nullcontext()
 
 
 class Precision:
@@ -43,7 +43,7 @@ class Precision:
 
     def forward_context(self) -> contextlib.AbstractContextManager[Any]:
         """Run the forward pass (and loss) inside this."""
-        return _NO_CONTEXT  # entered once a step: one shared no-op context, not a new one each time
+        return NO_CONTEXT  # entered once a step: one shared no-op context, not a new one each time
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Back-propagate ``loss``."""

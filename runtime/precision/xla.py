@@ -10,7 +10,7 @@ import torch
 import torch_xla.core.xla_model as xm
 
 from runtime.errors import RuntimeConfigError
-from runtime.precision.base import Precision
+from runtime.precision.base import NO_CONTEXT, Precision
 from runtime.precision.mixed import MixedPrecision
 
 __all__ = ["XLAPrecision"]
@@ -38,6 +38,7 @@ class XLAPrecision(Precision):
         self.inner = inner
         # The precisions XLA takes back-propagate the loss as it is (no scaler); a subclass may not.
         self._inner_backward_is_plain = type(inner).backward is Precision.backward
+        self._inner_forward_is_plain = type(inner).forward_context is Precision.forward_context
 
     @property
     def dtype(self) -> torch.dtype:
@@ -54,6 +55,8 @@ class XLAPrecision(Precision):
         return self.inner.module_init_context()
 
     def forward_context(self) -> contextlib.AbstractContextManager[Any]:
+        if self._inner_forward_is_plain:
+            return NO_CONTEXT  # what the inner precision returns, one call layer less on every step
         return self.inner.forward_context()
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:

@@ -98,6 +98,9 @@ def _loss(strategy: Strategy, value: Any) -> tuple[str, str] | None:
 
 
 def _optimizer(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    checked = strategy._checked_optimizers.get(id(value))
+    if checked is not None and checked() is value:  # passed on an earlier step: every step after the first
+        return None
     # DeepSpeed's optimizers are not torch.optim.Optimizer subclasses: accept what steps parameter groups
     if not isinstance(value, torch.optim.Optimizer) and not (
         hasattr(value, "param_groups") and callable(getattr(value, "step", None))
