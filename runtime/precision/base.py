@@ -13,6 +13,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Precision"]
 
+#: What :meth:`Precision.forward_context` returns: a no-op context manager, reusable and re-entrant.
+NO_CONTEXT = contextlib.nullcontext()
+
 
 class Precision:
     """The neutral precision: full float32, nothing cast, plain backward and step.
@@ -40,7 +43,7 @@ class Precision:
 
     def forward_context(self) -> contextlib.AbstractContextManager[Any]:
         """Run the forward pass (and loss) inside this."""
-        return contextlib.nullcontext()
+        return NO_CONTEXT  # entered once a step: one shared no-op context, not a new one each time
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Back-propagate ``loss``."""

@@ -10,7 +10,7 @@ import torch
 import torch_xla.core.xla_model as xm
 
 from runtime.errors import RuntimeConfigError
-from runtime.precision.base import Precision
+from runtime.precision.base import NO_CONTEXT, Precision
 from runtime.precision.mixed import MixedPrecision
 
 __all__ = ["XLAPrecision"]
@@ -36,6 +36,9 @@ class XLAPrecision(Precision):
                 "  hint: XLA takes '32-true', '16-true' or 'bf16-true'"
             )
         self.inner = inner
+        # The precisions XLA takes back-propagate the loss as it is (no scaler); a subclass may not.
+        self._inner_backward_is_plain = type(inner).backward is Precision.backward
+        self._inner_forward_is_plain = type(inner).forward_context is Precision.forward_context
 
     @property
     def dtype(self) -> torch.dtype:
@@ -52,10 +55,15 @@ class XLAPrecision(Precision):
         return self.inner.module_init_context()
 
     def forward_context(self) -> contextlib.AbstractContextManager[Any]:
+        if self._inner_forward_is_plain:
+            return NO_CONTEXT  # what the inner precision returns, one call layer less on every step
         return self.inner.forward_context()
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
-        self.inner.backward(loss, **kwargs)
+        if self._inner_backward_is_plain:
+            loss.backward(**kwargs)  # what the inner precision would do, one call layer less on every step
+        else:
+            self.inner.backward(loss, **kwargs)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, **kwargs: Any) -> Any:
         # barrier=True ends the graph here: the step runs now, not at some later read.

@@ -107,7 +107,9 @@ class Strategy:
         collective.check_across_ranks = self.options.check_collectives
         self._lifecycle = BUILT  # built -> set up -> torn down (runtime.strategies.guard)
         self._set_up_optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._checked_optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+        # id -> optimizer that passed its first optimizer_step's check (a dict, not a WeakSet: looked up on
+        # every step, where WeakSet's Python-level __contains__ is a call layer of its own)
+        self._checked_optimizers: dict[int, weakref.ref[Any]] = {}
         # id -> parameter that setup_module replaced (by id: tensors compare elementwise, not by identity)
         self._replaced_parameters: dict[int, weakref.ref[torch.Tensor]] = {}
         self._preemption: PreemptionState | None = None  # while the work runs with preemption_signal set
@@ -275,7 +277,8 @@ class Strategy:
 
     def _optimizer_problem(self, optimizer: Any) -> tuple[str, str] | None:
         """Why ``optimizer_step`` cannot step ``optimizer`` (checked on its first step), or ``None``."""
-        if optimizer in self._checked_optimizers:
+        checked = self._checked_optimizers.get(id(optimizer))
+        if checked is not None and checked() is optimizer:
             return None
         setup_call = SETUP_CALL
         if self.optimizer_from_setup is not None and optimizer not in self._set_up_optimizers:
@@ -295,7 +298,7 @@ class Strategy:
                         "model = strategy.setup_module(model); "
                         f"optimizer = torch.optim.SGD(model.parameters(), lr=0.01); or in one call: {setup_call}",
                     )
-        self._checked_optimizers.add(optimizer)
+        self._checked_optimizers[id(optimizer)] = weakref.ref(optimizer)
         return None
 
     def setup_module_and_optimizer(

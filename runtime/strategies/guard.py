@@ -103,6 +103,9 @@ def _loss(strategy: Strategy, value: Any) -> tuple[str, str] | None:
 
 
 def _optimizer(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    checked = strategy._checked_optimizers.get(id(value))
+    if checked is not None and checked() is value:  # passed on an earlier step: every step after the first
+        return None
     # DeepSpeed's optimizers are not torch.optim.Optimizer subclasses: accept what steps parameter groups
     if not isinstance(value, torch.optim.Optimizer) and not (
         hasattr(value, "param_groups") and callable(getattr(value, "step", None))
@@ -280,28 +283,42 @@ def _time_problem(strategy: Strategy, method: str, when: When) -> tuple[str, str
 
 def _guarded(name: str, function: Callable[..., Any], rule: MethodRule) -> Callable[..., Any]:
     parameters = list(inspect.signature(function).parameters)[1:]  # after self/cls
-    positions = [(parameters.index(arg.name), arg) for arg in rule.args if arg.name in parameters]
+    checks = [(parameters.index(arg.name), arg.name, arg.problem) for arg in rule.args if arg.name in parameters]
+    # Every training step calls backward and optimizer_step, in the state they need (set up): there a
+    # method allowed while set up needs no further look (see _time_problem), so that is one attribute
+    # read, and the rule's fields are read here once. Python run between a step's device work finds
+    # the processor's caches cold, so each operation costs several times what a loop of its own shows
+    # (tests/benchmarks/README.md, XLA): the checks keep to the few a call needs.
+    when = rule.when
+    timed = when != "any"
+    fine_when_set_up = when in ("set_up", "ranked")
+    after, after_on_error, every_rank = rule.after, rule.after_on_error, rule.every_rank
+    plain = after is None and not every_rank
 
     @functools.wraps(function)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if rule.when != "any" and (problem := _time_problem(self, name, rule.when)) is not None:
+        if (
+            timed
+            and not (fine_when_set_up and getattr(self, "_lifecycle", BUILT) == SET_UP)
+            and (problem := _time_problem(self, name, when)) is not None
+        ):
             raise StrategyMisuseError(name, *problem)
-        for index, arg in positions:
-            value = args[index] if index < len(args) else kwargs.get(arg.name, _MISSING)
-            if value is not _MISSING and (problem := arg.problem(self, value)) is not None:
-                raise StrategyArgumentError(name, *problem, argument=arg.name)
-        if rule.after is None and not rule.every_rank:
+        for index, arg_name, problem_of in checks:
+            value = args[index] if index < len(args) else kwargs.get(arg_name, _MISSING)
+            if value is not _MISSING and (problem := problem_of(self, value)) is not None:
+                raise StrategyArgumentError(name, *problem, argument=arg_name)
+        if plain:
             return function(self, *args, **kwargs)
         try:
             result = function(self, *args, **kwargs)
         except BaseException as exc:
-            if rule.after_on_error and rule.after is not None:
-                rule.after(self, None)
-            if rule.every_rank:
+            if after_on_error and after is not None:
+                after(self, None)
+            if every_rank:
                 _raise_if_a_peer_did_not_come(self, name, exc)
             raise
-        if rule.after is not None:
-            rule.after(self, result)
+        if after is not None:
+            after(self, result)
         return result
 
     guarded.__strategy_guard__ = rule  # type: ignore[attr-defined]

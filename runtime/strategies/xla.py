@@ -118,7 +118,7 @@ class XLAStrategy(Strategy):
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, **kwargs: Any) -> Any:
         """Average gradients over the replicas, step, and run the step's graph (a sync point)."""
-        return self.precision.optimizer_step(optimizer, **kwargs)
+        return self._precision.optimizer_step(optimizer, **kwargs)
 
     def sync(self) -> None:
         """Run the operations recorded so far on the device (XLA is lazy until a sync point)."""

@@ -104,7 +104,10 @@ def xla_steps(strategy: runtime.Strategy, rounds: int) -> tuple[speed.Rounds, sp
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
         def raw() -> None:
-            _loss(model, x, y).backward()
+            # The loss stays referenced until the step's sync, as in the runtime's step (and in any loop
+            # that logs it): a live tensor at the sync is one more output of the step's graph on XLA.
+            loss = _loss(model, x, y)
+            loss.backward()
             xm.optimizer_step(optimizer, barrier=True)
             optimizer.zero_grad()
 

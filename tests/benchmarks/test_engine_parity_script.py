@@ -53,3 +53,18 @@ def test_each_engine_prints_its_ratios_or_why_it_is_skipped(engine: str) -> None
         for pair in ("[ours vs raw]", "[control vs raw]"):
             # horovodrun prefixes each rank's lines ("[0]<stdout>:")
             assert any(f"{name}{figure} {pair}" in line and "ratio" in line for line in lines), stdout
+
+
+def test_the_xla_step_breakdown_prints_every_side_and_what_torch_xla_counted() -> None:
+    if not _installed("torch_xla") and os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
+        pytest.skip("torch_xla is not installed here; the XLA phase runs this in its environment (.ci/xla-env.sh)")
+    script = SCRIPT.with_name("xla_step_breakdown.py")
+    env = {**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU")}
+    env["PYTHONPATH"] = os.pathsep.join([str(SCRIPT.parents[2]), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, str(script), "--rounds", "1"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=400, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    for side in ("raw, loss kept", "raw, loss let go", "precision alone", "runtime", "control"):
+        assert any(line.startswith(side) and "us over raw, loss kept" in line for line in lines), done.stdout
+    assert "torch_xla counted, runtime:" in done.stdout and "torch_xla counted, raw, loss kept:" in done.stdout

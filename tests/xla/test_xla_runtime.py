@@ -72,6 +72,17 @@ def test_the_xla_launcher_trains_and_returns_rank_zeros_result() -> None:
     assert result["losses"][-1] < 0.1 * result["losses"][0]
 
 
+def test_a_training_step_runs_the_same_graph_as_torch_xlas_own_loop(in_fresh_process: Fresh) -> None:
+    # The runtime's step on XLA adds no sync, no device read and no graph tensor to what torch_xla's own
+    # loop records: one cached graph run per step, the same size (tests/benchmarks/README.md, XLA).
+    counts = in_fresh_process(xla_workers.on_one_device, xla_workers.step_graph_counts, 6)
+
+    assert counts["ours"] == counts["raw"]
+    assert counts["ours"]["compilations"] == 0
+    assert counts["ours"]["executions"] == counts["ours"]["syncs"] == 6
+    assert counts["ours"]["cpu_fallbacks"] == {}
+
+
 def test_every_collective_operation_at_world_size_one(in_fresh_process: Fresh) -> None:
     out = in_fresh_process(xla_workers.on_one_device, xla_workers.every_collective_operation)
 

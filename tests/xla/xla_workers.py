@@ -163,3 +163,54 @@ def optimizer_made_before_setup(strategy: Strategy) -> dict[str, Any]:
     except StrategyMisuseError as exc:
         return {"error": f"{type(exc).__name__}: {exc}", "same_parameters": same}
     return {"error": None, "same_parameters": same}
+
+
+def step_graph_counts(strategy: Strategy, steps: int = 6) -> dict[str, dict[str, Any]]:
+    """What torch_xla counted over ``steps`` training steps (after 3 untimed ones) of the runtime's step
+    and of the same loop written with torch_xla alone (``xm.optimizer_step(optimizer, barrier=True)``),
+    each loop keeping its loss until the step ends: compilations, graph executions and syncs, the
+    tensors each step's graph holds, device buffers made, and operations that fell back to the CPU."""
+    import torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as metrics
+
+    device = strategy.root_device
+    x, y = torch.randn(8, 4).to(device), torch.randn(8, 1).to(device)
+    torch.manual_seed(0)
+    model, optimizer = strategy.setup_module_and_optimizer(torch.nn.Linear(4, 1), lambda p: torch.optim.SGD(p, lr=0.1))
+    torch.manual_seed(0)
+    raw_model = torch.nn.Linear(4, 1).to(device)
+    raw_optimizer = torch.optim.SGD(raw_model.parameters(), lr=0.1)
+
+    def ours() -> None:
+        with strategy.precision.forward_context():
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        strategy.backward(loss)
+        strategy.optimizer_step(optimizer)
+        optimizer.zero_grad()
+
+    def raw() -> None:
+        loss = torch.nn.functional.mse_loss(raw_model(x), y)
+        loss.backward()
+        xm.optimizer_step(raw_optimizer, barrier=True)
+        raw_optimizer.zero_grad()
+
+    counts: dict[str, dict[str, Any]] = {}
+    for name, step in (("ours", ours), ("raw", raw)):
+        for _ in range(3):
+            step()
+        xm.wait_device_ops()
+        metrics.clear_all()
+        for _ in range(steps):
+            step()
+        xm.wait_device_ops()
+        graph_sizes = metrics.metric_data("TensorsGraphSize")
+        compile_time = metrics.metric_data("CompileTime")
+        counts[name] = {
+            "compilations": compile_time[0] if compile_time else 0,
+            "executions": metrics.counter_value("ExecuteComputation"),
+            "syncs": metrics.counter_value("MarkStep"),
+            "graph_tensors": sorted({int(size) for _, size in graph_sizes[2]}) if graph_sizes else [],
+            "device_buffers": metrics.counter_value("CreateDataHandles"),
+            "cpu_fallbacks": {n: metrics.counter_value(n) for n in metrics.counter_names() if n.startswith("aten::")},
+        }
+    return counts
