@@ -18,6 +18,7 @@ from typing import Any
 from resolver.declared import RawRule, RuleCase, TableData
 from resolver.errors import RuleTableError
 from resolver.integers import parse_int
+from resolver.slot_types import MATCHABLE_TYPES
 from resolver.suggest import did_you_mean
 from resolver.table import Slot, toml_key_pattern
 
@@ -27,8 +28,6 @@ __all__ = ["case_line", "expand_cases"]
 _TABLE_KEYS = ("match", "cases_join", "cases")
 #: What a case may give; each replaces the rule's own, except ``set``, which adds to it.
 _REPLACED = ("why", "conflict", "hint", "note")
-#: Slot types whose values a case's name (TOML key: text) can spell.
-_MATCHABLE = ("str", "int", "bool", "any")
 
 
 def expand_cases(table: TableData, extensions: Sequence[RuleCase]) -> None:
@@ -81,7 +80,7 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
     if slot is None:
         hint = did_you_mean(match, table.slots)
         raise raw.error(f"`match` names unknown slot {match!r}" + (f"; {hint}" if hint else ""))
-    if slot.type not in _MATCHABLE:
+    if slot.type not in MATCHABLE_TYPES:
         raise raw.error(f"`match` names slot {match!r}, which holds {slot.type}; cases match text, int or bool slots")
     if join is not None and join not in table.domains:
         hint = did_you_mean(join, table.domains)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from resolver.conditions import Condition, Ref
-from resolver.shapes import TYPE_TESTS
+from resolver.slot_types import PYTHON_CLASS, TYPE_TESTS
 
 __all__ = ["Atom", "Tests", "Writer", "atoms", "write_verify"]
 
@@ -166,7 +166,8 @@ class Tests:
         return None
 
 
-_QUICK_TYPES = {(int,): "int", (str,): "str", (bool,): "bool", (tuple,): "tuple"}
+#: Slot types whose check may first test the exact type (a built-in class; not ``Mapping``).
+_QUICK_TYPES = {(kind,): kind.__name__ for kind in PYTHON_CLASS.values() if kind.__module__ == "builtins"}
 
 
 def write_verify(w: Writer, depth: int, stage: str, slot: str, check: Any) -> None:

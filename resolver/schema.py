@@ -19,8 +19,8 @@ import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn
 
+from resolver.slot_types import SLOT_TYPES, fits
 from resolver.suggest import did_you_mean
-from resolver.table import SLOT_TYPES
 
 __all__ = [
     "CallSpec",
@@ -36,13 +36,6 @@ __all__ = [
 ]
 
 _SCALAR = (str, int, float, bool)
-_SLOT_PYTHON: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "bool": (bool,),
-    "tuple": (list,),
-    "mapping": (dict,),
-}
 
 
 class SchemaProblem(Exception):
@@ -201,10 +194,7 @@ class SlotSpec:
 
     @default.validator
     def _check_default(self, attribute: attrs.Attribute[Any], value: Any) -> None:
-        expected = _SLOT_PYTHON.get(self.type)
-        if value is None or expected is None:
-            return
-        if not isinstance(value, expected) or (self.type == "int" and isinstance(value, bool)):
+        if value is not None and not fits(self.type, value, written=True):
             raise _Invalid("default", f"`default` {_text(value)} is not of the slot's type {self.type}")
 
 
