@@ -23,6 +23,7 @@ from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.plugins import DISABLE_VARIABLE, Plugin, load_plugins, plugins_disabled
 from resolver.probing import probes
+from resolver.values import display
 
 __all__ = ["DISTRIBUTION", "ENV_SCHEMA_VERSION", "EnvReport", "collect", "mask_variables", "resolver_version"]
 
@@ -187,13 +188,12 @@ class EnvReport:
 
 
 def _shown(value: Any) -> str:
-    if value is None:
-        return "none"
+    """A report cell: a fact reads as an answer (yes/no, a bare list), the rest as :func:`display` writes it."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value) or "none"
-    return str(value)
+        return ", ".join(display(v) for v in value) or "none"
+    return display(value, quoted=value is None)
 
 
 def resolver_version() -> str:

@@ -21,6 +21,7 @@ from cattrs.gen import make_dict_structure_fn
 
 from resolver.slot_types import SLOT_TYPES, fits
 from resolver.suggest import did_you_mean
+from resolver.values import excerpt
 
 __all__ = [
     "CallSpec",
@@ -62,11 +63,6 @@ class _Invalid(ValueError):
         self.key = key
 
 
-def _text(value: Any) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 60 else shown[:60] + "..."
-
-
 def _non_empty(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not value:
         raise _Invalid(attribute.name, f"`{attribute.name}` must not be empty")
@@ -88,7 +84,7 @@ def _is_scalar(value: Any) -> bool:
 
 def _check_ref(value: Any, where: str) -> None:
     if set(value) != {"ref"} or not isinstance(value["ref"], str) or not value["ref"]:
-        raise ValueError(f'{where} must be a value or {{ ref = "slot" }}, not {_text(value)}')
+        raise ValueError(f'{where} must be a value or {{ ref = "slot" }}, not {excerpt(value)}')
 
 
 def _check_condition(name: str, spec: Any) -> None:
@@ -96,7 +92,7 @@ def _check_condition(name: str, spec: Any) -> None:
     if _is_scalar(spec) or (isinstance(spec, list) and all(_is_scalar(item) for item in spec)):
         return
     if not isinstance(spec, dict) or not spec:
-        raise ValueError(f"{where} must be a value or a table of operators, not {_text(spec)}")
+        raise ValueError(f"{where} must be a value or a table of operators, not {excerpt(spec)}")
     if "ref" in spec:
         _check_ref(spec, where)
         return
@@ -105,9 +101,9 @@ def _check_condition(name: str, spec: Any) -> None:
             _check_ref(operand, f"operand of {op!r} on {name!r}")
         elif isinstance(operand, list):
             if not all(_is_scalar(item) for item in operand):
-                raise ValueError(f"operand of {op!r} on {name!r} must list plain values, not {_text(operand)}")
+                raise ValueError(f"operand of {op!r} on {name!r} must list plain values, not {excerpt(operand)}")
         elif not _is_scalar(operand):
-            raise ValueError(f"operand of {op!r} on {name!r} must be a value, not {_text(operand)}")
+            raise ValueError(f"operand of {op!r} on {name!r} must be a value, not {excerpt(operand)}")
 
 
 def _check_when(instance: Any, attribute: attrs.Attribute[Any], value: dict[str, Any]) -> None:
@@ -136,7 +132,7 @@ class CallSpec:
                 continue
             raise _Invalid(
                 "args",
-                f"argument {_text(arg)} of {self.fn!r}: function arguments are slot names, "
+                f"argument {excerpt(arg)} of {self.fn!r}: function arguments are slot names, "
                 "{ const = value } or { domain = name }",
             )
 
@@ -158,7 +154,7 @@ def _check_expr(name: str, expr: Any) -> None:
         return
     if isinstance(expr, list):
         if not all(_is_scalar(item) for item in expr):
-            raise ValueError(f"{where} must list plain values, not {_text(expr)}")
+            raise ValueError(f"{where} must list plain values, not {excerpt(expr)}")
         return
     if not isinstance(expr, dict):
         raise ValueError(f"{where} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}")
@@ -167,7 +163,7 @@ def _check_expr(name: str, expr: Any) -> None:
     elif "fn" in expr:
         _CONVERTER.structure(expr, CallSpec)
     elif set(expr) != {"const"}:
-        raise ValueError(f"{where} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}, not {_text(expr)}")
+        raise ValueError(f"{where} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}, not {excerpt(expr)}")
 
 
 @attrs.frozen
@@ -195,7 +191,7 @@ class SlotSpec:
     @default.validator
     def _check_default(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is not None and not fits(self.type, value, written=True):
-            raise _Invalid("default", f"`default` {_text(value)} is not of the slot's type {self.type}")
+            raise _Invalid("default", f"`default` {excerpt(value)} is not of the slot's type {self.type}")
 
 
 @attrs.frozen
@@ -287,7 +283,7 @@ class RuleFile:
 def _strict(kind: type, name: str) -> Any:
     def structure(value: Any, _: Any) -> Any:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise TypeError(f"expected {name}, got {_text(value)}")
+            raise TypeError(f"expected {name}, got {excerpt(value)}")
         return value
 
     return structure
@@ -295,7 +291,7 @@ def _strict(kind: type, name: str) -> Any:
 
 def _structure_list(value: Any, cls: Any) -> list[Any]:
     if not isinstance(value, list):
-        raise TypeError(f"expected a list, got {_text(value)}")
+        raise TypeError(f"expected a list, got {excerpt(value)}")
     (item,) = typing.get_args(cls) or (Any,)
     result = []
     for index, v in enumerate(value):
@@ -309,7 +305,7 @@ def _structure_list(value: Any, cls: Any) -> list[Any]:
 
 def _structure_dict(value: Any, cls: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise TypeError(f"expected a table, got {_text(value)}")
+        raise TypeError(f"expected a table, got {excerpt(value)}")
     _, item = typing.get_args(cls) or (str, Any)
     result = {}
     for key, v in value.items():
@@ -342,7 +338,7 @@ def _table_of(cls: type) -> Any:
 
     def hook(value: Any, _: Any) -> Any:
         if not isinstance(value, dict):
-            raise TypeError(f"expected a table, got {_text(value)}")
+            raise TypeError(f"expected a table, got {excerpt(value)}")
         extra = value.keys() - names
         if extra:  # before "missing key": `stge` is reported as a typo of `stage`, not as `stage` missing
             raise ForbiddenExtraKeysError(None, cls, set(extra))

@@ -13,7 +13,7 @@ import attrs
 from resolver.errors import ResolutionError
 from resolver.integers import parse_int
 from resolver.slot_types import TYPE_NAMES, TYPE_TESTS, VARIABLE_PREFIX
-from resolver.values import fields_repr
+from resolver.values import excerpt, fields_repr
 
 __all__ = ["ANY", "TYPE_NAMES", "TYPE_TESTS", "NotANumber", "Shape", "as_number", "is_int", "same", "type_of"]
 
@@ -32,8 +32,9 @@ def as_number(value: Any, slot: str) -> int | float:
     if parsed is not None:
         return parsed
     label = slot.removeprefix(VARIABLE_PREFIX)
-    shown = value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "..."
-    raise NotANumber(f"{label}={shown!r} is not an integer", hint=f"set {label} to a whole number or unset it")
+    raise NotANumber(
+        f"{label}={excerpt(value, 42)} is not an integer", hint=f"set {label} to a whole number or unset it"
+    )
 
 
 def is_int(value: Any) -> bool:
