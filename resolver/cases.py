@@ -1,9 +1,11 @@
 """Rules written as a table of cases: one rule per value of a slot, expanded when the files load.
 
 A rule with ``match = "SLOT"`` and ``cases`` stands for one rule per case: the case named VALUE
-becomes the ordinary rule ``ID.VALUE``, whose ``when`` adds ``SLOT = VALUE`` to the rule's own
-conditions, whose ``set`` adds the case's ``set`` to the rule's, and whose ``why``, ``conflict``,
-``hint`` and ``note`` are the case's where it gives them. ``[cases."ID"]`` in any file adds cases
+becomes the ordinary rule ``ID.VALUE`` (or, where the rule gives ``case_id``, that text with VALUE
+in place of ``{case}``: ``ranks.{case}.global.negative`` makes ``ranks.slurm.global.negative``),
+whose ``when`` adds ``SLOT = VALUE`` to the rule's own conditions, whose ``set`` adds the case's
+``set`` to the rule's, and whose ``why``, ``conflict``, ``hint`` and ``note`` are the case's where
+it gives them. ``[cases."ID"]`` in any file adds cases
 to such a rule, and ``cases_join = "DOMAIN"`` makes every case's value a member of that domain
 (a flag value the table accepts), so a new alias is one line. Everything after loading (the
 compiler, the ambiguity check, provenance, ``explain``, ``docs/rules.md``) sees ordinary rules.
@@ -25,7 +27,7 @@ from resolver.table import Slot, toml_key_pattern
 __all__ = ["case_line", "expand_cases"]
 
 #: A rule's keys that describe its cases; the rules made from them do not carry these.
-_TABLE_KEYS = ("match", "cases_join", "cases")
+_TABLE_KEYS = ("match", "cases_join", "case_id", "cases")
 #: What a case may give; each replaces the rule's own, except ``set``, which adds to it.
 _REPLACED = ("why", "conflict", "hint", "note")
 
@@ -97,7 +99,8 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
         first = seen.setdefault(case.value, case)
         if first is not case:
             raise case.error(f"given twice (first at {first.file}:{first.line})")
-        data = dict(base, id=f"{raw.id}.{case.value}", when={**base.get("when", {}), match: _value(slot, case)})
+        made = raw.spec.case_id.replace("{case}", case.value) if raw.spec.case_id else f"{raw.id}.{case.value}"
+        data = dict(base, id=made, when={**base.get("when", {}), match: _value(slot, case)})
         data.update((key, case.data[key]) for key in _REPLACED if key in case.data)
         if "set" in case.data:
             data["set"] = {**base.get("set", {}), **case.data["set"]}

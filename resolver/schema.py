@@ -224,7 +224,8 @@ class RuleSpec:
     """``[[rule]]``: conditions and exactly one outcome (checked further when the table compiles).
 
     A rule with ``match = "slot"`` and ``cases`` is a table of rules, one per value of that slot
-    (``resolver.cases`` expands it when the files are loaded).
+    (``resolver.cases`` expands it when the files are loaded), each named ``ID.VALUE``, or by
+    ``case_id`` with the value in place of ``{case}``.
     """
 
     id: str = attrs.field(validator=_non_empty)
@@ -239,6 +240,7 @@ class RuleSpec:
     priority: int = 0
     match: str | None = attrs.field(default=None)
     cases_join: str | None = attrs.field(default=None)
+    case_id: str | None = attrs.field(default=None)
     cases: dict[str, CaseSpec] = attrs.field(factory=dict)
 
     @match.validator
@@ -257,6 +259,15 @@ class RuleSpec:
     def _check_cases_join(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
         if value is not None and self.match is None:
             raise _Invalid("cases_join", "`cases_join` adds the values of `cases` to a domain; it needs `match`")
+
+    @case_id.validator
+    def _check_case_id(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
+        if value is None:
+            return
+        if self.match is None:
+            raise _Invalid("case_id", "`case_id` names the rules made from `cases`; it needs `match`")
+        if value.count("{case}") != 1:
+            raise _Invalid("case_id", f"`case_id` {value!r} must hold {{case}} once: each case's value takes its place")
 
     @cases.validator
     def _check_cases(self, attribute: attrs.Attribute[Any], value: dict[str, CaseSpec]) -> None:
