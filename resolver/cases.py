@@ -17,6 +17,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 from resolver.declared import RawRule, RuleCase, TableData
 from resolver.errors import RuleTableError
 from resolver.integers import parse_int
@@ -26,8 +28,8 @@ from resolver.table import Slot, toml_key_pattern
 
 __all__ = ["case_line", "expand_cases"]
 
-#: A rule's keys that describe its cases; the rules made from them do not carry these.
-_TABLE_KEYS = ("match", "cases_join", "case_id", "cases")
+#: A rule's keys that describe its cases; the rules made from them do not carry these (``cases`` aside).
+_TABLE_KEYS = ("match", "cases_join", "case_id")
 #: What a case may give; each replaces the rule's own, except ``set``, which adds to it.
 _REPLACED = ("why", "conflict", "hint", "note")
 
@@ -42,12 +44,12 @@ def expand_cases(table: TableData, extensions: Sequence[RuleCase]) -> None:
     more: dict[str, list[RuleCase]] = {}
     for case in extensions:
         target = by_id.get(case.rule)
-        if target is None or target.spec is None or target.spec.match is None:
+        if target is None or target.spec.match is None:
             raise _unknown_target(table, case, target)
         more.setdefault(case.rule, []).append(case)
     rules: list[RawRule] = []
     for raw in table.rules:
-        if raw.spec is None or raw.spec.match is None:
+        if raw.spec.match is None:
             rules.append(raw)
         else:
             rules += _expand(table, raw, [*raw.cases, *more.get(raw.id, ())])
@@ -69,14 +71,14 @@ def _unknown_target(table: TableData, case: RuleCase, target: RawRule | None) ->
             f"{where} adds cases to rule {case.rule!r} ({target.file}:{target.line}), which has no `match`; "
             'only a rule with `match = "slot"` takes cases'
         )
-    tables = sorted(raw.id for raw in table.rules if raw.spec is not None and raw.spec.match is not None)
+    tables = sorted(raw.id for raw in table.rules if raw.spec.match is not None)
     hint = did_you_mean(case.rule, tables)
     known = f"rules with cases: {', '.join(tables)}" if tables else "no rule has `match`"
     return case.error(f"{where} names unknown rule {case.rule!r}; {hint + ' ' if hint else ''}{known}")
 
 
 def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRule]:
-    assert raw.spec is not None and raw.spec.match is not None
+    assert raw.spec.match is not None
     match, join = raw.spec.match, raw.spec.cases_join
     slot = table.slot(match)
     if slot is None:
@@ -94,17 +96,19 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
         raise raw.error(f'`match = {match!r}` but no cases: add `cases.VALUE = {{ set = {{ ... }}, why = "..." }}`')
     seen: dict[str, RuleCase] = {}
     expanded = []
-    base = {key: value for key, value in raw.data.items() if key not in _TABLE_KEYS}
+    rule = raw.spec
     for case in cases:
         first = seen.setdefault(case.value, case)
         if first is not case:
             raise case.error(f"given twice (first at {first.file}:{first.line})")
         made = raw.spec.case_id.replace("{case}", case.value) if raw.spec.case_id else f"{raw.id}.{case.value}"
-        data = dict(base, id=made, when={**base.get("when", {}), match: _value(slot, case)})
-        data.update((key, case.data[key]) for key in _REPLACED if key in case.data)
-        if "set" in case.data:
-            data["set"] = {**base.get("set", {}), **case.data["set"]}
-        expanded.append(RawRule(data, case.file, case.line, raw.spec, case_of=raw.id, case=case.value))
+        given = case.spec
+        changes: dict[str, Any] = dict.fromkeys(_TABLE_KEYS)  # the rules made are no tables
+        changes.update((key, getattr(given, key)) for key in _REPLACED if getattr(given, key) is not None)
+        if given.set is not None:
+            changes["set"] = {**(rule.set or {}), **given.set}
+        spec = attrs.evolve(rule, id=made, when={**rule.when, match: _value(slot, case)}, cases={}, **changes)
+        expanded.append(RawRule(spec, case.file, case.line, case_of=raw.id, case=case.value))
         if join is not None:
             domain = table.domains[join]
             domain.values.add(case.value)

@@ -6,7 +6,6 @@ by the disk cache never makes these classes (about 0.3 ms each at import).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -16,7 +15,7 @@ from resolver.table import VARIABLE_PREFIX, Slot
 from resolver.values import fields_repr
 
 if TYPE_CHECKING:
-    from resolver.schema import RuleSpec
+    from resolver.schema import CaseSpec, RuleSpec
 
 __all__ = ["Domain", "RawRule", "RuleCase", "TableData"]
 
@@ -43,7 +42,7 @@ class RuleCase:
 
     rule: str
     value: str
-    data: Mapping[str, Any]
+    spec: CaseSpec
     file: str
     line: int | None
 
@@ -55,16 +54,15 @@ class RuleCase:
 
 @attrs.frozen
 class RawRule:
-    """A rule as written, with where it was written.
+    """A rule as written (its checked, typed :class:`~resolver.schema.RuleSpec`), with where it was written.
 
     A rule expanded from a case (:mod:`resolver.cases`) has ``case_of``, the id of the rule whose
     ``cases`` held it, and ``case``; its errors name both, at the case's line.
     """
 
-    data: Mapping[str, Any]
+    spec: RuleSpec
     file: str
     line: int | None
-    spec: RuleSpec | None = attrs.field(default=None, eq=False, repr=False)
     cases: tuple[RuleCase, ...] = attrs.field(default=(), eq=False, repr=False)
     case_of: str | None = None
     case: str | None = None
@@ -73,7 +71,7 @@ class RawRule:
 
     @property
     def id(self) -> str:
-        return str(self.data.get("id", "<no id>"))
+        return self.spec.id
 
     def error(self, message: str) -> RuleTableError:
         if self.case_of is not None:

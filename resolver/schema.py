@@ -6,6 +6,11 @@ coercion: ``"no"`` is not a boolean, a string is not a list, ``5`` is not text).
 finds comes back as one :class:`SchemaProblem` naming the path (``rule[3].when``) and what was
 wrong, which :mod:`resolver.table` turns into a :class:`~resolver.errors.RuleTableError` with the
 file and line.
+
+Once checked, the values that name something are typed (:class:`RefSpec`, :class:`ConstSpec`,
+:class:`CallSpec` with :class:`DomainArg` arguments), so the compile pass
+(:mod:`resolver.compiling`) reads a rule's structure from these classes and never checks its
+shape again.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from resolver.values import excerpt
 __all__ = [
     "CallSpec",
     "CaseSpec",
+    "ConstSpec",
+    "DomainArg",
     "DomainSpec",
+    "RefSpec",
     "RemovedSpec",
     "RuleFile",
     "RuleSpec",
@@ -82,6 +90,30 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, _SCALAR)
 
 
+@attrs.frozen
+class RefSpec:
+    """``{ ref = "slot" }``: the value of another slot (in ``when``, ``set`` and an operator's operand)."""
+
+    ref: str
+
+
+@attrs.frozen
+class ConstSpec:
+    """``{ const = value }``: a value taken as written (a table, a list no domain checks)."""
+
+    const: Any
+
+
+@attrs.frozen
+class DomainArg:
+    """``{ domain = "name" }`` as a function argument: the domain's members, sorted."""
+
+    domain: str
+
+
+_TYPED = (RefSpec, ConstSpec, DomainArg)
+
+
 def _check_ref(value: Any, where: str) -> None:
     if set(value) != {"ref"} or not isinstance(value["ref"], str) or not value["ref"]:
         raise ValueError(f'{where} must be a value or {{ ref = "slot" }}, not {excerpt(value)}')
@@ -89,7 +121,11 @@ def _check_ref(value: Any, where: str) -> None:
 
 def _check_condition(name: str, spec: Any) -> None:
     where = f"condition on {name!r}"
-    if _is_scalar(spec) or (isinstance(spec, list) and all(_is_scalar(item) for item in spec)):
+    if (
+        isinstance(spec, RefSpec)
+        or _is_scalar(spec)
+        or (isinstance(spec, list) and all(_is_scalar(item) for item in spec))
+    ):
         return
     if not isinstance(spec, dict) or not spec:
         raise ValueError(f"{where} must be a value or a table of operators, not {excerpt(spec)}")
@@ -97,6 +133,8 @@ def _check_condition(name: str, spec: Any) -> None:
         _check_ref(spec, where)
         return
     for op, operand in spec.items():
+        if isinstance(operand, RefSpec):
+            continue
         if isinstance(operand, dict):
             _check_ref(operand, f"operand of {op!r} on {name!r}")
         elif isinstance(operand, list):
@@ -114,6 +152,16 @@ def _check_when(instance: Any, attribute: attrs.Attribute[Any], value: dict[str,
             raise _Invalid(f"when.{name}", str(exc)) from None
 
 
+def _typed_condition(spec: Any) -> Any:
+    """A checked condition with its ``{ ref }`` tables typed: a value, a list, a :class:`RefSpec`
+    (equal to that slot), or operators whose operands are values, lists or :class:`RefSpec`."""
+    if not isinstance(spec, dict):
+        return spec
+    if "ref" in spec:
+        return RefSpec(spec["ref"])
+    return {op: RefSpec(operand["ref"]) if isinstance(operand, dict) else operand for op, operand in spec.items()}
+
+
 @attrs.frozen
 class CallSpec:
     """``{ fn = "name", args = [...] }``: each argument a slot name, ``{ const }`` or ``{ domain }``."""
@@ -124,7 +172,7 @@ class CallSpec:
     @args.validator
     def _check_args(self, attribute: attrs.Attribute[Any], value: list[Any]) -> None:
         for arg in value:
-            if isinstance(arg, str) and arg:
+            if (isinstance(arg, str) and arg) or isinstance(arg, _TYPED):
                 continue
             if isinstance(arg, dict) and set(arg) == {"const"}:
                 continue
@@ -135,6 +183,17 @@ class CallSpec:
                 f"argument {excerpt(arg)} of {self.fn!r}: function arguments are slot names, "
                 "{ const = value } or { domain = name }",
             )
+
+    def __attrs_post_init__(self) -> None:
+        # checked: each argument is a slot name, or typed
+        typed = [_typed_argument(arg) for arg in self.args]
+        object.__setattr__(self, "args", typed)
+
+
+def _typed_argument(arg: Any) -> Any:
+    if isinstance(arg, dict):
+        return ConstSpec(arg["const"]) if "const" in arg else DomainArg(arg["domain"])
+    return arg
 
 
 def _check_set(instance: Any, attribute: attrs.Attribute[Any], value: dict[str, Any] | None) -> None:
@@ -150,7 +209,7 @@ def _check_set(instance: Any, attribute: attrs.Attribute[Any], value: dict[str, 
 
 def _check_expr(name: str, expr: Any) -> None:
     where = f"set value of {name!r}"
-    if _is_scalar(expr):
+    if _is_scalar(expr) or isinstance(expr, (RefSpec, ConstSpec, CallSpec)):
         return
     if isinstance(expr, list):
         if not all(_is_scalar(item) for item in expr):
@@ -164,6 +223,24 @@ def _check_expr(name: str, expr: Any) -> None:
         _CONVERTER.structure(expr, CallSpec)
     elif set(expr) != {"const"}:
         raise ValueError(f"{where} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}, not {excerpt(expr)}")
+
+
+def _typed_set(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A checked ``set`` with its tables typed: each value a constant (a value or a list), a
+    :class:`RefSpec`, a :class:`ConstSpec` or a :class:`CallSpec`."""
+    if value is None:
+        return None
+    return {name: _typed_expr(expr) for name, expr in value.items()}
+
+
+def _typed_expr(expr: Any) -> Any:
+    if not isinstance(expr, dict):
+        return expr
+    if "ref" in expr:
+        return RefSpec(expr["ref"])
+    if "fn" in expr:
+        return _CONVERTER.structure(expr, CallSpec)
+    return ConstSpec(expr["const"])
 
 
 @attrs.frozen
@@ -217,6 +294,9 @@ class CaseSpec:
     conflict: str | None = None
     hint: str | None = None
     note: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "set", _typed_set(self.set))
 
 
 @attrs.frozen
@@ -273,6 +353,11 @@ class RuleSpec:
     def _check_cases(self, attribute: attrs.Attribute[Any], value: dict[str, CaseSpec]) -> None:
         if value and self.match is None:
             raise _Invalid("cases", '`cases` needs `match = "slot"`: the slot whose value picks the case')
+
+    def __attrs_post_init__(self) -> None:
+        # after the validators: what they checked, typed for the compile pass
+        object.__setattr__(self, "when", {name: _typed_condition(spec) for name, spec in self.when.items()})
+        object.__setattr__(self, "set", _typed_set(self.set))
 
 
 @attrs.frozen
