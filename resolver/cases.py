@@ -108,7 +108,9 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
         if given.set is not None:
             changes["set"] = {**(rule.set or {}), **given.set}
         spec = attrs.evolve(rule, id=made, when={**rule.when, match: _value(slot, case)}, cases={}, **changes)
-        expanded.append(RawRule(spec, case.file, case.line, case_of=raw.id, case=case.value))
+        expanded.append(
+            RawRule(spec, case.file, case.line, case_of=raw.id, case=case.value, table=(raw.file, raw.line))
+        )
         if join is not None:
             domain = table.domains[join]
             domain.values.add(case.value)

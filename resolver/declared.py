@@ -57,7 +57,9 @@ class RawRule:
     """A rule as written (its checked, typed :class:`~resolver.schema.RuleSpec`), with where it was written.
 
     A rule expanded from a case (:mod:`resolver.cases`) has ``case_of``, the id of the rule whose
-    ``cases`` held it, and ``case``; its errors name both, at the case's line.
+    ``cases`` held it, ``case``, and ``table``, where that rule is written; its errors name both,
+    at the case's line, and the rule's file and line too where the case is in another file (the
+    mistake may be in either: `when` is the rule's, `set` may be the case's).
     """
 
     spec: RuleSpec
@@ -66,6 +68,7 @@ class RawRule:
     cases: tuple[RuleCase, ...] = attrs.field(default=(), eq=False, repr=False)
     case_of: str | None = None
     case: str | None = None
+    table: tuple[str, int | None] | None = None
 
     __repr__ = fields_repr
 
@@ -75,7 +78,13 @@ class RawRule:
 
     def error(self, message: str) -> RuleTableError:
         if self.case_of is not None:
-            return RuleTableError(f"case {self.case!r}: {message}", file=self.file, rule=self.case_of, line=self.line)
+            written = ""
+            if self.table is not None and self.table[0] != self.file:
+                file, line = self.table
+                written = f" (rule {self.case_of!r} is written at {file}{f':{line}' if line else ''})"
+            return RuleTableError(
+                f"case {self.case!r}: {message}{written}", file=self.file, rule=self.case_of, line=self.line
+            )
         return RuleTableError(message, file=self.file, rule=self.id, line=self.line)
 
 

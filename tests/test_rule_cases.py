@@ -373,3 +373,22 @@ def test_case_id_names_each_case_rule_and_a_new_cluster_turns_on_the_generic_ran
     assert info.value.rule == "ranks.pbs.global.too_large"
     assert info.value.message.startswith("PBS_RANK=5 is outside the job: ranks run from 0 to PBS_NP-1 (PBS_NP=2)")
     assert "pbsdsh sets PBS_RANK below PBS_NP" in (info.value.hint or "")
+
+
+def test_a_mistake_in_a_rule_whose_case_is_in_another_file_names_both_files():
+    """A case in one file makes a rule of a table written in another: a broken condition of the
+    table shows at the case, and the message names the table's file and line too."""
+    sources = [
+        *BASE,
+        RuleSource(
+            "table.toml",
+            '[[rule]]\nid = "site.ranks"\nstage = "clustered"\nmatch = "cluster_environment"\n'
+            'when = { node_rank = { not_in = 5 } }\nnote = "n"\n',
+        ),
+        RuleSource("case.toml", '[cases."site.ranks"]\nslurm = {}\n'),
+    ]
+    with pytest.raises(RuleTableError) as info:
+        compile_sources(sources)
+    assert info.value.file == "case.toml" and info.value.line == 2
+    message = "case 'slurm': 'not_in' on 'node_rank' needs a list, not 5 (rule 'site.ranks' is written at table.toml:2)"
+    assert message in str(info.value)
