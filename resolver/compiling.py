@@ -17,7 +17,7 @@ from resolver.conditions import OPERATORS, Call, Condition, Const, InvalidOperan
 from resolver.declared import RawRule, TableData
 from resolver.errors import RuleTableError
 from resolver.function_registry import call_problem
-from resolver.schema import CallSpec, ConstSpec, DomainArg, RefSpec
+from resolver.schema import CallSpec, ConstSpec, DomainArg, OrderArg, RefSpec
 from resolver.slot_graph import RuleNode, SlotNode, dependency_graph
 from resolver.suggest import did_you_mean
 from resolver.table import VARIABLE_PREFIX, Slot
@@ -277,6 +277,8 @@ class _RuleCompiler:
                 if arg.domain not in self.domains:
                     raise raw.error(f"function argument names unknown domain {arg.domain!r}")
                 args.append(Const(tuple(sorted(self.domains[arg.domain]))))
+            elif isinstance(arg, OrderArg):
+                args.append(Const(self._order_of(raw, arg.order_of)))
             else:  # a slot's name
                 self._read(raw, arg, reads)
                 args.append(Ref(arg))
@@ -292,3 +294,18 @@ class _RuleCompiler:
         if problem is not None:
             raise raw.error(problem)
         return Call(call.fn, tuple(args))
+
+    def _order_of(self, raw: RawRule, prefix: str) -> tuple[Any, ...]:
+        """The constants the rules ``PREFIX.*`` set (each one slot to a value; others are left out),
+        highest priority first: an order declared once, by those rules' priorities (``auto``'s
+        accelerators), that a function can be given."""
+        found = []
+        for rule in self.data.rules:
+            if not rule.id.startswith(prefix + "."):
+                continue
+            values = [v for v in (rule.spec.set or {}).values() if not isinstance(v, (RefSpec, ConstSpec, CallSpec))]
+            if len(values) == 1:  # a rule that computes its value has no place of its own in the order
+                found.append((-rule.spec.priority, rule.id, values[0]))
+        if not found:
+            raise raw.error(f"{{ order_of = {prefix!r} }} names no rules: no rule id starts with {prefix + '.'!r}")
+        return tuple(dict.fromkeys(value for _, _, value in sorted(found)))  # a value's first place

@@ -248,17 +248,13 @@ def ids_not_in(ids: Sequence[int], visible: Sequence[int]) -> tuple[int, ...] | 
 
 
 @register_function("available_accelerators")
-def available_accelerators(xla_count: int, torch_xla: bool, mps: bool, cuda_count: int) -> tuple[str, ...]:
-    """The accelerators a machine offers, in the order ``auto`` tries them."""
-    found = []
-    if xla_count > 0 and torch_xla:
-        found.append("xla")
-    if mps:
-        found.append("mps")
-    if cuda_count > 0:
-        found.append("cuda")
-    found.append("cpu")
-    return tuple(found)
+def available_accelerators(
+    order: tuple[str, ...], xla_count: int, torch_xla: bool, mps: bool, cuda_count: int
+) -> tuple[str, ...]:
+    """The accelerators a machine offers, in ``order``: the order ``auto`` tries them, which the
+    priorities of the rules ``accelerator.auto.*`` declare (``{ order_of = "accelerator.auto" }``)."""
+    found = {"xla": xla_count > 0 and torch_xla, "mps": mps, "cuda": cuda_count > 0, "cpu": True}
+    return tuple(name for name in order if found.get(name))
 
 
 @register_function("rankfile_node_rank")

@@ -34,6 +34,7 @@ __all__ = [
     "ConstSpec",
     "DomainArg",
     "DomainSpec",
+    "OrderArg",
     "RefSpec",
     "RemovedSpec",
     "RuleFile",
@@ -111,7 +112,15 @@ class DomainArg:
     domain: str
 
 
-_TYPED = (RefSpec, ConstSpec, DomainArg)
+@attrs.frozen
+class OrderArg:
+    """``{ order_of = "PREFIX" }`` as a function argument: the values the rules ``PREFIX.*`` set,
+    highest priority first (the order their priorities declare, e.g. ``auto``'s accelerators)."""
+
+    order_of: str
+
+
+_TYPED = (RefSpec, ConstSpec, DomainArg, OrderArg)
 
 
 def _check_ref(value: Any, where: str) -> None:
@@ -164,7 +173,8 @@ def _typed_condition(spec: Any) -> Any:
 
 @attrs.frozen
 class CallSpec:
-    """``{ fn = "name", args = [...] }``: each argument a slot name, ``{ const }`` or ``{ domain }``."""
+    """``{ fn = "name", args = [...] }``: each argument a slot name, ``{ const }``, ``{ domain }`` or
+    ``{ order_of }``."""
 
     fn: str = attrs.field(validator=_non_empty)
     args: list[Any] = attrs.field(factory=list)
@@ -176,12 +186,12 @@ class CallSpec:
                 continue
             if isinstance(arg, dict) and set(arg) == {"const"}:
                 continue
-            if isinstance(arg, dict) and set(arg) == {"domain"} and isinstance(arg["domain"], str):
+            if isinstance(arg, dict) and len(arg) == 1 and isinstance(arg.get("domain", arg.get("order_of")), str):
                 continue
             raise _Invalid(
                 "args",
                 f"argument {excerpt(arg)} of {self.fn!r}: function arguments are slot names, "
-                "{ const = value } or { domain = name }",
+                "{ const = value }, { domain = name } or { order_of = rule id prefix }",
             )
 
     def __attrs_post_init__(self) -> None:
@@ -192,7 +202,9 @@ class CallSpec:
 
 def _typed_argument(arg: Any) -> Any:
     if isinstance(arg, dict):
-        return ConstSpec(arg["const"]) if "const" in arg else DomainArg(arg["domain"])
+        if "const" in arg:
+            return ConstSpec(arg["const"])
+        return DomainArg(arg["domain"]) if "domain" in arg else OrderArg(arg["order_of"])
     return arg
 
 

@@ -392,3 +392,27 @@ def test_a_mistake_in_a_rule_whose_case_is_in_another_file_names_both_files():
     assert info.value.file == "case.toml" and info.value.line == 2
     message = "case 'slurm': 'not_in' on 'node_rank' needs a list, not 5 (rule 'site.ranks' is written at table.toml:2)"
     assert message in str(info.value)
+
+
+def test_the_available_accelerators_follow_the_auto_rules_priorities():
+    """The order `auto` tries the accelerators is declared once, by the priorities of the rules
+    accelerator.auto.*; the list a hint shows ({ order_of = "accelerator.auto" }) follows it."""
+    machine = Environment(cuda_device_count=1, mps_available=True)
+    with pytest.raises(ResolutionError) as info:
+        resolve(accelerator="xla", environment=machine)
+    assert "available: [mps, cuda, cpu]" in (info.value.hint or "")  # xla > mps > cuda > cpu
+    site = compile_with(
+        """
+        [[rule]]
+        id = "accelerator.auto.cuda_first"
+        stage = "placed"
+        when = { "flag.accelerator" = "auto", "env.cuda_device_count" = { gt = 0 } }
+        set = { accelerator = "cuda" }
+        priority = 50
+        why = "this site prefers its CUDA devices"
+        """
+    )
+    assert resolve(environment=machine, rules=site).accelerator == "cuda"
+    with pytest.raises(ResolutionError) as info:
+        resolve(accelerator="xla", environment=machine, rules=site)
+    assert "available: [cuda, mps, cpu]" in (info.value.hint or "")
