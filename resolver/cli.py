@@ -1,7 +1,6 @@
 """The ``resolver`` command: explain a resolution, run a script under it, check golden files.
 
-Each command is a function here and an entry of :data:`COMMANDS`, the one command table (name, what
-runs it, its options, its help); the options and the parsing (one command's parser per process,
+Each command is a function here; its options and the parsing (one command's parser per process,
 help written only when printed) are :mod:`resolver.cli_parser`'s.
 """
 
@@ -15,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 # before the engine: a `resolver explain` process runs without the garbage collector (see the module)
 import resolver.cli_process  # noqa: F401
-from resolver import cli_parser
 from resolver.api import builtin_table, load_rules, removed_flag_error, resolve
-from resolver.cli_parser import Command, _given_flags, _parse, removed_flags_given
+from resolver.cli_parser import _given_flags, _parse, removed_flags_given
 from resolver.environment import Environment
 from resolver.errors import ResolutionError, RuleTableError
 from resolver.flags import FLAGS, collect_flags
@@ -79,7 +77,7 @@ def _resolve(args: argparse.Namespace, **keywords: Any) -> ResolvedConfig:
         return resolve(**flags, **keywords)
     from resolver.flagsfile import load_flags_file
 
-    given = _given_flags(args.argv, COMMANDS, args.command) & set(flags)
+    given = _given_flags(args.argv, args.command) & set(flags)
     file = load_flags_file(args.config).without(given)
     return resolve(**{k: v for k, v in flags.items() if k in given}, config_file=file, **keywords)
 
@@ -318,105 +316,6 @@ def _rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: The one command table: each command's name, what runs it, its options and its help, in the order
-#: ``resolver --help`` lists them.
-COMMANDS: tuple[Command, ...] = (
-    Command(
-        "explain",
-        _explain,
-        cli_parser._explain_options,
-        summary="print each resolved field, its value and why",
-        description="Resolve the flags for this machine (or a simulated one) and print each resolved field, "
-        "its value and why; on failure, a diagnostic naming both sides and the fix. --format json gives "
-        "the same as data, --format dot the decision graph for Graphviz.",
-        examples=(
-            "resolver explain --devices 2 --strategy ddp",
-            "resolver explain --devices 8 --simulate cuda=8,slurm",
-            "resolver explain --simulate my-cluster-node.toml,interactive --verbose",
-            "resolver explain --devices 2 --format json --verbose",
-            "resolver explain --devices 4 --simulate cuda=8,slurm --format dot > decision.dot",
-            "resolver explain --config train.toml --devices 4",
-        ),
-        trailer="{exit_codes}",
-    ),
-    Command(
-        "run",
-        _run,
-        cli_parser._run_options,
-        summary="resolve, then start a script under the resolved launcher (like torchrun)",
-        description="Resolve the flags, print a one-line summary, and start SCRIPT once per local device "
-        "with torchrun-compatible variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). "
-        "With -m, SCRIPT is a module, run as python -m would. Everything after SCRIPT (its --help "
-        "too) is the script's own. Each line a rank prints is shown whole, prefixed with its rank "
-        "([rank 1]: ...); --log-dir also keeps one log file per rank.",
-        examples=(
-            "resolver run --devices 2 --strategy ddp train.py --epochs 3",
-            "resolver run --devices 2 --timeout 600 train.py",
-            "resolver run --devices 2 -m mypackage.train --epochs 3",
-            "resolver run --config train.toml train.py --help",
-            "resolver run --devices 4 --log-dir logs --local-ranks-filter 0 train.py",
-        ),
-        trailer="{exit_codes} Otherwise the script's own exit code.",
-    ),
-    Command(
-        "check",
-        _check,
-        cli_parser._check_options,
-        summary="prove the resolved setup works: rendezvous, agreement, collectives, speed",
-        description="Resolve the flags, start the ranks (or, under srun, mpirun or torchrun -m resolver check, "
-        "run as this rank) and "
-        "check, each step bounded by --timeout: every rank reaches rank 0's address and port; all ranks resolved "
-        "the same config on the same software; barrier, all_reduce, broadcast and all_gather give the right "
-        "values; each rank reaches the next (a ring, so a broken pair of hosts is named); and how fast each "
-        "collective is. One line per check; a failure names the rank, host and fix.",
-        examples=(
-            "resolver check --devices 2",
-            "resolver check --devices 4 --timeout 5 --format json",
-            "resolver check --num-nodes 2 --node-rank 1 --master-addr node-0 --master-port 29500",
-        ),
-        trailer="exit codes: 0 every check passed, 1 a check failed (the report says which), 2 usage error.",
-    ),
-    Command(
-        "env",
-        _env,
-        cli_parser._env_options,
-        summary="print this machine's versions, devices, cluster and variables, for a bug report",
-        description="Print what a bug report needs: resolver, Python and OS versions; torch (with its CUDA, "
-        "cuDNN and NCCL versions), torch_xla, horovod and deepspeed versions or 'not installed'; the "
-        "devices and the cluster detected; the relevant environment variables, with secret-like values "
-        "(tokens, passwords, keys) masked. Imports torch only when it is installed.",
-        examples=("resolver env", "resolver env --format json"),
-    ),
-    Command(
-        "golden",
-        _golden,
-        cli_parser._golden_options,
-        summary="check golden scenario files against the rules (or --update them)",
-        description="Resolve each golden scenario (TOML: [flags], [environment], [expect]) and compare the "
-        "outcome with its [expect] table; --update rewrites [expect] from the current rules (review the "
-        "diff). Exit code 1 when a scenario fails.",
-        examples=(
-            "resolver golden tests/golden",
-            "resolver golden --update my-cluster/",
-            "resolver golden --rules site.toml my-cluster/",
-        ),
-    ),
-    Command(
-        "rules",
-        _rules,
-        cli_parser._rules_options,
-        summary="write the rule table as Markdown (docs/rules.md)",
-        description="Write every rule of the table as Markdown, with the stage pipeline and the slot "
-        "dependency graph as Mermaid diagrams; --check exits 1 when --output is stale.",
-        examples=(
-            "resolver rules --output docs/rules.md",
-            "resolver rules --output docs/rules.md --check",
-            "resolver rules --rules site.toml",
-        ),
-    ),
-)
-
-
 def _before_exit() -> None:
     """This process exits next: spare the interpreter its final garbage collection of everything
     it made (every module, class and function, and the rule table: tens of thousands of objects in
@@ -429,9 +328,10 @@ def _before_exit() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command in ``argv`` (default: this process's command line, which then exits)."""
+    handlers = {"explain": _explain, "run": _run, "check": _check, "env": _env, "golden": _golden, "rules": _rules}
     try:
-        args = _parse(argv, COMMANDS)  # inside: the options come from the rule table, which a broken plugin breaks
-        code = next(entry for entry in COMMANDS if entry.name == args.command).run(args)
+        args = _parse(argv)  # inside: the options come from the rule table, which a broken plugin breaks
+        code = handlers[args.command](args)
         sys.stdout.flush()  # here, so that a closed pipe is seen below and not at exit
         if argv is None and args.command == "explain":
             _before_exit()

@@ -9,7 +9,7 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from resolver.api import builtin_table
 from resolver.flags import FLAGS, Flag
@@ -18,14 +18,14 @@ from resolver.integers import parse_int
 
 class _Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose help is written only when it is printed: the command's description
-    and examples (its :class:`Command`, written by :mod:`resolver.cli_help`) and the option help in
-    ``help_texts`` (a flag's help lists the values the loaded rule table accepts). A process that
-    only parses its command line never writes any of it."""
+    and examples (:mod:`resolver.cli_help`) and the option help in ``help_texts`` (a flag's help
+    lists the values the loaded rule table accepts). A process that only parses its command line
+    never writes any of it."""
 
     def __init__(
         self,
         *args: Any,
-        command: Command | None = None,
+        command: str | None = None,
         formatter_class: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter,
         **kwargs: Any,
     ) -> None:
@@ -54,12 +54,13 @@ class _Parser(argparse.ArgumentParser):
             self._writing = False
 
     def format_help(self) -> str:
-        from resolver.cli_help import TOP_DESCRIPTION, TOP_EPILOG, epilog, wrapped_description
+        from resolver.cli_help import COMMANDS, TOP_DESCRIPTION, TOP_EPILOG
 
         if self.command is None:
             self.description, self.epilog = TOP_DESCRIPTION, TOP_EPILOG
         else:
-            self.description, self.epilog = wrapped_description(self.command), epilog(self.command)
+            text = COMMANDS[self.command]
+            self.description, self.epilog = text.wrapped_description(), text.epilog()
         for action, write in self.help_texts.items():
             action.help = write()
         self.help_texts.clear()
@@ -246,9 +247,9 @@ def _add_config(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _given_flags(argv: Sequence[str] | None, commands: Sequence[Command], command: str) -> set[str]:
+def _given_flags(argv: Sequence[str] | None, command: str) -> set[str]:
     """The names of the options written on the command line (not left at their default)."""
-    parser = _parser(commands, command)
+    parser = _parser(command)
     stack = [parser]
     while stack:
         current = stack.pop()
@@ -349,45 +350,44 @@ def _rules_options(rules: _Parser) -> None:
     rules.add_argument("--check", action="store_true", help="exit 1 if --output differs from what would be written")
 
 
-class Command(NamedTuple):
-    """One ``resolver`` command, its entry in the command table (:data:`resolver.cli.COMMANDS`): its
-    name, what runs it, the options it takes, and its help (the one-line summary ``resolver --help``
-    lists, the description and examples that end ``resolver NAME --help``, and a trailer before the
-    examples, where ``{exit_codes}`` stands for the exit codes)."""
-
-    name: str
-    run: Callable[[argparse.Namespace], int]
-    add_options: Callable[[_Parser], None]
-    summary: str
-    description: str
-    examples: tuple[str, ...]
-    trailer: str = ""
+#: Each command's options, in the order ``resolver --help`` lists the commands (their help: cli_help.py).
+_OPTIONS: dict[str, Callable[[_Parser], None]] = {
+    "explain": _explain_options,
+    "run": _run_options,
+    "check": _check_options,
+    "env": _env_options,
+    "golden": _golden_options,
+    "rules": _rules_options,
+}
 
 
-def _parser(commands: Sequence[Command], command: str | None = None) -> _Parser:
+def _parser(command: str | None = None) -> _Parser:
     """The command line's parser; with ``command``, only that command's (what one process needs)."""
     parser = _Parser(prog="resolver")
     parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for entry in commands:
-        if command is None:  # every command is listed by `resolver --help`, with its summary
-            entry.add_options(sub.add_parser(entry.name, command=entry, help=entry.summary))
-        elif entry.name == command:
-            entry.add_options(sub.add_parser(entry.name, command=entry))
+    summaries: dict[str, Any] = {}
+    if command is None:  # every command is listed by `resolver --help`
+        from resolver.cli_help import COMMANDS
+
+        summaries = {name: {"help": text.summary} for name, text in COMMANDS.items()}
+    for name, add_options in _OPTIONS.items():
+        if command is None or name == command:
+            add_options(sub.add_parser(name, command=name, **summaries.get(name, {})))
     return parser
 
 
-def _command_of(argv: Sequence[str], commands: Sequence[Command]) -> str | None:
+def _command_of(argv: Sequence[str]) -> str | None:
     """The command a command line runs when its first word names one (then only its parser is built)."""
-    return argv[0] if argv and any(argv[0] == entry.name for entry in commands) else None
+    return argv[0] if argv and argv[0] in _OPTIONS else None
 
 
-def _parse(argv: Sequence[str] | None, commands: Sequence[Command]) -> argparse.Namespace:
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse; an unknown option is reported with the usage of the subcommand it was given to."""
     words = sys.argv[1:] if argv is None else list(argv)
-    parser = _parser(commands, _command_of(words, commands))
-    _check_command(parser, words, [entry.name for entry in commands])
+    parser = _parser(_command_of(words))
+    _check_command(parser, words)
     args, unknown = parser.parse_known_args(argv)
     args.argv = argv
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -401,14 +401,14 @@ def _parse(argv: Sequence[str] | None, commands: Sequence[Command]) -> argparse.
     return args
 
 
-def _check_command(parser: argparse.ArgumentParser, argv: list[str], names: Sequence[str]) -> None:
+def _check_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """An unknown command is a usage error naming the closest commands (argparse only lists them)."""
     words = [word for word in argv if not word.startswith("-")]
-    if words and words[0] not in names:
+    if words and words[0] not in _OPTIONS:
         from resolver.suggest import did_you_mean
 
-        hint = did_you_mean(words[0], names)
-        choices = ", ".join(names)
+        hint = did_you_mean(words[0], _OPTIONS)
+        choices = ", ".join(_OPTIONS)
         parser.error(f"unknown command {words[0]!r}" + (f"; {hint}" if hint else "") + f" (choose from {choices})")
 
 

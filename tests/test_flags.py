@@ -9,7 +9,6 @@ import pytest
 
 import resolver
 from resolver.api import builtin_table
-from resolver.cli import COMMANDS
 from resolver.cli_parser import _parser
 from resolver.flags import FLAG_DEFAULTS, FLAGS
 
@@ -44,7 +43,7 @@ def test_every_flag_has_its_input_slot_and_nothing_else_is_an_argument():
 
 def _options(command: str, *, printed: bool = False) -> dict[str, object]:
     """The options of ``command``; ``printed``: after its help was printed (help is written then)."""
-    sub = next(a for a in _parser(COMMANDS)._actions if a.dest == "command")
+    sub = next(a for a in _parser()._actions if a.dest == "command")
     if printed:
         sub.choices[command].format_help()
     return {option: action for action in sub.choices[command]._actions for option in action.option_strings}
