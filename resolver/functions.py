@@ -9,6 +9,7 @@ Register more with :func:`register_function` (the registry is :mod:`resolver.fun
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -253,8 +254,14 @@ def available_accelerators(
 ) -> tuple[str, ...]:
     """The accelerators a machine offers, in ``order``: the order ``auto`` tries them, which the
     priorities of the rules ``accelerator.auto.*`` declare (``{ order_of = "accelerator.auto" }``)."""
-    found = {"xla": xla_count > 0 and torch_xla, "mps": mps, "cuda": cuda_count > 0, "cpu": True}
-    return tuple(name for name in order if found.get(name))
+    return _in_order(order, xla_count > 0 and bool(torch_xla), bool(mps), cuda_count > 0)
+
+
+@functools.lru_cache(maxsize=64)
+def _in_order(order: tuple[str, ...], xla: bool, mps: bool, cuda: bool) -> tuple[str, ...]:
+    # every resolve() asks: a machine has few answers, so each is worked out once
+    found = {"xla": xla, "mps": mps, "cuda": cuda, "cpu": True}
+    return tuple([name for name in order if found.get(name)])
 
 
 @register_function("rankfile_node_rank")
