@@ -291,6 +291,24 @@ def test_a_case_for_a_misspelt_rule_suggests_the_rule():
         ),
         ('[[rule]]\nid = "r"\nstage = "planned"\nmatch = 5\n', "expected text, got 5 (at match)", 2),
         (
+            '[[rule]]\nid = "r"\ncase_id = "r.{case}"\nstage = "planned"\nset = { strategy = "ddp" }\n',
+            "`case_id` names the rules made from `cases`; it needs `match`",
+            2,
+        ),
+        (
+            '[[rule]]\nid = "r"\ncase_id = "r.case"\nstage = "planned"\nmatch = "flag.strategy"\n'
+            'cases.x = { set = { strategy = "ddp" } }\n',
+            "`case_id` 'r.case' must hold {case} once",
+            2,
+        ),
+        # a case whose id, made by `case_id`, another rule has
+        (
+            '[[rule]]\nid = "r"\ncase_id = "strategy.{case}"\nstage = "planned"\nmatch = "flag.strategy"\n'
+            'note = "n"\ncases.explicit = {}\n',
+            "makes the rule id 'strategy.explicit'",
+            7,
+        ),
+        (
             '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "strategy"\n[rule.cases.ddp]\nset = { launcher = 5 }\n',
             "case 'ddp': sets 'launcher' to 5, but the slot holds str",
             5,
@@ -318,3 +336,83 @@ def test_ambiguity_between_a_case_and_another_rule_is_found():
     assert "ambiguous: rules 'site.alias.ddp' and 'strategy.explicit'" in str(error) or (
         "ambiguous: rules 'strategy.explicit' and 'site.alias.ddp'" in str(error)
     )
+
+
+def test_case_id_names_each_case_rule_and_a_new_cluster_turns_on_the_generic_rank_checks():
+    """The rank-range checks are written once (rules/clusters.toml) and named per cluster by their
+    `case_id`: a site cluster gives its variables' names and turns a check on with one case line."""
+    site = compile_with(
+        """
+        [domain.cluster]
+        values = ["pbs"]
+
+        [[rule]]
+        id = "world.pbs"
+        stage = "clustered"
+        when = { cluster_environment = "pbs" }
+        set.world_size = { fn = "to_int", args = ["var.PBS_NP"] }
+        set.global_rank = { fn = "to_int", args = ["var.PBS_RANK"] }
+        priority = 50
+        why = "PBS's variables"
+
+        [cases."cluster.rank_variables"]
+        pbs.set."cluster.launcher" = "pbsdsh"
+        pbs.set."cluster.rank_variable" = "PBS_RANK"
+        pbs.set."cluster.world_variable" = "PBS_NP"
+
+        [cases."ranks.global.too_large"]
+        pbs = {}
+        """
+    )
+    rule = site.rules["ranks.pbs.global.too_large"]
+    assert rule.file == "site.toml" and "ranks.global.too_large.pbs" not in site.rules
+    assert "ranks.slurm.global.too_large" in site.rules  # the built-in clusters' checks keep their ids
+    environment = Environment(variables={"PBS_NP": "2", "PBS_RANK": "5"})
+    with pytest.raises(ResolutionError) as info:
+        resolve(cluster_environment="pbs", devices=2, environment=environment, rules=site)
+    assert info.value.rule == "ranks.pbs.global.too_large"
+    assert info.value.message.startswith("PBS_RANK=5 is outside the job: ranks run from 0 to PBS_NP-1 (PBS_NP=2)")
+    assert "pbsdsh sets PBS_RANK below PBS_NP" in (info.value.hint or "")
+
+
+def test_a_mistake_in_a_rule_whose_case_is_in_another_file_names_both_files():
+    """A case in one file makes a rule of a table written in another: a broken condition of the
+    table shows at the case, and the message names the table's file and line too."""
+    sources = [
+        *BASE,
+        RuleSource(
+            "table.toml",
+            '[[rule]]\nid = "site.ranks"\nstage = "clustered"\nmatch = "cluster_environment"\n'
+            'when = { node_rank = { not_in = 5 } }\nnote = "n"\n',
+        ),
+        RuleSource("case.toml", '[cases."site.ranks"]\nslurm = {}\n'),
+    ]
+    with pytest.raises(RuleTableError) as info:
+        compile_sources(sources)
+    assert info.value.file == "case.toml" and info.value.line == 2
+    message = "case 'slurm': 'not_in' on 'node_rank' needs a list, not 5 (rule 'site.ranks' is written at table.toml:2)"
+    assert message in str(info.value)
+
+
+def test_the_available_accelerators_follow_the_auto_rules_priorities():
+    """The order `auto` tries the accelerators is declared once, by the priorities of the rules
+    accelerator.auto.*; the list a hint shows ({ order_of = "accelerator.auto" }) follows it."""
+    machine = Environment(cuda_device_count=1, mps_available=True)
+    with pytest.raises(ResolutionError) as info:
+        resolve(accelerator="xla", environment=machine)
+    assert "available: [mps, cuda, cpu]" in (info.value.hint or "")  # xla > mps > cuda > cpu
+    site = compile_with(
+        """
+        [[rule]]
+        id = "accelerator.auto.cuda_first"
+        stage = "placed"
+        when = { "flag.accelerator" = "auto", "env.cuda_device_count" = { gt = 0 } }
+        set = { accelerator = "cuda" }
+        priority = 50
+        why = "this site prefers its CUDA devices"
+        """
+    )
+    assert resolve(environment=machine, rules=site).accelerator == "cuda"
+    with pytest.raises(ResolutionError) as info:
+        resolve(accelerator="xla", environment=machine, rules=site)
+    assert "available: [cuda, mps, cpu]" in (info.value.hint or "")

@@ -9,12 +9,14 @@ Register more with :func:`register_function` (the registry is :mod:`resolver._en
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from resolver._engine.function_registry import FUNCTIONS, READS_UNSET, InvalidInput, call_problem, register_function
 from resolver._engine.integers import MAX_DEVICES, parse_int
+from resolver._engine.values import excerpt
 
 __all__ = ["FUNCTIONS", "READS_UNSET", "InvalidInput", "call_problem", "register_function"]
 
@@ -28,18 +30,13 @@ _LIMIT_WHY = (
 )
 
 
-def _shown(value: Any) -> str:
-    text = repr(list(value) if isinstance(value, tuple) else value)  # a list the user wrote stays a list
-    return text if len(text) <= 60 else text[:60] + "..."
-
-
 def _devices_error(value: Any, problem: str) -> InvalidInput:
-    return InvalidInput(f"devices={_shown(value)} {problem}", f"pass devices as {_DEVICES_FORMS}")
+    return InvalidInput(f"devices={excerpt(value)} {problem}", f"pass devices as {_DEVICES_FORMS}")
 
 
 def _too_many(value: Any) -> InvalidInput:
     return InvalidInput(
-        f"devices={_shown(value)} asks for too many devices: {_LIMIT_WHY}", f"pass devices as {_DEVICES_FORMS}"
+        f"devices={excerpt(value)} asks for too many devices: {_LIMIT_WHY}", f"pass devices as {_DEVICES_FORMS}"
     )
 
 
@@ -72,7 +69,7 @@ def _list_ids(value: Sequence[Any]) -> tuple[int, ...]:
             numbers = [parse_int(i) if isinstance(i, str) else i for i in value if type(i) in (int, str)]
             written = ", ".join(str(n) for n in numbers if n is not None)
             raise InvalidInput(
-                f"devices={_shown(value)} holds {_shown(item)}, which is {kind}: a list of device ids holds integers",
+                f"devices={excerpt(value)} holds {excerpt(item)}, which is {kind}: a list of device ids holds integers",
                 f"write the ids as integers (devices=[{written or 0}]), or as one string such as devices='0,1'",
             )
     return _ids(value, value)
@@ -99,7 +96,7 @@ def parse_devices(value: Any) -> str | int | tuple[int, ...]:
         for part in [p for p in parts if p] if parts[-1] == "" else parts:
             number = parse_int(part)
             if number is None:
-                raise _devices_error(value, f"contains {_shown(part)}, which is not a device index")
+                raise _devices_error(value, f"contains {excerpt(part)}, which is not a device index")
             numbers.append(number)
         return _ids(numbers, value)
     number = parse_int(value)
@@ -143,7 +140,7 @@ def to_int(value: Any) -> int:
         return value
     number = parse_int(value)
     if number is None:
-        raise InvalidInput(f"{_shown(value)} is not an integer", "use a whole number")
+        raise InvalidInput(f"{excerpt(value)} is not an integer", "use a whole number")
     return number
 
 
@@ -252,17 +249,19 @@ def ids_not_in(ids: Sequence[int], visible: Sequence[int]) -> tuple[int, ...] | 
 
 
 @register_function("available_accelerators")
-def available_accelerators(xla_count: int, torch_xla: bool, mps: bool, cuda_count: int) -> tuple[str, ...]:
-    """The accelerators a machine offers, in the order ``auto`` tries them."""
-    found = []
-    if xla_count > 0 and torch_xla:
-        found.append("xla")
-    if mps:
-        found.append("mps")
-    if cuda_count > 0:
-        found.append("cuda")
-    found.append("cpu")
-    return tuple(found)
+def available_accelerators(
+    order: tuple[str, ...], xla_count: int, torch_xla: bool, mps: bool, cuda_count: int
+) -> tuple[str, ...]:
+    """The accelerators a machine offers, in ``order``: the order ``auto`` tries them, which the
+    priorities of the rules ``accelerator.auto.*`` declare (``{ order_of = "accelerator.auto" }``)."""
+    return _in_order(order, xla_count > 0 and bool(torch_xla), bool(mps), cuda_count > 0)
+
+
+@functools.lru_cache(maxsize=64)
+def _in_order(order: tuple[str, ...], xla: bool, mps: bool, cuda: bool) -> tuple[str, ...]:
+    # every resolve() asks: a machine has few answers, so each is worked out once
+    found = {"xla": xla, "mps": mps, "cuda": cuda, "cpu": True}
+    return tuple([name for name in order if found.get(name)])
 
 
 @register_function("rankfile_node_rank")
@@ -309,7 +308,9 @@ def first_host(hostlist: str) -> str:
     if depth:
         raise _hostlist_error(hostlist, "leaves a bracket open")
     if start is None:
-        raise InvalidInput(f"the host list {_shown(hostlist)} names no host", "export MASTER_ADDR, or pass master_addr")
+        raise InvalidInput(
+            f"the host list {excerpt(hostlist)} names no host", "export MASTER_ADDR, or pass master_addr"
+        )
     return _first_of(text[start:], hostlist)
 
 
@@ -327,7 +328,7 @@ def _first_of(entry: str, hostlist: str) -> str:
 
 def _hostlist_error(hostlist: str, problem: str) -> InvalidInput:
     return InvalidInput(
-        f"the host list {_shown(hostlist)} {problem}",
+        f"the host list {excerpt(hostlist)} {problem}",
         "export MASTER_ADDR (the first node's address), or pass master_addr",
     )
 
@@ -362,7 +363,7 @@ def lsf_port_from_job_id(job_id: str) -> int:
     number = parse_int(job_id)
     if number is None or number < 0:
         raise InvalidInput(
-            f"LSB_JOBID={_shown(job_id)} is not an LSF job id (a whole number)",
+            f"LSB_JOBID={excerpt(job_id)} is not an LSF job id (a whole number)",
             "run inside an LSF job (bsub), or export MASTER_PORT with the same port on every node",
         )
     return 10000 + number % 1000

@@ -1,9 +1,11 @@
 """Rules written as a table of cases: one rule per value of a slot, expanded when the files load.
 
 A rule with ``match = "SLOT"`` and ``cases`` stands for one rule per case: the case named VALUE
-becomes the ordinary rule ``ID.VALUE``, whose ``when`` adds ``SLOT = VALUE`` to the rule's own
-conditions, whose ``set`` adds the case's ``set`` to the rule's, and whose ``why``, ``conflict``,
-``hint`` and ``note`` are the case's where it gives them. ``[cases."ID"]`` in any file adds cases
+becomes the ordinary rule ``ID.VALUE`` (or, where the rule gives ``case_id``, that text with VALUE
+in place of ``{case}``: ``ranks.{case}.global.negative`` makes ``ranks.slurm.global.negative``),
+whose ``when`` adds ``SLOT = VALUE`` to the rule's own conditions, whose ``set`` adds the case's
+``set`` to the rule's, and whose ``why``, ``conflict``, ``hint`` and ``note`` are the case's where
+it gives them. ``[cases."ID"]`` in any file adds cases
 to such a rule, and ``cases_join = "DOMAIN"`` makes every case's value a member of that domain
 (a flag value the table accepts), so a new alias is one line. Everything after loading (the
 compiler, the ambiguity check, provenance, ``explain``, ``docs/rules.md``) sees ordinary rules.
@@ -15,20 +17,21 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 from resolver._engine.declared import RawRule, RuleCase, TableData
 from resolver._engine.errors import RuleTableError
 from resolver._engine.integers import parse_int
+from resolver._engine.slot_types import MATCHABLE_TYPES
 from resolver._engine.suggest import did_you_mean
 from resolver._engine.table import Slot, toml_key_pattern
 
 __all__ = ["case_line", "expand_cases"]
 
-#: A rule's keys that describe its cases; the rules made from them do not carry these.
-_TABLE_KEYS = ("match", "cases_join", "cases")
+#: A rule's keys that describe its cases; the rules made from them do not carry these (``cases`` aside).
+_TABLE_KEYS = ("match", "cases_join", "case_id")
 #: What a case may give; each replaces the rule's own, except ``set``, which adds to it.
 _REPLACED = ("why", "conflict", "hint", "note")
-#: Slot types whose values a case's name (TOML key: text) can spell.
-_MATCHABLE = ("str", "int", "bool", "any")
 
 
 def expand_cases(table: TableData, extensions: Sequence[RuleCase]) -> None:
@@ -41,12 +44,12 @@ def expand_cases(table: TableData, extensions: Sequence[RuleCase]) -> None:
     more: dict[str, list[RuleCase]] = {}
     for case in extensions:
         target = by_id.get(case.rule)
-        if target is None or target.spec is None or target.spec.match is None:
+        if target is None or target.spec.match is None:
             raise _unknown_target(table, case, target)
         more.setdefault(case.rule, []).append(case)
     rules: list[RawRule] = []
     for raw in table.rules:
-        if raw.spec is None or raw.spec.match is None:
+        if raw.spec.match is None:
             rules.append(raw)
         else:
             rules += _expand(table, raw, [*raw.cases, *more.get(raw.id, ())])
@@ -68,20 +71,20 @@ def _unknown_target(table: TableData, case: RuleCase, target: RawRule | None) ->
             f"{where} adds cases to rule {case.rule!r} ({target.file}:{target.line}), which has no `match`; "
             'only a rule with `match = "slot"` takes cases'
         )
-    tables = sorted(raw.id for raw in table.rules if raw.spec is not None and raw.spec.match is not None)
+    tables = sorted(raw.id for raw in table.rules if raw.spec.match is not None)
     hint = did_you_mean(case.rule, tables)
     known = f"rules with cases: {', '.join(tables)}" if tables else "no rule has `match`"
     return case.error(f"{where} names unknown rule {case.rule!r}; {hint + ' ' if hint else ''}{known}")
 
 
 def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRule]:
-    assert raw.spec is not None and raw.spec.match is not None
+    assert raw.spec.match is not None
     match, join = raw.spec.match, raw.spec.cases_join
     slot = table.slot(match)
     if slot is None:
         hint = did_you_mean(match, table.slots)
         raise raw.error(f"`match` names unknown slot {match!r}" + (f"; {hint}" if hint else ""))
-    if slot.type not in _MATCHABLE:
+    if slot.type not in MATCHABLE_TYPES:
         raise raw.error(f"`match` names slot {match!r}, which holds {slot.type}; cases match text, int or bool slots")
     if join is not None and join not in table.domains:
         hint = did_you_mean(join, table.domains)
@@ -93,16 +96,21 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
         raise raw.error(f'`match = {match!r}` but no cases: add `cases.VALUE = {{ set = {{ ... }}, why = "..." }}`')
     seen: dict[str, RuleCase] = {}
     expanded = []
-    base = {key: value for key, value in raw.data.items() if key not in _TABLE_KEYS}
+    rule = raw.spec
     for case in cases:
         first = seen.setdefault(case.value, case)
         if first is not case:
             raise case.error(f"given twice (first at {first.file}:{first.line})")
-        data = dict(base, id=f"{raw.id}.{case.value}", when={**base.get("when", {}), match: _value(slot, case)})
-        data.update((key, case.data[key]) for key in _REPLACED if key in case.data)
-        if "set" in case.data:
-            data["set"] = {**base.get("set", {}), **case.data["set"]}
-        expanded.append(RawRule(data, case.file, case.line, raw.spec, case_of=raw.id, case=case.value))
+        made = raw.spec.case_id.replace("{case}", case.value) if raw.spec.case_id else f"{raw.id}.{case.value}"
+        given = case.spec
+        changes: dict[str, Any] = dict.fromkeys(_TABLE_KEYS)  # the rules made are no tables
+        changes.update((key, getattr(given, key)) for key in _REPLACED if getattr(given, key) is not None)
+        if given.set is not None:
+            changes["set"] = {**(rule.set or {}), **given.set}
+        spec = attrs.evolve(rule, id=made, when={**rule.when, match: _value(slot, case)}, cases={}, **changes)
+        expanded.append(
+            RawRule(spec, case.file, case.line, case_of=raw.id, case=case.value, table=(raw.file, raw.line))
+        )
         if join is not None:
             domain = table.domains[join]
             domain.values.add(case.value)

@@ -2,9 +2,9 @@
 
 :class:`Writer` gives every outside object a numbered name bound in the function's namespace (``c12``
 a constant, ``t7`` a test, ``k3`` a slot's name, ``a3`` the local holding its value), so what it
-writes never holds rule text. :class:`Tests` writes a condition's operators inline where their
-meaning is plain, with exactly the meaning of :mod:`resolver._engine.operators`' predicates, and as a call
-of the predicate otherwise. :func:`write_verify` writes a stage's check of one value.
+writes never holds rule text. :class:`Tests` writes a condition's operators as each operator
+writes itself (:meth:`resolver._engine.operators.Operator.code`), and as a call of the predicate where it
+does not. :func:`write_verify` writes a stage's check of one value.
 
 :class:`Gates` writes rules (checks and setters) that need a variable set so that a run pays only
 for the variables it has. A site's rule files add rules reading variables of their own (``var.MY_SITE_*``),
@@ -20,8 +20,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from resolver._engine.conditions import Condition, Ref
-from resolver._engine.shapes import TYPE_TESTS
+from resolver._engine.conditions import OPERATORS, Condition, Ref
+from resolver._engine.slot_types import PYTHON_CLASS
 
 __all__ = ["MIN_GATED", "Atom", "Gates", "Tests", "Writer", "atoms", "gates_present", "write_verify"]
 
@@ -75,15 +75,6 @@ class Writer:
         self.lines.append("    " * depth + line)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-_COMPARE = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
-#: Types whose exact-type test is a safe shortcut (an instance of exactly this type passes).
-_EXACT_FIRST = (int, str, tuple)
-
-
 #: One operator of one condition: ``(slot, operator name, operand, its test)``.
 Atom = tuple[str, str, Any, Callable[[Mapping[str, Any]], bool]]
 
@@ -101,13 +92,8 @@ def atoms(conditions: Sequence[Condition] | Sequence[Atom]) -> tuple[Atom, ...]:
 
 
 class Tests:
-    """How each test of the table is written: inline where its meaning is plain, else a call.
-
-    Inline tests mean exactly what :mod:`resolver._engine.operators`' predicates mean for the same
-    operands; where a predicate would raise or answer specially (a non-number compared as a
-    number, an unhashable value in a membership test), the inline test raises and the evaluator's
-    closures decide instead.
-    """
+    """How each test of the table is written: as its operator writes it (inline Python that means
+    exactly what the operator's predicate means), else as a call of the predicate."""
 
     def __init__(self, writer: Writer, domains: Mapping[str, frozenset[str]]) -> None:
         self._w = writer
@@ -126,55 +112,15 @@ class Tests:
         return parts
 
     def _inline(self, slot: str, op: str, operand: Any) -> str | None:
-        w = self._w
-        a = w.read(slot)
+        """The operator's own Python for this test (:meth:`resolver._engine.operators.Operator.code`)."""
+        self._w.read(slot)  # the code reads the slots a test names, inline or not
         if isinstance(operand, Ref):
-            b = w.read(operand.slot)
-            both = f"{a} is not None and {b} is not None"
-            if op == "ne":
-                return f"({both} and ({a} != {b} if type({a}) is str and type({b}) is str else not SAME({a}, {b})))"
-            if op == "eq":
-                return f"({both} and ({a} == {b} if type({a}) is str and type({b}) is str else SAME({a}, {b})))"
-            if op in _COMPARE:
-                sign = _COMPARE[op]
-                ints = f"type({a}) is int and type({b}) is int"
-                numbers = f"NUM({a}, {w.key(slot)}) {sign} NUM({b}, {w.key(operand.slot)})"
-                return f"({both} and ({a} {sign} {b} if {ints} else {numbers}))"
-            return None
-        if op == "set":
-            return f"({a} is not None)" if operand else f"({a} is None)"
-        if op in ("eq", "ne"):
-            if operand is None:
-                return f"({a} is None)" if op == "eq" else f"({a} is not None)"
-            c = w.name("c", operand)
-            if not _is_int(operand):
-                return f"({a} == {c})" if op == "eq" else f"({a} is not None and {a} != {c})"
-            same = f"({a} == {c} if type({a}) is int else SAME({a}, {c}))"
-            return f"({a} is not None and {same})" if op == "eq" else f"({a} is not None and not {same})"
-        if op in _COMPARE:
-            sign, c = _COMPARE[op], w.name("c", operand)
-            return f"({a} is not None and ({a} {sign} {c} if type({a}) is int else NUM({a}, {w.key(slot)}) {sign} {c}))"
-        if op in ("in", "not_in") and not any(_is_int(o) for o in operand):
-            members = w.name("d", frozenset(operand))
-            return f"({a} in {members})" if op == "in" else f"({a} is not None and {a} not in {members})"
-        if op in ("in_domain", "not_in_domain"):
-            members = w.name("d", self.domains[operand])
-            inside = "in" if op == "in_domain" else "not in"
-            return f"({a} is not None and {a} {inside} {members})"
-        if op in ("is", "is_not"):
-            if operand == "none":
-                return f"({a} is None)" if op == "is" else f"({a} is not None)"
-            kind, excluded = TYPE_TESTS[operand]
-            test = f"isinstance({a}, {w.name('y', kind)})"
-            if excluded:
-                test += f" and not isinstance({a}, {w.name('y', excluded)})"
-            if kind in _EXACT_FIRST:  # the commonest answer first: the value's exact type
-                test = f"type({a}) is {kind.__name__} or ({test})"
-            return f"({test})" if op == "is" else f"(not ({test}))"
-        return None
+            self._w.read(operand.slot)
+        return OPERATORS[op].code(slot, operand, self._w, self.domains)
 
 
-_QUICK_TYPES = {(int,): "int", (str,): "str", (bool,): "bool", (tuple,): "tuple"}
+#: Slot types whose check may first test the exact type (a built-in class; not ``Mapping``).
+_QUICK_TYPES = {(kind,): kind.__name__ for kind in PYTHON_CLASS.values() if kind.__module__ == "builtins"}
 
 
 def write_verify(w: Writer, depth: int, stage: str, slot: str, check: Any) -> None:

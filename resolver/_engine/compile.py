@@ -26,6 +26,7 @@ from resolver._engine.conditions import (
 from resolver._engine.declared import RawRule, TableData
 from resolver._engine.errors import RuleTableError
 from resolver._engine.function_registry import call_problem
+from resolver._engine.schema import CallSpec, ConstSpec, DomainArg, OrderArg, RefSpec
 from resolver._engine.slot_graph import RuleNode, SlotNode, dependency_graph
 from resolver._engine.suggest import did_you_mean
 from resolver._engine.table import VARIABLE_PREFIX, Slot
@@ -144,41 +145,36 @@ class _RuleCompiler:
         self.stage_index = stage_index
 
     def compile(self, raw: RawRule) -> CompiledRule:
-        d = raw.data
-        stage = d.get("stage")
-        if not isinstance(stage, str) or stage not in self.stage_index:
-            hint = did_you_mean(stage, self.data.stages) if isinstance(stage, str) else ""
+        """The rule's meaning checked against the table (its shape is the schema's: ``raw.spec``)."""
+        spec = raw.spec
+        stage = spec.stage
+        if stage not in self.stage_index:
+            hint = did_you_mean(stage, self.data.stages)
             raise raw.error(f"unknown stage {stage!r}; {hint + ' ' if hint else ''}{self.data.stages_said()}")
         if stage == self.data.stages[0]:
             raise raw.error(f"stage {stage!r} holds the inputs; rules belong to a later stage")
-        has_set, has_conflict = "set" in d, "conflict" in d
-        if has_set == has_conflict and not ("note" in d and not has_set and not has_conflict):
+        # one outcome: known only now, as a table of cases gives its rules their outcomes
+        has_set, has_conflict = spec.set is not None, spec.conflict is not None
+        if has_set == has_conflict and not (spec.note is not None and not has_set and not has_conflict):
             raise raw.error('a rule has exactly one outcome: `set = {...}`, `conflict = "..."`, or only `note`')
-        if has_conflict and "hint" not in d:
+        if has_conflict and spec.hint is None:
             raise raw.error("a conflict needs a `hint` that tells the user the fix")
-        if not isinstance(d.get("when", {}), dict):
-            raise raw.error("`when` must be a table of slot = condition")
-        priority = d.get("priority", 0)
-        if not isinstance(priority, int) or isinstance(priority, bool):
-            raise raw.error("`priority` must be an integer")
 
         reads: list[str] = []
-        when = tuple(self._condition(raw, name, spec, reads) for name, spec in sorted(d.get("when", {}).items()))
-        sets = tuple(self._set(raw, name, expr, reads) for name, expr in sorted(d.get("set", {}).items()))
+        when = tuple(self._condition(raw, name, condition, reads) for name, condition in sorted(spec.when.items()))
+        sets = tuple(self._set(raw, name, expr, reads) for name, expr in sorted((spec.set or {}).items()))
         templates: dict[str, Template] = {}
-        for key in ("why", "conflict", "hint", "note"):
-            text = d.get(key)
+        texts = {"why": spec.why or None, "conflict": spec.conflict, "hint": spec.hint, "note": spec.note}
+        for key, text in texts.items():
             if text is None:
                 continue
-            if not isinstance(text, str):
-                raise raw.error("`why`, `conflict`, `hint` and `note` must be strings")
             template = templates[key] = Template.parse(text)
             for domain in template.domains:
                 if domain not in self.domains:
                     raise raw.error(f"template names unknown domain {domain!r}")
             for name in template.slots:
                 self._read(raw, name, reads)
-        between = tuple(d.get("between", ()))
+        between = tuple(spec.between)
         if has_conflict:
             if not between:
                 between = tuple(c.slot for c in when[:2])
@@ -200,13 +196,13 @@ class _RuleCompiler:
             stage=stage,
             file=raw.file,
             line=raw.line,
-            priority=priority,
+            priority=spec.priority,
             when=when,
             sets=sets,
-            why=d.get("why", ""),
-            conflict=d.get("conflict"),
-            hint=d.get("hint"),
-            note=d.get("note"),
+            why=spec.why,
+            conflict=spec.conflict,
+            hint=spec.hint,
+            note=spec.note,
             between=between,
             reads=tuple(dict.fromkeys(reads)),
             templates=templates,
@@ -237,11 +233,11 @@ class _RuleCompiler:
                 )
         return value
 
-    def _condition(self, raw: RawRule, name: str, spec: Any, reads: list[str]) -> Condition:
+    def _condition(self, raw: RawRule, name: str, condition: Any, reads: list[str]) -> Condition:
         slot = self._read(raw, name, reads)
         context = OperandContext(name, self.domains, lambda value: self._check_value(raw, slot, value))
         ops: list[tuple[str, Any]] = []
-        items = spec.items() if isinstance(spec, dict) and "ref" not in spec else [("eq", spec)]
+        items = condition.items() if isinstance(condition, dict) else [("eq", condition)]
         for op, operand in items:
             operator = OPERATORS.get(op)
             if operator is None:
@@ -250,11 +246,11 @@ class _RuleCompiler:
                     f"unknown condition operator {op!r} on {name!r}; {hint + ' ' if hint else ''}"
                     f"use one of {', '.join(OPERATORS)}"
                 )
-            if isinstance(operand, dict):
+            if isinstance(operand, RefSpec):
                 if not operator.takes_ref:
                     raise raw.error(f"{op!r} on {name!r} takes a constant, not {{ ref }}")
-                self._read(raw, operand["ref"], reads)
-                ops.append((op, Ref(operand["ref"])))
+                self._read(raw, operand.ref, reads)
+                ops.append((op, Ref(operand.ref)))
                 continue
             try:
                 ops.append((op, operator.validate(operand, context)))
@@ -269,40 +265,56 @@ class _RuleCompiler:
                 raise raw.error(f"sets {name!r}, an input variable; rules cannot change inputs")
             self._read(raw, name, [])  # raises "unknown slot"
             raise AssertionError
-        if isinstance(expr, dict):
-            if set(expr) == {"ref"}:
-                self._read(raw, expr["ref"], reads)
-                return name, Ref(expr["ref"])
-            if set(expr) == {"const"}:
-                return name, Const(expr["const"])
-            if "fn" in expr and set(expr) <= {"fn", "args"}:
-                args: list[Ref | Const] = []
-                for arg in expr.get("args", []):
-                    if isinstance(arg, dict) and set(arg) == {"const"}:
-                        args.append(Const(arg["const"]))
-                    elif isinstance(arg, dict) and set(arg) == {"domain"}:
-                        if arg["domain"] not in self.domains:
-                            raise raw.error(f"function argument names unknown domain {arg['domain']!r}")
-                        args.append(Const(tuple(sorted(self.domains[arg["domain"]]))))
-                    elif isinstance(arg, str):
-                        self._read(raw, arg, reads)
-                        args.append(Ref(arg))
-                    else:
-                        raise raw.error("function arguments are slot names, { const = value } or { domain = name }")
-                problem = call_problem(
-                    expr["fn"],
-                    [
-                        ("slot", self.data.slots[a.slot].type if a.slot in self.data.slots else "str")
-                        if isinstance(a, Ref)
-                        else ("const", a.value)
-                        for a in args
-                    ],
-                )
-                if problem is not None:
-                    raise raw.error(problem)
-                return name, Call(expr["fn"], tuple(args))
-            raise raw.error(f"set value of {name!r} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}")
+        if isinstance(expr, RefSpec):
+            self._read(raw, expr.ref, reads)
+            return name, Ref(expr.ref)
+        if isinstance(expr, ConstSpec):
+            return name, Const(expr.const)
+        if isinstance(expr, CallSpec):
+            return name, self._call(raw, expr, reads)
         value = self._check_value(raw, slot, expr)
         if not slot.accepts(value):
             raise raw.error(f"sets {name!r} to {expr!r}, but the slot holds {slot.type}")
         return name, Const(value)
+
+    def _call(self, raw: RawRule, call: CallSpec, reads: list[str]) -> Call:
+        args: list[Ref | Const] = []
+        for arg in call.args:
+            if isinstance(arg, ConstSpec):
+                args.append(Const(arg.const))
+            elif isinstance(arg, DomainArg):
+                if arg.domain not in self.domains:
+                    raise raw.error(f"function argument names unknown domain {arg.domain!r}")
+                args.append(Const(tuple(sorted(self.domains[arg.domain]))))
+            elif isinstance(arg, OrderArg):
+                args.append(Const(self._order_of(raw, arg.order_of)))
+            else:  # a slot's name
+                self._read(raw, arg, reads)
+                args.append(Ref(arg))
+        problem = call_problem(
+            call.fn,
+            [
+                ("slot", self.data.slots[a.slot].type if a.slot in self.data.slots else "str")
+                if isinstance(a, Ref)
+                else ("const", a.value)
+                for a in args
+            ],
+        )
+        if problem is not None:
+            raise raw.error(problem)
+        return Call(call.fn, tuple(args))
+
+    def _order_of(self, raw: RawRule, prefix: str) -> tuple[Any, ...]:
+        """The constants the rules ``PREFIX.*`` set (each one slot to a value; others are left out),
+        highest priority first: an order declared once, by those rules' priorities (``auto``'s
+        accelerators), that a function can be given."""
+        found = []
+        for rule in self.data.rules:
+            if not rule.id.startswith(prefix + "."):
+                continue
+            values = [v for v in (rule.spec.set or {}).values() if not isinstance(v, (RefSpec, ConstSpec, CallSpec))]
+            if len(values) == 1:  # a rule that computes its value has no place of its own in the order
+                found.append((-rule.spec.priority, rule.id, values[0]))
+        if not found:
+            raise raw.error(f"{{ order_of = {prefix!r} }} names no rules: no rule id starts with {prefix + '.'!r}")
+        return tuple(dict.fromkeys(value for _, _, value in sorted(found)))  # a value's first place

@@ -6,7 +6,6 @@ by the disk cache never makes these classes (about 0.3 ms each at import).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -16,7 +15,7 @@ from resolver._engine.table import VARIABLE_PREFIX, Slot
 from resolver._engine.values import fields_repr
 
 if TYPE_CHECKING:
-    from resolver._engine.schema import RuleSpec
+    from resolver._engine.schema import CaseSpec, RuleSpec
 
 __all__ = ["Domain", "RawRule", "RuleCase", "TableData"]
 
@@ -43,7 +42,7 @@ class RuleCase:
 
     rule: str
     value: str
-    data: Mapping[str, Any]
+    spec: CaseSpec
     file: str
     line: int | None
 
@@ -55,29 +54,37 @@ class RuleCase:
 
 @attrs.frozen
 class RawRule:
-    """A rule as written, with where it was written.
+    """A rule as written (its checked, typed :class:`~resolver._engine.schema.RuleSpec`), with where it was written.
 
     A rule expanded from a case (:mod:`resolver._engine.cases`) has ``case_of``, the id of the rule whose
-    ``cases`` held it, and ``case``; its errors name both, at the case's line.
+    ``cases`` held it, ``case``, and ``table``, where that rule is written; its errors name both,
+    at the case's line, and the rule's file and line too where the case is in another file (the
+    mistake may be in either: `when` is the rule's, `set` may be the case's).
     """
 
-    data: Mapping[str, Any]
+    spec: RuleSpec
     file: str
     line: int | None
-    spec: RuleSpec | None = attrs.field(default=None, eq=False, repr=False)
     cases: tuple[RuleCase, ...] = attrs.field(default=(), eq=False, repr=False)
     case_of: str | None = None
     case: str | None = None
+    table: tuple[str, int | None] | None = None
 
     __repr__ = fields_repr
 
     @property
     def id(self) -> str:
-        return str(self.data.get("id", "<no id>"))
+        return self.spec.id
 
     def error(self, message: str) -> RuleTableError:
         if self.case_of is not None:
-            return RuleTableError(f"case {self.case!r}: {message}", file=self.file, rule=self.case_of, line=self.line)
+            written = ""
+            if self.table is not None and self.table[0] != self.file:
+                file, line = self.table
+                written = f" (rule {self.case_of!r} is written at {file}{f':{line}' if line else ''})"
+            return RuleTableError(
+                f"case {self.case!r}: {message}{written}", file=self.file, rule=self.case_of, line=self.line
+            )
         return RuleTableError(message, file=self.file, rule=self.id, line=self.line)
 
 

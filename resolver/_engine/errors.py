@@ -6,23 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver._engine.values import fields_repr
+from resolver._engine.values import display, fields_repr
 
 if TYPE_CHECKING:
     from resolver._engine.values import Provenance
 
-__all__ = ["ConflictError", "ResolutionError", "RuleTableError", "Side", "format_value"]
-
-
-def format_value(value: Any) -> str:
-    """A value as a user would type it: strings quoted, tuples as lists, None as None."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return "[" + ", ".join(format_value(v) for v in value) + "]"
-    if isinstance(value, str):
-        return repr(value)
-    return str(value)
+__all__ = ["ConflictError", "ResolutionError", "RuleTableError", "Side"]
 
 
 @attrs.frozen
@@ -36,7 +25,7 @@ class Side:
     __repr__ = fields_repr
 
     def describe(self) -> str:
-        return f"{self.slot} = {format_value(self.value)}  <- {self.provenance.describe()}"
+        return f"{self.slot} = {display(self.value, quoted=True)}  <- {self.provenance.describe()}"
 
 
 class ResolutionError(ValueError):
@@ -74,7 +63,7 @@ class ResolutionError(ValueError):
         """A compiler-style, multi-line rendering for the CLI."""
         lines = [f"error[{self.rule}]: {self.message}" if self.rule else f"error: {self.message}"]
         for side in self.sides:
-            lines.append(f"  --> {side.slot} = {format_value(side.value)}")
+            lines.append(f"  --> {side.slot} = {display(side.value, quoted=True)}")
             lines.append(f"      from {side.provenance.describe()}")
         if self.hint:
             lines.append(f"  = help: {self.hint}")

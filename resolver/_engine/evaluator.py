@@ -29,6 +29,7 @@ from resolver._engine.errors import ConflictError, ResolutionError, Side
 from resolver._engine.provenance_map import DEFAULT as _DEFAULT
 from resolver._engine.provenance_map import ProvenanceMap
 from resolver._engine.reporter import Reporter
+from resolver._engine.slot_types import MACHINE_PREFIXES
 from resolver._engine.stage_values import field_name, stage_class
 from resolver._engine.steps import (
     NO_TYPE,
@@ -110,7 +111,7 @@ class Evaluator:
         #: Inputs are given by the caller; a missing one takes its slot's default.
         self._input_slots = frozenset(table.stages[0].slots) if table.stages else frozenset()
         #: Inputs the snapshot does not fill (``Environment.inputs`` gives every env./file./var. one).
-        self._other_inputs = tuple(s for s in sorted(self._input_slots) if not s.startswith(("env.", "file.", "var.")))
+        self._other_inputs = tuple(s for s in sorted(self._input_slots) if not s.startswith(MACHINE_PREFIXES))
         self._other_input_set = frozenset(self._other_inputs)
         #: Every decided slot in the order the stages decide them (the provenance's order).
         self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)

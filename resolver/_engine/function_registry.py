@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from types import NoneType, UnionType
 from typing import Any
+
+from resolver._engine.slot_types import PYTHON_CLASS
 
 __all__ = ["FUNCTIONS", "READS_UNSET", "InvalidInput", "call_problem", "register_function"]
 
@@ -45,9 +47,6 @@ def register_function(name: str, *, reads_unset: bool = False) -> Callable[[Call
         return fn
 
     return decorate
-
-
-_SLOT_TYPES: dict[str, type] = {"str": str, "int": int, "bool": bool, "tuple": tuple, "mapping": Mapping}
 
 
 def _accepts(annotation: Any, kind: type) -> bool:
@@ -91,9 +90,9 @@ def call_problem(name: str, args: Sequence[tuple[str, Any]]) -> str | None:
         annotation = hints.get(parameter, Any)
         kind, info = args[position]
         if kind == "slot":
-            if info == "any" or info not in _SLOT_TYPES:
+            if info not in PYTHON_CLASS:
                 continue
-            python_type = _SLOT_TYPES[info]
+            python_type = PYTHON_CLASS[info]
             shown = f"a slot of type {info}"
         else:
             python_type = tuple if isinstance(info, list) else type(info)

@@ -22,7 +22,7 @@ from resolver._engine.table import FLAGS_SOURCE_NAME, RuleSource, Slot, toml_key
 from resolver._engine.values import FrozenMapping
 
 if TYPE_CHECKING:  # the schema (and cattrs) is imported only when rule files are loaded
-    from resolver._engine.schema import SchemaProblem, SlotSpec
+    from resolver._engine.schema import CaseSpec, SchemaProblem, SlotSpec
 
 __all__ = ["load_sources"]
 
@@ -110,14 +110,14 @@ class _Locator:
     def line(self, table: str, name: str) -> int | None:
         return _table_line(self.source.text, table, name)
 
-    def cases(self, rule: str, cases: Mapping[str, Any], start: int | None, *, extension: bool) -> list[RuleCase]:
+    def cases(self, rule: str, cases: Mapping[str, CaseSpec], start: int | None, *, extension: bool) -> list[RuleCase]:
         """The cases of a rule (``extension``: of a top-level ``[cases."RULE"]`` table), with their lines."""
         from resolver._engine.cases import case_line
 
         owner = rule if extension else None
         return [
-            RuleCase(rule, value, data, self.source.name, case_line(self.source.text, value, owner, start))
-            for value, data in cases.items()
+            RuleCase(rule, value, case, self.source.name, case_line(self.source.text, value, owner, start))
+            for value, case in cases.items()
         ]
 
 
@@ -174,20 +174,19 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
             table.slots[name] = _slot(name, slot_spec, source.name, line)
         for flag, removed in spec.removed.items():
             table.removed[flag] = attrs.asdict(removed)
-        entries = doc.get("rule", [])
         occurrences: dict[str, int] = {}
-        for entry, rule_spec in zip(entries, spec.rule, strict=True):
+        for rule_spec in spec.rule:
             occurrence = occurrences[rule_spec.id] = occurrences.get(rule_spec.id, -1) + 1
             line = locate.rule_line(rule_spec.id, occurrence)
-            cases = locate.cases(rule_spec.id, entry.get("cases", {}), line, extension=False)
-            raw = RawRule(entry, source.name, line, rule_spec, tuple(cases))
+            cases = locate.cases(rule_spec.id, rule_spec.cases, line, extension=False)
+            raw = RawRule(rule_spec, source.name, line, tuple(cases))
             first_rule = seen_ids.get(raw.id)
             if first_rule is not None:
                 where = first_rule.file + (f":{first_rule.line}" if first_rule.line else "")
                 raise raw.error(f"duplicate rule id (first defined at {where})")
             seen_ids[raw.id] = raw
             table.rules.append(raw)
-        for rule_id, more in doc.get("cases", {}).items():
+        for rule_id, more in spec.cases.items():
             extensions += locate.cases(rule_id, more, None, extension=True)
     if not table.stages:
         raise RuleTableError("no `stages` list in any rule file", file=", ".join(table.files) or None)
@@ -251,7 +250,7 @@ def _unknown_stage(table: TableData, slot: Slot) -> RuleTableError:
             file=slot.file,
             line=slot.line,
         )
-    named = {s.stage for s in table.slots.values()} | {r.data.get("stage") for r in table.rules}
+    named = {s.stage for s in table.slots.values()} | {r.spec.stage for r in table.rules}
     unnamed = [stage for stage in table.stages if stage not in named]
     renamed = f" (renamed to {unnamed[0]!r}?)" if len(unnamed) == 1 else ""
     flag_stages = dict.fromkeys(s.stage for s in table.slots.values() if s.file == slot.file)

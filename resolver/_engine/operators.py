@@ -1,15 +1,16 @@
 """Condition operators: each one object that checks its operand when the table loads
-(``validate``), tests a value at resolution (``predicate``), says which values it admits for the
-ambiguity check (``shape``) and writes itself for ``docs/rules.md``
-(``render``). :data:`OPERATORS` is the registry the loader, the compiler and the docs use; a new
-operator is a class and a registration here, not a branch elsewhere.
+(``validate``), tests a value at resolution (``predicate``), writes that test as Python for the
+generated evaluation (``code``), says which values it admits for the ambiguity check (``shape``)
+and writes itself for ``docs/rules.md`` (``render``). :data:`OPERATORS` is the registry the loader,
+the compiler, the code writer and the docs use; a new operator is a class and a registration here,
+not a branch elsewhere.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -25,6 +26,7 @@ __all__ = [
     "NotANumber",
     "OperandContext",
     "Operator",
+    "CodeNames",
     "Ref",
     "Shape",
     "as_number",
@@ -110,6 +112,24 @@ def _operand_text(value: Any) -> str:
 _SCALARS = (str, int, float, bool)
 
 
+class CodeNames(Protocol):
+    """What an operator's ``code`` asks of the code writer (:class:`resolver._engine.codewriter.Writer`):
+    the local holding a slot's value, a name bound to an object, a name bound to a slot's name. The
+    generated code also has ``SAME`` (:func:`same`) and ``NUM`` (:func:`as_number`) in scope."""
+
+    def read(self, slot: str) -> str: ...
+
+    def name(self, prefix: str, obj: Any) -> str: ...
+
+    def key(self, slot: str) -> str: ...
+
+
+#: Python's spelling of each comparison operator, for the generated code.
+_COMPARE = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+#: Types whose exact-type test is a safe shortcut (an instance of exactly this type passes).
+_EXACT_FIRST = (int, str, tuple)
+
+
 class Operator:
     """One condition operator: ``validate`` its operand at load, build its ``predicate``, give its
     ``shape`` for the ambiguity check and ``render`` it for the docs. Subclasses set ``name``,
@@ -125,6 +145,14 @@ class Operator:
 
     def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
         raise NotImplementedError
+
+    def code(self, slot: str, operand: Any, w: CodeNames, domains: Mapping[str, frozenset[str]]) -> str | None:
+        """The predicate as a Python expression over the slot's local (``w.read(slot)``), meaning
+        exactly what ``predicate`` means for the same operand; where the predicate would raise or
+        answer specially (a non-number compared as a number, an unhashable value in a set), the
+        expression raises and the evaluator's closures decide instead. None: the generated code
+        calls the predicate."""
+        return None
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         return ANY
@@ -146,8 +174,30 @@ def _scalar(operand: Any, op: str, context: OperandContext) -> Any:
     return context.check_value(operand)
 
 
+def _equality_code(equal: bool, slot: str, operand: Any, w: CodeNames) -> str:
+    """``eq`` (``equal``) or ``ne`` as Python: plain ``==`` where both sides are text, :func:`same`
+    otherwise (integer text equals its number, a boolean is no number)."""
+    a = w.read(slot)
+    if isinstance(operand, Ref):
+        b = w.read(operand.slot)
+        both = f"{a} is not None and {b} is not None"
+        if equal:
+            return f"({both} and ({a} == {b} if type({a}) is str and type({b}) is str else SAME({a}, {b})))"
+        return f"({both} and ({a} != {b} if type({a}) is str and type({b}) is str else not SAME({a}, {b})))"
+    if operand is None:
+        return f"({a} is None)" if equal else f"({a} is not None)"
+    c = w.name("c", operand)
+    if not is_int(operand):
+        return f"({a} == {c})" if equal else f"({a} is not None and {a} != {c})"
+    same_code = f"({a} == {c} if type({a}) is int else SAME({a}, {c}))"
+    return f"({a} is not None and {same_code})" if equal else f"({a} is not None and not {same_code})"
+
+
 class _Equal(Operator):
     name, symbol = "eq", "="
+
+    def code(self, slot: str, operand: Any, w: CodeNames, domains: Mapping[str, frozenset[str]]) -> str | None:
+        return _equality_code(True, slot, operand, w)
 
     def validate(self, operand: Any, context: OperandContext) -> Any:
         return _value(operand, self.name, context)
@@ -172,6 +222,9 @@ class _Equal(Operator):
 
 class _NotEqual(Operator):
     name, symbol = "ne", "≠"
+
+    def code(self, slot: str, operand: Any, w: CodeNames, domains: Mapping[str, frozenset[str]]) -> str | None:
+        return _equality_code(False, slot, operand, w)
 
     def validate(self, operand: Any, context: OperandContext) -> Any:
         return _value(operand, self.name, context)
@@ -222,6 +275,13 @@ class _Member(Operator):
             return _membership(slot, members, inside, none_tested=True)
         return lambda v: (x := v.get(slot)) is not None and any(same(x, o) for o in operand) == inside
 
+    def code(self, slot: str, operand: Any, w: CodeNames, domains: Mapping[str, frozenset[str]]) -> str | None:
+        a = w.read(slot)
+        if isinstance(operand, Ref) or any(is_int(o) for o in operand):
+            return None  # a slot's list, or integers that integer text equals: the predicate decides
+        members = w.name("d", frozenset(operand))
+        return f"({a} in {members})" if self.inside else f"({a} is not None and {a} not in {members})"
+
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         if isinstance(operand, Ref):
             return ANY
@@ -263,6 +323,17 @@ class _Compare(Operator):
 
         return numeric
 
+    def code(self, slot: str, operand: Any, w: CodeNames, domains: Mapping[str, frozenset[str]]) -> str | None:
+        a, sign = w.read(slot), _COMPARE[self.name]
+        if isinstance(operand, Ref):
+            b = w.read(operand.slot)
+            both = f"{a} is not None and {b} is not None"
+            ints = f"type({a}) is int and type({b}) is int"
+            numbers = f"NUM({a}, {w.key(slot)}) {sign} NUM({b}, {w.key(operand.slot)})"
+            return f"({both} and ({a} {sign} {b} if {ints} else {numbers}))"
+        c = w.name("c", operand)
+        return f"({a} is not None and ({a} {sign} {c} if type({a}) is int else NUM({a}, {w.key(slot)}) {sign} {c}))"
+
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         if isinstance(operand, Ref):
             return ANY
@@ -284,6 +355,10 @@ class _IsSet(Operator):
         if operand:
             return lambda v: v.get(slot) is not None
         return lambda v: v.get(slot) is None
+
+    def code(self, slot: str, operand: Any, w: CodeNames, domains: Mapping[str, frozenset[str]]) -> str | None:
+        a = w.read(slot)
+        return f"({a} is not None)" if operand else f"({a} is None)"
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         return Shape(is_set=operand)
@@ -307,6 +382,18 @@ class _IsType(Operator):
 
     def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
         return _type_predicate(slot, operand, self.positive)
+
+    def code(self, slot: str, operand: Any, w: CodeNames, domains: Mapping[str, frozenset[str]]) -> str | None:
+        a = w.read(slot)
+        if operand == "none":
+            return f"({a} is None)" if self.positive else f"({a} is not None)"
+        kind, excluded = TYPE_TESTS[operand]
+        test = f"isinstance({a}, {w.name('y', kind)})"
+        if excluded:
+            test += f" and not isinstance({a}, {w.name('y', excluded)})"
+        if kind in _EXACT_FIRST:  # the commonest answer first: the value's exact type
+            test = f"type({a}) is {kind.__name__} or ({test})"
+        return f"({test})" if self.positive else f"(not ({test}))"
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         types = frozenset([operand]) if self.positive else frozenset(TYPE_NAMES) - {operand}
@@ -332,6 +419,10 @@ class _InDomain(Operator):
 
     def predicate(self, slot: str, operand: Any, domains: Mapping[str, frozenset[str]]) -> Predicate:
         return _membership(slot, domains[operand], self.inside, none_tested=False)
+
+    def code(self, slot: str, operand: Any, w: CodeNames, domains: Mapping[str, frozenset[str]]) -> str | None:
+        a, members = w.read(slot), w.name("d", domains[operand])
+        return f"({a} is not None and {a} {'in' if self.inside else 'not in'} {members})"
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         if self.inside:

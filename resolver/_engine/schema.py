@@ -6,6 +6,11 @@ coercion: ``"no"`` is not a boolean, a string is not a list, ``5`` is not text).
 finds comes back as one :class:`SchemaProblem` naming the path (``rule[3].when``) and what was
 wrong, which :mod:`resolver._engine.table` turns into a :class:`~resolver._engine.errors.RuleTableError` with the
 file and line.
+
+Once checked, the values that name something are typed (:class:`RefSpec`, :class:`ConstSpec`,
+:class:`CallSpec` with :class:`DomainArg` arguments), so the compile pass
+(:mod:`resolver._engine.compile`) reads a rule's structure from these classes and never checks its
+shape again.
 """
 
 from __future__ import annotations
@@ -19,13 +24,18 @@ import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn
 
+from resolver._engine.slot_types import SLOT_TYPES, fits
 from resolver._engine.suggest import did_you_mean
-from resolver._engine.table import SLOT_TYPES
+from resolver._engine.values import excerpt
 
 __all__ = [
     "CallSpec",
     "CaseSpec",
+    "ConstSpec",
+    "DomainArg",
     "DomainSpec",
+    "OrderArg",
+    "RefSpec",
     "RemovedSpec",
     "RuleFile",
     "RuleSpec",
@@ -36,13 +46,6 @@ __all__ = [
 ]
 
 _SCALAR = (str, int, float, bool)
-_SLOT_PYTHON: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "bool": (bool,),
-    "tuple": (list,),
-    "mapping": (dict,),
-}
 
 
 class SchemaProblem(Exception):
@@ -69,11 +72,6 @@ class _Invalid(ValueError):
         self.key = key
 
 
-def _text(value: Any) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 60 else shown[:60] + "..."
-
-
 def _non_empty(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not value:
         raise _Invalid(attribute.name, f"`{attribute.name}` must not be empty")
@@ -93,28 +91,66 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, _SCALAR)
 
 
+@attrs.frozen
+class RefSpec:
+    """``{ ref = "slot" }``: the value of another slot (in ``when``, ``set`` and an operator's operand)."""
+
+    ref: str
+
+
+@attrs.frozen
+class ConstSpec:
+    """``{ const = value }``: a value taken as written (a table, a list no domain checks)."""
+
+    const: Any
+
+
+@attrs.frozen
+class DomainArg:
+    """``{ domain = "name" }`` as a function argument: the domain's members, sorted."""
+
+    domain: str
+
+
+@attrs.frozen
+class OrderArg:
+    """``{ order_of = "PREFIX" }`` as a function argument: the values the rules ``PREFIX.*`` set,
+    highest priority first (the order their priorities declare, e.g. ``auto``'s accelerators)."""
+
+    order_of: str
+
+
+_TYPED = (RefSpec, ConstSpec, DomainArg, OrderArg)
+
+
 def _check_ref(value: Any, where: str) -> None:
     if set(value) != {"ref"} or not isinstance(value["ref"], str) or not value["ref"]:
-        raise ValueError(f'{where} must be a value or {{ ref = "slot" }}, not {_text(value)}')
+        raise ValueError(f'{where} must be a value or {{ ref = "slot" }}, not {excerpt(value)}')
 
 
 def _check_condition(name: str, spec: Any) -> None:
     where = f"condition on {name!r}"
-    if _is_scalar(spec) or (isinstance(spec, list) and all(_is_scalar(item) for item in spec)):
+    if (
+        isinstance(spec, RefSpec)
+        or _is_scalar(spec)
+        or (isinstance(spec, list) and all(_is_scalar(item) for item in spec))
+    ):
         return
     if not isinstance(spec, dict) or not spec:
-        raise ValueError(f"{where} must be a value or a table of operators, not {_text(spec)}")
+        raise ValueError(f"{where} must be a value or a table of operators, not {excerpt(spec)}")
     if "ref" in spec:
         _check_ref(spec, where)
         return
     for op, operand in spec.items():
+        if isinstance(operand, RefSpec):
+            continue
         if isinstance(operand, dict):
             _check_ref(operand, f"operand of {op!r} on {name!r}")
         elif isinstance(operand, list):
             if not all(_is_scalar(item) for item in operand):
-                raise ValueError(f"operand of {op!r} on {name!r} must list plain values, not {_text(operand)}")
+                raise ValueError(f"operand of {op!r} on {name!r} must list plain values, not {excerpt(operand)}")
         elif not _is_scalar(operand):
-            raise ValueError(f"operand of {op!r} on {name!r} must be a value, not {_text(operand)}")
+            raise ValueError(f"operand of {op!r} on {name!r} must be a value, not {excerpt(operand)}")
 
 
 def _check_when(instance: Any, attribute: attrs.Attribute[Any], value: dict[str, Any]) -> None:
@@ -125,9 +161,20 @@ def _check_when(instance: Any, attribute: attrs.Attribute[Any], value: dict[str,
             raise _Invalid(f"when.{name}", str(exc)) from None
 
 
+def _typed_condition(spec: Any) -> Any:
+    """A checked condition with its ``{ ref }`` tables typed: a value, a list, a :class:`RefSpec`
+    (equal to that slot), or operators whose operands are values, lists or :class:`RefSpec`."""
+    if not isinstance(spec, dict):
+        return spec
+    if "ref" in spec:
+        return RefSpec(spec["ref"])
+    return {op: RefSpec(operand["ref"]) if isinstance(operand, dict) else operand for op, operand in spec.items()}
+
+
 @attrs.frozen
 class CallSpec:
-    """``{ fn = "name", args = [...] }``: each argument a slot name, ``{ const }`` or ``{ domain }``."""
+    """``{ fn = "name", args = [...] }``: each argument a slot name, ``{ const }``, ``{ domain }`` or
+    ``{ order_of }``."""
 
     fn: str = attrs.field(validator=_non_empty)
     args: list[Any] = attrs.field(factory=list)
@@ -135,17 +182,30 @@ class CallSpec:
     @args.validator
     def _check_args(self, attribute: attrs.Attribute[Any], value: list[Any]) -> None:
         for arg in value:
-            if isinstance(arg, str) and arg:
+            if (isinstance(arg, str) and arg) or isinstance(arg, _TYPED):
                 continue
             if isinstance(arg, dict) and set(arg) == {"const"}:
                 continue
-            if isinstance(arg, dict) and set(arg) == {"domain"} and isinstance(arg["domain"], str):
+            if isinstance(arg, dict) and len(arg) == 1 and isinstance(arg.get("domain", arg.get("order_of")), str):
                 continue
             raise _Invalid(
                 "args",
-                f"argument {_text(arg)} of {self.fn!r}: function arguments are slot names, "
-                "{ const = value } or { domain = name }",
+                f"argument {excerpt(arg)} of {self.fn!r}: function arguments are slot names, "
+                "{ const = value }, { domain = name } or { order_of = rule id prefix }",
             )
+
+    def __attrs_post_init__(self) -> None:
+        # checked: each argument is a slot name, or typed
+        typed = [_typed_argument(arg) for arg in self.args]
+        object.__setattr__(self, "args", typed)
+
+
+def _typed_argument(arg: Any) -> Any:
+    if isinstance(arg, dict):
+        if "const" in arg:
+            return ConstSpec(arg["const"])
+        return DomainArg(arg["domain"]) if "domain" in arg else OrderArg(arg["order_of"])
+    return arg
 
 
 def _check_set(instance: Any, attribute: attrs.Attribute[Any], value: dict[str, Any] | None) -> None:
@@ -161,11 +221,11 @@ def _check_set(instance: Any, attribute: attrs.Attribute[Any], value: dict[str, 
 
 def _check_expr(name: str, expr: Any) -> None:
     where = f"set value of {name!r}"
-    if _is_scalar(expr):
+    if _is_scalar(expr) or isinstance(expr, (RefSpec, ConstSpec, CallSpec)):
         return
     if isinstance(expr, list):
         if not all(_is_scalar(item) for item in expr):
-            raise ValueError(f"{where} must list plain values, not {_text(expr)}")
+            raise ValueError(f"{where} must list plain values, not {excerpt(expr)}")
         return
     if not isinstance(expr, dict):
         raise ValueError(f"{where} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}")
@@ -174,7 +234,25 @@ def _check_expr(name: str, expr: Any) -> None:
     elif "fn" in expr:
         _CONVERTER.structure(expr, CallSpec)
     elif set(expr) != {"const"}:
-        raise ValueError(f"{where} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}, not {_text(expr)}")
+        raise ValueError(f"{where} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}, not {excerpt(expr)}")
+
+
+def _typed_set(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A checked ``set`` with its tables typed: each value a constant (a value or a list), a
+    :class:`RefSpec`, a :class:`ConstSpec` or a :class:`CallSpec`."""
+    if value is None:
+        return None
+    return {name: _typed_expr(expr) for name, expr in value.items()}
+
+
+def _typed_expr(expr: Any) -> Any:
+    if not isinstance(expr, dict):
+        return expr
+    if "ref" in expr:
+        return RefSpec(expr["ref"])
+    if "fn" in expr:
+        return _CONVERTER.structure(expr, CallSpec)
+    return ConstSpec(expr["const"])
 
 
 @attrs.frozen
@@ -201,11 +279,8 @@ class SlotSpec:
 
     @default.validator
     def _check_default(self, attribute: attrs.Attribute[Any], value: Any) -> None:
-        expected = _SLOT_PYTHON.get(self.type)
-        if value is None or expected is None:
-            return
-        if not isinstance(value, expected) or (self.type == "int" and isinstance(value, bool)):
-            raise _Invalid("default", f"`default` {_text(value)} is not of the slot's type {self.type}")
+        if value is not None and not fits(self.type, value, written=True):
+            raise _Invalid("default", f"`default` {excerpt(value)} is not of the slot's type {self.type}")
 
 
 @attrs.frozen
@@ -232,13 +307,17 @@ class CaseSpec:
     hint: str | None = None
     note: str | None = None
 
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "set", _typed_set(self.set))
+
 
 @attrs.frozen
 class RuleSpec:
     """``[[rule]]``: conditions and exactly one outcome (checked further when the table compiles).
 
     A rule with ``match = "slot"`` and ``cases`` is a table of rules, one per value of that slot
-    (``resolver._engine.cases`` expands it when the files are loaded).
+    (``resolver._engine.cases`` expands it when the files are loaded), each named ``ID.VALUE``, or by
+    ``case_id`` with the value in place of ``{case}``.
     """
 
     id: str = attrs.field(validator=_non_empty)
@@ -253,6 +332,7 @@ class RuleSpec:
     priority: int = 0
     match: str | None = attrs.field(default=None)
     cases_join: str | None = attrs.field(default=None)
+    case_id: str | None = attrs.field(default=None)
     cases: dict[str, CaseSpec] = attrs.field(factory=dict)
 
     @match.validator
@@ -272,10 +352,24 @@ class RuleSpec:
         if value is not None and self.match is None:
             raise _Invalid("cases_join", "`cases_join` adds the values of `cases` to a domain; it needs `match`")
 
+    @case_id.validator
+    def _check_case_id(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
+        if value is None:
+            return
+        if self.match is None:
+            raise _Invalid("case_id", "`case_id` names the rules made from `cases`; it needs `match`")
+        if value.count("{case}") != 1:
+            raise _Invalid("case_id", f"`case_id` {value!r} must hold {{case}} once: each case's value takes its place")
+
     @cases.validator
     def _check_cases(self, attribute: attrs.Attribute[Any], value: dict[str, CaseSpec]) -> None:
         if value and self.match is None:
             raise _Invalid("cases", '`cases` needs `match = "slot"`: the slot whose value picks the case')
+
+    def __attrs_post_init__(self) -> None:
+        # after the validators: what they checked, typed for the compile pass
+        object.__setattr__(self, "when", {name: _typed_condition(spec) for name, spec in self.when.items()})
+        object.__setattr__(self, "set", _typed_set(self.set))
 
 
 @attrs.frozen
@@ -297,7 +391,7 @@ class RuleFile:
 def _strict(kind: type, name: str) -> Any:
     def structure(value: Any, _: Any) -> Any:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise TypeError(f"expected {name}, got {_text(value)}")
+            raise TypeError(f"expected {name}, got {excerpt(value)}")
         return value
 
     return structure
@@ -305,7 +399,7 @@ def _strict(kind: type, name: str) -> Any:
 
 def _structure_list(value: Any, cls: Any) -> list[Any]:
     if not isinstance(value, list):
-        raise TypeError(f"expected a list, got {_text(value)}")
+        raise TypeError(f"expected a list, got {excerpt(value)}")
     (item,) = typing.get_args(cls) or (Any,)
     result = []
     for index, v in enumerate(value):
@@ -319,7 +413,7 @@ def _structure_list(value: Any, cls: Any) -> list[Any]:
 
 def _structure_dict(value: Any, cls: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise TypeError(f"expected a table, got {_text(value)}")
+        raise TypeError(f"expected a table, got {excerpt(value)}")
     _, item = typing.get_args(cls) or (str, Any)
     result = {}
     for key, v in value.items():
@@ -352,7 +446,7 @@ def _table_of(cls: type) -> Any:
 
     def hook(value: Any, _: Any) -> Any:
         if not isinstance(value, dict):
-            raise TypeError(f"expected a table, got {_text(value)}")
+            raise TypeError(f"expected a table, got {excerpt(value)}")
         extra = value.keys() - names
         if extra:  # before "missing key": `stge` is reported as a typo of `stage`, not as `stage` missing
             raise ForbiddenExtraKeysError(None, cls, set(extra))

@@ -12,11 +12,10 @@ import attrs
 
 from resolver._engine.errors import ResolutionError
 from resolver._engine.integers import parse_int
-from resolver._engine.values import fields_repr
+from resolver._engine.slot_types import TYPE_NAMES, TYPE_TESTS, VARIABLE_PREFIX
+from resolver._engine.values import excerpt, fields_repr
 
 __all__ = ["ANY", "TYPE_NAMES", "TYPE_TESTS", "NotANumber", "Shape", "as_number", "is_int", "same", "type_of"]
-
-TYPE_NAMES = ("int", "str", "bool", "tuple", "none", "mapping")
 
 
 class NotANumber(ResolutionError):
@@ -32,9 +31,10 @@ def as_number(value: Any, slot: str) -> int | float:
     parsed = parse_int(value)
     if parsed is not None:
         return parsed
-    label = slot.removeprefix("var.")
-    shown = value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "..."
-    raise NotANumber(f"{label}={shown!r} is not an integer", hint=f"set {label} to a whole number or unset it")
+    label = slot.removeprefix(VARIABLE_PREFIX)
+    raise NotANumber(
+        f"{label}={excerpt(value, 42)} is not an integer", hint=f"set {label} to a whole number or unset it"
+    )
 
 
 def is_int(value: Any) -> bool:
@@ -68,17 +68,6 @@ def type_of(value: Any) -> str:
     if isinstance(value, Mapping):
         return "mapping"
     return type(value).__name__
-
-
-#: For each type name, the classes a value is an instance of, and those it must not be an instance
-#: of, for ``type_of(value) == name`` (``type_of`` tests them in that order).
-TYPE_TESTS: dict[str, tuple[Any, tuple[type, ...]]] = {
-    "bool": (bool, ()),
-    "int": (int, (bool,)),
-    "str": (str, (int,)),
-    "tuple": (tuple, (int, str)),
-    "mapping": (Mapping, (int, str, tuple)),
-}
 
 
 @attrs.frozen

@@ -18,6 +18,7 @@ from resolver._engine.compiled import CompiledRule, CompiledTable, Template
 from resolver._engine.conditions import Call, Condition, Const, NotANumber, Ref, ValueExpr
 from resolver._engine.errors import ResolutionError
 from resolver._engine.function_registry import FUNCTIONS, READS_UNSET, InvalidInput
+from resolver._engine.slot_types import FILE_PREFIX, PYTHON_CLASS, VARIABLE_PREFIX
 from resolver._engine.values import FrozenMapping
 
 __all__ = [
@@ -37,13 +38,6 @@ __all__ = [
     "verify_value",
 ]
 
-_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "bool": (bool,),
-    "tuple": (tuple,),
-    "mapping": (Mapping,),
-}
 CONST, REF, CALL = 0, 1, 2
 Predicate = Callable[[Mapping[str, Any]], bool]
 #: ``(slot, expected types, domain members, required)``: what verifying a stage checks of one slot.
@@ -289,11 +283,11 @@ def check_of(table: CompiledTable, name: str) -> SlotCheck | None:
     Variables and files are text or unset by construction. Which values still need the check at
     run time is decided per rule (:func:`choice_for`) and for the default.
     """
-    if name in table.variables or name.startswith(("var.", "file.")):
+    if name in table.variables or name.startswith((VARIABLE_PREFIX, FILE_PREFIX)):
         return None
     slot = table.slots[name]
     members = table.domains[slot.domain] if slot.domain is not None else None
-    expected = _PYTHON_TYPES.get(slot.type)
+    expected = (PYTHON_CLASS[slot.type],) if slot.type in PYTHON_CLASS else None
     if expected is None and members is None and not slot.required:
         return None
     return name, expected, members, slot.required

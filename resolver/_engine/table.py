@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
 from resolver._engine.errors import RuleTableError
+from resolver._engine.slot_types import SLOT_TYPES, VARIABLE_PREFIX, fits
 from resolver._engine.values import fields_repr
 
 __all__ = [
+    "SLOT_TYPES",
+    "VARIABLE_PREFIX",
     "RuleSource",
     "Slot",
     "read_folder",
@@ -28,8 +31,6 @@ __all__ = [
     "toml_key_pattern",
 ]
 
-SLOT_TYPES = ("str", "int", "bool", "tuple", "mapping", "any")
-VARIABLE_PREFIX = "var."
 #: The name of the rule source :mod:`resolver._domain.flags` writes for the flags' own slots; it shows in
 #: messages and ``docs/rules.md``. Loading errors about those slots name the file that changed
 #: what they need instead (they are not the user's to edit).
@@ -92,19 +93,7 @@ class Slot:
         """Whether a constant a rule sets (None for ``"none"``) fits this slot's type and nullability."""
         if value is None:
             return self.nullable
-        expected = _PYTHON_TYPES.get(self.type)
-        if expected is None:
-            return True
-        return isinstance(value, expected) and not (self.type == "int" and isinstance(value, bool))
-
-
-_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
-    "str": str,
-    "int": int,
-    "bool": bool,
-    "tuple": tuple,
-    "mapping": Mapping,
-}
+        return fits(self.type, value)
 
 
 def read_sources(paths: Iterable[str | os.PathLike[str]]) -> list[RuleSource]:

@@ -1,5 +1,7 @@
 """The engine's values: the immutable mapping the resolver hands out, where a value came from
-(:class:`Provenance`), and :func:`display`, the one way values are written for people.
+(:class:`Provenance`), and the one way values are written for people: :func:`display` (a value
+the rules decided or compared, in explain output, errors and the rule docs) and :func:`excerpt`
+(a value someone gave, quoted back in an error as Python writes it, cut short).
 
 Domain-free: the rule engine, the config (:mod:`resolver._domain.config`) and the runtime build on these.
 """
@@ -12,7 +14,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["FrozenMapping", "Provenance", "ProvenanceView", "display", "fields_repr"]
+__all__ = ["FrozenMapping", "Provenance", "ProvenanceView", "display", "excerpt", "fields_repr"]
 
 #: Each attrs class's fields shown by :func:`fields_repr`, with how each is written, found on its first ``repr``.
 _SHOWN: dict[type, tuple[tuple[str, Any], ...]] = {}
@@ -52,12 +54,12 @@ def fields_repr(self: Any) -> str:
 def display(value: Any, *, quoted: bool = False) -> str:
     """A value as people read it: tuples as lists, booleans lowercase, mappings as ``{k=v}``.
 
-    Text is bare in messages; ``quoted=True`` (the generated rule docs) quotes it and writes
-    ``None`` as ``none``, so ``"4"`` and ``4`` read differently.
+    Text is bare in messages; ``quoted=True`` (the generated rule docs, an error's sides) quotes it
+    and writes ``None`` as ``none``, as a rule file does, so ``"4"`` and ``4`` read differently.
     """
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return "[" + ", ".join(display(v, quoted=quoted) for v in value) + "]"
     if isinstance(value, Mapping):
         return "{" + ", ".join(f"{k}={display(v, quoted=quoted)}" for k, v in value.items()) + "}"
@@ -66,6 +68,13 @@ def display(value: Any, *, quoted: bool = False) -> str:
     if quoted and value is None:
         return "none"
     return str(value)
+
+
+def excerpt(value: Any, limit: int = 60) -> str:
+    """A value someone gave (a flag, a variable, a rule file's entry), as Python writes it (a tuple
+    as the list the user wrote), cut after ``limit`` characters: an error quotes it back."""
+    text = repr(list(value) if isinstance(value, tuple) else value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class FrozenMapping(Mapping[str, Any]):

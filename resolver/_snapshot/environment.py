@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from resolver._domain.config import FrozenMapping, Provenance
 from resolver._engine.errors import ResolutionError
+from resolver._engine.slot_types import ENV_PREFIX as _FACT_PREFIX
+from resolver._engine.slot_types import FILE_PREFIX as _FILE_PREFIX
 from resolver._snapshot.probes import PROBES, probes, read_facts, register_probe
 
 if TYPE_CHECKING:
@@ -49,7 +51,6 @@ RELEVANT_VARIABLES = frozenset(
     }
 )
 RELEVANT_VARIABLE_PREFIXES = ("SLURM_", "LSB_", "JSM_", "OMPI_", "KUBERNETES_", "RESOLVER_", "HOROVOD_", "XRT_")
-_FACT_PREFIX, _FILE_PREFIX, _VARIABLE_PREFIX = "env.", "file.", "var."
 #: A file a variable names is read into the snapshot up to this size.
 MAX_FILE_BYTES = 1 << 20
 

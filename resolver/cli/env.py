@@ -20,6 +20,7 @@ import attrs
 
 from resolver._domain.config import get_converter
 from resolver._engine.errors import ResolutionError, RuleTableError
+from resolver._engine.values import display
 from resolver._snapshot.environment import Environment
 from resolver._snapshot.probes import probes
 from resolver.cli.shared import EXIT_OK
@@ -224,13 +225,12 @@ class EnvReport:
 
 
 def _shown(value: Any) -> str:
-    if value is None:
-        return "none"
+    """A report cell: a fact reads as an answer (yes/no, a bare list), the rest as :func:`display` writes it."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value) or "none"
-    return str(value)
+        return ", ".join(display(v) for v in value) or "none"
+    return display(value, quoted=value is None)
 
 
 def resolver_version() -> str:
