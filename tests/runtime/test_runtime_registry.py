@@ -234,3 +234,24 @@ def test_every_catalogue_entry_names_a_class_of_its_registry_s_kind() -> None:
                 continue
             cls = registries[kind].get(name)
             assert issubclass(cls, bases[kind]) and f"{cls.__module__}:{cls.__qualname__}" == target
+
+
+@pytest.mark.parametrize(
+    ("domain", "kind"),
+    [
+        ("strategy", "strategy"),
+        ("accelerator", "accelerator"),
+        ("precision", "precision"),
+        ("collective", "collective"),
+        ("launcher", "launcher"),
+        ("cluster", "cluster environment"),
+    ],
+)
+def test_every_value_the_rules_can_pick_has_a_catalogue_entry(domain: str, kind: str) -> None:
+    """A value the built-in rules can decide (their domain) that the runtime cannot build would pass
+    resolve() and fail only at runtime.build: each one must be named in runtime/catalog.py, and the
+    catalogue must hold nothing the rules never pick."""
+    import resolver
+
+    table = resolver.load_rules()
+    assert set(table.domains[domain]) == set(BUILTINS[kind]), (domain, kind)
