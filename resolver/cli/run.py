@@ -194,7 +194,7 @@ def _rank_output(args: argparse.Namespace, config: ResolvedConfig) -> Any:
     """The ``RankOutput`` the options ask for; a ``RuntimeConfigError`` when a value cannot work for ``config``."""
     import tempfile
 
-    from runtime.launchers._supervision.rank_output import RankOutput
+    from runtime import RankOutput
 
     output = RankOutput(
         tee=3 if args.tee is None else args.tee, local_ranks_filter=args.local_ranks_filter, redirects=args.redirects
