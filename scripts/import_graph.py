@@ -14,6 +14,8 @@ module to ``runtime`` (the CLI's ``run`` and ``check`` commands may: they are co
 
     python scripts/import_graph.py            # the counts, each circle and each upward arrow
     python scripts/import_graph.py --summary  # the counts only
+
+It exits with 1 when it finds a circle or an upward arrow (CI's import phase runs it).
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         f"engine upward arrows {len(engine_up)}; resolver layer upward arrows {len(layer_up)}; "
         f"resolver -> runtime arrows {len(to_runtime)} ({len(outside_run)} outside {' and '.join(RUN_COMMANDS)})"
     )
-    return 0
+    # CI runs this beside lint-imports: it also sees the dynamic imports ("module:Class" strings).
+    return 1 if found or engine_up or layer_up or outside_run else 0
 
 
 if __name__ == "__main__":
