@@ -25,8 +25,8 @@ from resolver._engine.conditions import (
 )
 from resolver._engine.declared import RawRule, TableData
 from resolver._engine.errors import RuleTableError
+from resolver._engine.expressions import CallSpec, ConstSpec, DomainArg, OrderArg, RefSpec
 from resolver._engine.function_registry import call_problem
-from resolver._engine.schema import CallSpec, ConstSpec, DomainArg, OrderArg, RefSpec
 from resolver._engine.slot_graph import RuleNode, SlotNode, dependency_graph
 from resolver._engine.suggest import did_you_mean
 from resolver._engine.table import VARIABLE_PREFIX, Slot

@@ -7,8 +7,8 @@ finds comes back as one :class:`SchemaProblem` naming the path (``rule[3].when``
 wrong, which :mod:`resolver._engine.table` turns into a :class:`~resolver._engine.errors.RuleTableError` with the
 file and line.
 
-Once checked, the values that name something are typed (:class:`RefSpec`, :class:`ConstSpec`,
-:class:`CallSpec` with :class:`DomainArg` arguments), so the compile pass
+Once checked, the values that name something are typed (:mod:`resolver._engine.expressions`:
+``RefSpec``, ``ConstSpec``, ``CallSpec`` with ``DomainArg`` arguments), so the compile pass
 (:mod:`resolver._engine.compile`) reads a rule's structure from these classes and never checks its
 shape again.
 """
@@ -24,18 +24,24 @@ import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn
 
+from resolver._engine.expressions import (
+    CallSpec,
+    ConstSpec,
+    Invalid,
+    RefSpec,
+    check_ref,
+    check_when,
+    is_scalar,
+    non_empty,
+    typed_condition,
+)
 from resolver._engine.slot_types import SLOT_TYPES, fits
 from resolver._engine.suggest import did_you_mean
 from resolver._engine.values import excerpt
 
 __all__ = [
-    "CallSpec",
     "CaseSpec",
-    "ConstSpec",
-    "DomainArg",
     "DomainSpec",
-    "OrderArg",
-    "RefSpec",
     "RemovedSpec",
     "RuleFile",
     "RuleSpec",
@@ -44,8 +50,6 @@ __all__ = [
     "SlotSpec",
     "structure_file",
 ]
-
-_SCALAR = (str, int, float, bool)
 
 
 class SchemaProblem(Exception):
@@ -64,148 +68,14 @@ class SchemaProblem(Exception):
         return text
 
 
-class _Invalid(ValueError):
-    """A validator's finding, with the key it was found at."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key = key
-
-
-def _non_empty(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not value:
-        raise _Invalid(attribute.name, f"`{attribute.name}` must not be empty")
-
-
 def _unique(instance: Any, attribute: attrs.Attribute[Any], value: list[str] | None) -> None:
     if value is None:
         return
     seen: set[str] = set()
     for item in value:
         if item in seen:
-            raise _Invalid(attribute.name, f"`{attribute.name}` lists {item!r} twice")
+            raise Invalid(attribute.name, f"`{attribute.name}` lists {item!r} twice")
         seen.add(item)
-
-
-def _is_scalar(value: Any) -> bool:
-    return isinstance(value, _SCALAR)
-
-
-@attrs.frozen
-class RefSpec:
-    """``{ ref = "slot" }``: the value of another slot (in ``when``, ``set`` and an operator's operand)."""
-
-    ref: str
-
-
-@attrs.frozen
-class ConstSpec:
-    """``{ const = value }``: a value taken as written (a table, a list no domain checks)."""
-
-    const: Any
-
-
-@attrs.frozen
-class DomainArg:
-    """``{ domain = "name" }`` as a function argument: the domain's members, sorted."""
-
-    domain: str
-
-
-@attrs.frozen
-class OrderArg:
-    """``{ order_of = "PREFIX" }`` as a function argument: the values the rules ``PREFIX.*`` set,
-    highest priority first (the order their priorities declare, e.g. ``auto``'s accelerators)."""
-
-    order_of: str
-
-
-_TYPED = (RefSpec, ConstSpec, DomainArg, OrderArg)
-
-
-def _check_ref(value: Any, where: str) -> None:
-    if set(value) != {"ref"} or not isinstance(value["ref"], str) or not value["ref"]:
-        raise ValueError(f'{where} must be a value or {{ ref = "slot" }}, not {excerpt(value)}')
-
-
-def _check_condition(name: str, spec: Any) -> None:
-    where = f"condition on {name!r}"
-    if (
-        isinstance(spec, RefSpec)
-        or _is_scalar(spec)
-        or (isinstance(spec, list) and all(_is_scalar(item) for item in spec))
-    ):
-        return
-    if not isinstance(spec, dict) or not spec:
-        raise ValueError(f"{where} must be a value or a table of operators, not {excerpt(spec)}")
-    if "ref" in spec:
-        _check_ref(spec, where)
-        return
-    for op, operand in spec.items():
-        if isinstance(operand, RefSpec):
-            continue
-        if isinstance(operand, dict):
-            _check_ref(operand, f"operand of {op!r} on {name!r}")
-        elif isinstance(operand, list):
-            if not all(_is_scalar(item) for item in operand):
-                raise ValueError(f"operand of {op!r} on {name!r} must list plain values, not {excerpt(operand)}")
-        elif not _is_scalar(operand):
-            raise ValueError(f"operand of {op!r} on {name!r} must be a value, not {excerpt(operand)}")
-
-
-def _check_when(instance: Any, attribute: attrs.Attribute[Any], value: dict[str, Any]) -> None:
-    for name, spec in value.items():
-        try:
-            _check_condition(name, spec)
-        except ValueError as exc:
-            raise _Invalid(f"when.{name}", str(exc)) from None
-
-
-def _typed_condition(spec: Any) -> Any:
-    """A checked condition with its ``{ ref }`` tables typed: a value, a list, a :class:`RefSpec`
-    (equal to that slot), or operators whose operands are values, lists or :class:`RefSpec`."""
-    if not isinstance(spec, dict):
-        return spec
-    if "ref" in spec:
-        return RefSpec(spec["ref"])
-    return {op: RefSpec(operand["ref"]) if isinstance(operand, dict) else operand for op, operand in spec.items()}
-
-
-@attrs.frozen
-class CallSpec:
-    """``{ fn = "name", args = [...] }``: each argument a slot name, ``{ const }``, ``{ domain }`` or
-    ``{ order_of }``."""
-
-    fn: str = attrs.field(validator=_non_empty)
-    args: list[Any] = attrs.field(factory=list)
-
-    @args.validator
-    def _check_args(self, attribute: attrs.Attribute[Any], value: list[Any]) -> None:
-        for arg in value:
-            if (isinstance(arg, str) and arg) or isinstance(arg, _TYPED):
-                continue
-            if isinstance(arg, dict) and set(arg) == {"const"}:
-                continue
-            if isinstance(arg, dict) and len(arg) == 1 and isinstance(arg.get("domain", arg.get("order_of")), str):
-                continue
-            raise _Invalid(
-                "args",
-                f"argument {excerpt(arg)} of {self.fn!r}: function arguments are slot names, "
-                "{ const = value }, { domain = name } or { order_of = rule id prefix }",
-            )
-
-    def __attrs_post_init__(self) -> None:
-        # checked: each argument is a slot name, or typed
-        typed = [_typed_argument(arg) for arg in self.args]
-        object.__setattr__(self, "args", typed)
-
-
-def _typed_argument(arg: Any) -> Any:
-    if isinstance(arg, dict):
-        if "const" in arg:
-            return ConstSpec(arg["const"])
-        return DomainArg(arg["domain"]) if "domain" in arg else OrderArg(arg["order_of"])
-    return arg
 
 
 def _check_set(instance: Any, attribute: attrs.Attribute[Any], value: dict[str, Any] | None) -> None:
@@ -214,23 +84,23 @@ def _check_set(instance: Any, attribute: attrs.Attribute[Any], value: dict[str, 
             _check_expr(name, expr)
         except ClassValidationError as exc:
             problem = _first_problem(exc, ())
-            raise _Invalid(f"set.{name}.{problem.where}", problem.message) from None
+            raise Invalid(f"set.{name}.{problem.where}", problem.message) from None
         except ValueError as exc:
-            raise _Invalid(f"set.{name}", str(exc)) from None
+            raise Invalid(f"set.{name}", str(exc)) from None
 
 
 def _check_expr(name: str, expr: Any) -> None:
     where = f"set value of {name!r}"
-    if _is_scalar(expr) or isinstance(expr, (RefSpec, ConstSpec, CallSpec)):
+    if is_scalar(expr) or isinstance(expr, (RefSpec, ConstSpec, CallSpec)):
         return
     if isinstance(expr, list):
-        if not all(_is_scalar(item) for item in expr):
+        if not all(is_scalar(item) for item in expr):
             raise ValueError(f"{where} must list plain values, not {excerpt(expr)}")
         return
     if not isinstance(expr, dict):
         raise ValueError(f"{where} must be a value, {{ ref }}, {{ const }} or {{ fn, args }}")
     if "ref" in expr:
-        _check_ref(expr, where)
+        check_ref(expr, where)
     elif "fn" in expr:
         _CONVERTER.structure(expr, CallSpec)
     elif set(expr) != {"const"}:
@@ -267,7 +137,7 @@ class DomainSpec:
 class SlotSpec:
     """``[slot.NAME]``: a value the rules read or decide."""
 
-    stage: str = attrs.field(validator=_non_empty)
+    stage: str = attrs.field(validator=non_empty)
     type: str = attrs.field(default="any", validator=attrs.validators.in_(SLOT_TYPES))
     domain: str | None = None
     nullable: bool = False
@@ -280,7 +150,7 @@ class SlotSpec:
     @default.validator
     def _check_default(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is not None and not fits(self.type, value, written=True):
-            raise _Invalid("default", f"`default` {excerpt(value)} is not of the slot's type {self.type}")
+            raise Invalid("default", f"`default` {excerpt(value)} is not of the slot's type {self.type}")
 
 
 @attrs.frozen
@@ -320,9 +190,9 @@ class RuleSpec:
     ``case_id`` with the value in place of ``{case}``.
     """
 
-    id: str = attrs.field(validator=_non_empty)
-    stage: str = attrs.field(validator=_non_empty)
-    when: dict[str, Any] = attrs.field(factory=dict, validator=_check_when)
+    id: str = attrs.field(validator=non_empty)
+    stage: str = attrs.field(validator=non_empty)
+    when: dict[str, Any] = attrs.field(factory=dict, validator=check_when)
     set: dict[str, Any] | None = attrs.field(default=None, validator=_check_set)
     why: str = ""
     conflict: str | None = None
@@ -340,9 +210,9 @@ class RuleSpec:
         if value is None:
             return
         if not value:
-            raise _Invalid("match", "`match` must name a slot")
+            raise Invalid("match", "`match` must name a slot")
         if value in self.when:
-            raise _Invalid(
+            raise Invalid(
                 f"when.{value}",
                 f"`when` tests {value!r}, which `match` gives each case: drop it from `when`",
             )
@@ -350,25 +220,25 @@ class RuleSpec:
     @cases_join.validator
     def _check_cases_join(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
         if value is not None and self.match is None:
-            raise _Invalid("cases_join", "`cases_join` adds the values of `cases` to a domain; it needs `match`")
+            raise Invalid("cases_join", "`cases_join` adds the values of `cases` to a domain; it needs `match`")
 
     @case_id.validator
     def _check_case_id(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
         if value is None:
             return
         if self.match is None:
-            raise _Invalid("case_id", "`case_id` names the rules made from `cases`; it needs `match`")
+            raise Invalid("case_id", "`case_id` names the rules made from `cases`; it needs `match`")
         if value.count("{case}") != 1:
-            raise _Invalid("case_id", f"`case_id` {value!r} must hold {{case}} once: each case's value takes its place")
+            raise Invalid("case_id", f"`case_id` {value!r} must hold {{case}} once: each case's value takes its place")
 
     @cases.validator
     def _check_cases(self, attribute: attrs.Attribute[Any], value: dict[str, CaseSpec]) -> None:
         if value and self.match is None:
-            raise _Invalid("cases", '`cases` needs `match = "slot"`: the slot whose value picks the case')
+            raise Invalid("cases", '`cases` needs `match = "slot"`: the slot whose value picks the case')
 
     def __attrs_post_init__(self) -> None:
         # after the validators: what they checked, typed for the compile pass
-        object.__setattr__(self, "when", {name: _typed_condition(spec) for name, spec in self.when.items()})
+        object.__setattr__(self, "when", {name: typed_condition(spec) for name, spec in self.when.items()})
         object.__setattr__(self, "set", _typed_set(self.set))
 
 
@@ -485,7 +355,7 @@ def _first_problem(exc: BaseException, path: tuple[str | int, ...]) -> SchemaPro
             step: tuple[str | int, ...] = (name,) if name is not None else ((index,) if index is not None else ())
             return _first_problem(inner, (*path, *step))
         return _first_problem(exc.exceptions[0], path)
-    if isinstance(exc, _Invalid):
+    if isinstance(exc, Invalid):
         return SchemaProblem((*path, *exc.key.split(".")), str(exc))
     if isinstance(exc, KeyError):
         return SchemaProblem(path[:-1], f"missing required key `{exc.args[0]}`")
