@@ -159,10 +159,45 @@ def _decision(
         if default_needs and slot_check is not None:
             write_verify(w, depth, stage.name, slot, slot_check)
 
+    table = _constant_table(items, gates, slot_check, default_needs)
+    if table is not None:
+        # Each rule gives a constant for one value of one slot: the value looks its constant up.
+        on, constants = table
+        x, d = w.read(on), w.name("c", default)
+        w.emit(1, "try:")
+        w.emit(2, f"v[{k}] = {a} = {w.name('m', constants)}.get({x}, {d})")
+        w.emit(1, "except TypeError:")  # unhashable: equal to none of the values
+        w.emit(2, f"v[{k}] = {a} = {d}")
+        return
     w.emit(1, "while True:")
     if not _chain(w, tests, 2, items, assign, gates):
         by_default(2)
         w.emit(2, "break")
+
+
+def _constant_table(
+    items: Sequence[_Item], gates: Gates, slot_check: Any, default_needs: bool
+) -> tuple[str, dict[Any, Any]] | None:
+    """``(slot, {value: constant})`` where every rule of a decision tests only that one slot for
+    equality with a text or boolean and sets a constant that needs no check, with no note and no
+    default to check: then one lookup decides it (the first rule of a value wins, as in order)."""
+    if len(items) < 2 or (default_needs and slot_check is not None) or gates.choice_run(items, 0) > 0:
+        return None
+    on = None
+    constants: dict[Any, Any] = {}
+    for choice, its in items:
+        if len(its) != 1 or not _groupable(its[0]) or choice.kind != CONST or choice.note is not None:
+            return None
+        if choice.verify and slot_check is not None:
+            return None
+        slot, _, operand, _ = its[0]
+        if on is None:
+            on = slot
+        elif slot != on:
+            return None
+        constants.setdefault(operand, choice.payload)
+    assert on is not None
+    return on, constants
 
 
 #: Rules in a row comparing one slot with constants, from which a lookup pays.
