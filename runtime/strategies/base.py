@@ -276,10 +276,8 @@ class Strategy:
         self._replaced_parameters.update({id(p): weakref.ref(p) for p in before if id(p) not in kept})
 
     def _optimizer_problem(self, optimizer: Any) -> tuple[str, str] | None:
-        """Why ``optimizer_step`` cannot step ``optimizer`` (checked on its first step), or ``None``."""
-        checked = self._checked_optimizers.get(id(optimizer))
-        if checked is not None and checked() is optimizer:
-            return None
+        """Why ``optimizer_step`` cannot step ``optimizer``, or ``None``: asked on its first step only (the
+        guard's optimizer check skips one recorded in ``_checked_optimizers``, which this fills)."""
         setup_call = SETUP_CALL
         if self.optimizer_from_setup is not None and optimizer not in self._set_up_optimizers:
             return (
