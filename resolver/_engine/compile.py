@@ -142,6 +142,7 @@ class _RuleCompiler:
     def __init__(self, data: TableData, domains: Mapping[str, frozenset[str]], stage_index: Mapping[str, int]):
         self.data = data
         self.domains = domains
+        self._conditions: dict[Condition, Condition] = {}
         self.stage_index = stage_index
 
     def compile(self, raw: RawRule) -> CompiledRule:
@@ -256,7 +257,11 @@ class _RuleCompiler:
                 ops.append((op, operator.validate(operand, context)))
             except InvalidOperand as exc:
                 raise raw.error(str(exc)) from None
-        return Condition.build(name, tuple(ops), self.domains)
+        built = Condition.build(name, tuple(ops), self.domains)
+        try:  # equal conditions (the same test in many rules) are one object: pickled and tested once
+            return self._conditions.setdefault(built, built)
+        except TypeError:  # an operand that cannot be hashed
+            return built
 
     def _set(self, raw: RawRule, name: str, expr: Any, reads: list[str]) -> tuple[str, ValueExpr]:
         slot = self.data.slots.get(name)

@@ -80,7 +80,7 @@ class Template:
         return tuple(p.domain for p in self.parts if isinstance(p, DomainRef))
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # a dict class: the disk cache restores it without a Python call
 class CompiledRule:
     id: str
     stage: str

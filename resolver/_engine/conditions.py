@@ -12,6 +12,7 @@ integers (environment variables) compare as integers with integers.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
 import attrs
@@ -49,14 +50,14 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # a dict class: the disk cache restores it without a Python call
 class Const:
     value: Any
 
     __repr__ = fields_repr
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Call:
     fn: str
     args: tuple[Ref | Const, ...]
@@ -67,31 +68,51 @@ class Call:
 ValueExpr = Const | Ref | Call
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Condition:
-    """One ``slot = spec`` entry of a rule's ``when``. Build with :meth:`build`."""
+    """One ``slot = spec`` entry of a rule's ``when``. Build with :meth:`build`.
+
+    Its tests (closures) are made on first use and are not pickled: a table loaded from the disk
+    cache is restored without a Python call per condition (a dict class; ``__getstate__`` leaves
+    out what was made), and a resolution tries few of its conditions through the closures."""
 
     slot: str
     ops: tuple[tuple[str, Any], ...]
-    predicate: Predicate = attrs.field(eq=False, repr=False)
-    #: One test per operator, in order (``predicate`` is all of them): the evaluator runs these.
-    tests: tuple[Predicate, ...] = attrs.field(default=(), eq=False, repr=False)
-    #: The domains the operands name, for :attr:`shape`.
+    #: The domains the operands name, for :attr:`shape` and the tests.
     domains: Mapping[str, frozenset[str]] = attrs.field(factory=dict, eq=False, repr=False)
-    _shape: Shape | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
     __repr__ = fields_repr
 
-    @property
+    def __getstate__(self) -> dict[str, Any]:
+        return {"slot": self.slot, "ops": self.ops, "domains": self.domains}
+
+    @cached_property
+    def tests(self) -> tuple[Predicate, ...]:
+        """One test per operator, in order (:attr:`predicate` is all of them): the evaluator runs these."""
+        return tuple(OPERATORS[op].predicate(self.slot, operand, self.domains) for op, operand in self.ops)
+
+    @cached_property
+    def predicate(self) -> Predicate:
+        """Whether the condition holds for a run's values."""
+        preds = self.tests
+        if len(preds) == 1:
+            return preds[0]
+
+        def predicate(values: Mapping[str, Any]) -> bool:
+            for p in preds:
+                if not p(values):
+                    return False
+            return True
+
+        return predicate
+
+    @cached_property
     def shape(self) -> Shape:
         """What the condition admits (for the ambiguity check and the generated code); made on first
         use, as a resolution that loads its table from the disk cache asks for few of them."""
-        shape = self._shape
-        if shape is None:
-            shape = Shape()
-            for op, operand in self.ops:
-                shape = shape.meet(OPERATORS[op].shape(operand, self.domains))
-            object.__setattr__(self, "_shape", shape)  # a cache of what the fields determine
+        shape = Shape()
+        for op, operand in self.ops:
+            shape = shape.meet(OPERATORS[op].shape(operand, self.domains))
         return shape
 
     @property
@@ -104,15 +125,4 @@ class Condition:
 
     @classmethod
     def build(cls, slot: str, ops: tuple[tuple[str, Any], ...], domains: Mapping[str, frozenset[str]]) -> Condition:
-        preds = tuple(OPERATORS[op].predicate(slot, operand, domains) for op, operand in ops)
-        if len(preds) == 1:
-            predicate = preds[0]
-        else:
-
-            def predicate(values: Mapping[str, Any]) -> bool:
-                for p in preds:
-                    if not p(values):
-                        return False
-                return True
-
-        return cls(slot, ops, predicate, preds, domains)
+        return cls(slot, ops, domains)

@@ -71,7 +71,7 @@ class RuleSource:
             ) from exc
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # a dict class: the disk cache restores it without a Python call
 class Slot:
     """A named value the rules read or decide, owned by exactly one stage."""
 
