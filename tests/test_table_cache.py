@@ -167,3 +167,50 @@ def test_a_table_from_the_cache_says_what_the_compiled_one_says(cache):
     for path in paths:
         scenario = golden.load_scenario(path)
         assert said(scenario, cached) == said(scenario, compiled), path.name
+
+
+EQUAL_IN_PYTHON = """
+[[rule]]
+id = "site.one"
+stage = "placed"
+when = { "var.SITE_N" = { eq = 1 } }
+note = "one"
+
+[[rule]]
+id = "site.one-point-zero"
+stage = "placed"
+when = { "var.SITE_N" = { eq = 1.0 } }
+note = "one point zero"
+
+[[rule]]
+id = "site.true"
+stage = "placed"
+when = { "var.SITE_N" = { eq = true } }
+note = "true"
+
+[[rule]]
+id = "site.one-again"
+stage = "placed"
+when = { "var.SITE_N" = { eq = 1 } }
+note = "one again"
+"""
+
+
+def test_equal_tests_are_shared_but_values_of_another_type_are_not(cache, tmp_path):
+    """Equal conditions become one object (pickled and tested once), but 1, 1.0 and true, equal in
+    Python, keep their own types, compiled and read back from the cache."""
+    site = tmp_path / "site.toml"
+    site.write_text(EQUAL_IN_PYTHON)
+    compiled = load_rules([site])
+    cached = load_rules([site])
+    assert cached is not compiled
+    for table in (compiled, cached):
+        rules = ("site.one", "site.one-point-zero", "site.true")
+        assert [type(table.rules[rule].when[0].ops[0][1]) for rule in rules] == [int, float, bool]
+        assert table.rules["site.one"].when[0] is table.rules["site.one-again"].when[0]
+    said = [
+        resolve(environment=Environment(variables={"SITE_N": value}), rules=table).notes
+        for table in (compiled, cached)
+        for value in ("1", "true")
+    ]
+    assert said[:2] == said[2:]

@@ -9,8 +9,9 @@ stage decides, rules setting another stage's slot, cycles, and ambiguous rules.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from resolver._engine.compiled import CompiledRule, CompiledTable, StagePlan, Template
 from resolver._engine.conditions import (
@@ -138,17 +139,31 @@ def _exclusive(a: CompiledRule, b: CompiledRule) -> bool:
     return any(c.slot in shapes_b and c.shape.disjoint(shapes_b[c.slot]) for c in a.when)
 
 
+_T = TypeVar("_T")
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with the type of every part beside it: a key under which only identical values meet."""
+    if isinstance(value, Condition):
+        return (Condition, value.slot, _typed(value.ops))
+    if isinstance(value, tuple):
+        return (tuple, *map(_typed, value))
+    if isinstance(value, frozenset):
+        return (frozenset, frozenset(map(_typed, value)))
+    return (type(value), value)
+
+
 class _RuleCompiler:
     def __init__(self, data: TableData, domains: Mapping[str, frozenset[str]], stage_index: Mapping[str, int]):
         self.data = data
         self.domains = domains
-        self._conditions: dict[Condition, Condition] = {}
+        self._values: dict[Any, Any] = {}
         self.stage_index = stage_index
 
     def compile(self, raw: RawRule) -> CompiledRule:
         """The rule's meaning checked against the table (its shape is the schema's: ``raw.spec``)."""
         spec = raw.spec
-        stage = spec.stage
+        stage = sys.intern(spec.stage)
         if stage not in self.stage_index:
             hint = did_you_mean(stage, self.data.stages)
             raise raw.error(f"unknown stage {stage!r}; {hint + ' ' if hint else ''}{self.data.stages_said()}")
@@ -214,7 +229,7 @@ class _RuleCompiler:
         if slot is None:
             hint = did_you_mean(name, self.data.slots)
             raise raw.error(f"unknown slot {name!r}" + (f"; {hint}" if hint else ""))
-        reads.append(name)
+        reads.append(sys.intern(name))
         return slot
 
     def _check_value(self, raw: RawRule, slot: Slot, value: Any) -> Any:
@@ -235,6 +250,7 @@ class _RuleCompiler:
         return value
 
     def _condition(self, raw: RawRule, name: str, condition: Any, reads: list[str]) -> Condition:
+        name = sys.intern(name)
         slot = self._read(raw, name, reads)
         context = OperandContext(name, self.domains, lambda value: self._check_value(raw, slot, value))
         ops: list[tuple[str, Any]] = []
@@ -254,14 +270,19 @@ class _RuleCompiler:
                 ops.append((op, Ref(operand.ref)))
                 continue
             try:
-                ops.append((op, operator.validate(operand, context)))
+                ops.append(self._shared((sys.intern(op), operator.validate(operand, context))))
             except InvalidOperand as exc:
                 raise raw.error(str(exc)) from None
-        built = Condition.build(name, tuple(ops), self.domains)
-        try:  # equal conditions (the same test in many rules) are one object: pickled and tested once
-            return self._conditions.setdefault(built, built)
+        return self._shared(Condition.build(name, tuple(ops), self.domains))
+
+    def _shared(self, value: _T) -> _T:
+        """The first equal value compiled, if it can be hashed: the same test in many rules is one
+        object, pickled once by the disk cache and (a condition) tested once. Types are part of the
+        key, so ``1``, ``1.0`` and ``true`` (equal in Python) stay apart."""
+        try:
+            return self._values.setdefault(_typed(value), value)  # type: ignore[no-any-return]
         except TypeError:  # an operand that cannot be hashed
-            return built
+            return value
 
     def _set(self, raw: RawRule, name: str, expr: Any, reads: list[str]) -> tuple[str, ValueExpr]:
         slot = self.data.slots.get(name)

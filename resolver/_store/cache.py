@@ -234,6 +234,10 @@ class _Templates(Mapping[str, Template]):
             found = self._parsed[key] = Template.parse(self._texts[key])
         return found
 
+    def get(self, key: str, default: Any = None) -> Any:
+        """As ``Mapping.get``, without raising and catching a KeyError for each absent message."""
+        return self[key] if key in self._texts else default
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._texts)
 
