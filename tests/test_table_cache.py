@@ -214,3 +214,24 @@ def test_equal_tests_are_shared_but_values_of_another_type_are_not(cache, tmp_pa
         for value in ("1", "true")
     ]
     assert said[:2] == said[2:]
+
+
+def test_every_rule_and_slot_read_back_holds_every_field_as_compiled(cache):
+    """The cache leaves out fields holding their usual value (the class holds it): every field of
+    every rule and slot still reads the same, with the same type, and the objects compare equal."""
+    import attrs
+
+    compiled = load_rules()
+    cached = load_rules()
+    assert cached is not compiled
+    for kind, before, after in (("rule", compiled.rules, cached.rules), ("slot", compiled.slots, cached.slots)):
+        assert before.keys() == after.keys()
+        for name, original in before.items():
+            read = after[name]
+            assert read == original, (kind, name)
+            for field in attrs.fields(type(original)):
+                if field.name == "templates":
+                    continue
+                mine, theirs = getattr(read, field.name), getattr(original, field.name)
+                assert (type(mine), mine) == (type(theirs), theirs), (kind, name, field.name)
+        assert any(len(vars(read)) < len(attrs.fields(type(read))) for read in after.values())  # the point of it

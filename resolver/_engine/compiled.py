@@ -14,7 +14,7 @@ import attrs
 
 from resolver._engine.conditions import Call, Condition, Ref, ValueExpr
 from resolver._engine.table import Slot
-from resolver._engine.values import fields_repr
+from resolver._engine.values import fields_repr, lean_state
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -80,6 +80,7 @@ class Template:
         return tuple(p.domain for p in self.parts if isinstance(p, DomainRef))
 
 
+@lean_state(priority=0, sets=(), why="", conflict=None, hint=None, note=None, between=())
 @attrs.frozen(slots=False)  # a dict class: the disk cache restores it without a Python call
 class CompiledRule:
     id: str

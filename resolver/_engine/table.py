@@ -18,7 +18,7 @@ import attrs
 
 from resolver._engine.errors import RuleTableError
 from resolver._engine.slot_types import SLOT_TYPES, VARIABLE_PREFIX, fits
-from resolver._engine.values import fields_repr
+from resolver._engine.values import fields_repr, lean_state
 
 __all__ = [
     "SLOT_TYPES",
@@ -71,6 +71,7 @@ class RuleSource:
             ) from exc
 
 
+@lean_state(domain=None, required=False, default=None, doc="", lowercase=False, file=None, line=None)
 @attrs.frozen(slots=False)  # a dict class: the disk cache restores it without a Python call
 class Slot:
     """A named value the rules read or decide, owned by exactly one stage."""

@@ -9,12 +9,14 @@ Domain-free: the rule engine, the config (:mod:`resolver._domain.config`) and th
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import attrs
 
-__all__ = ["FrozenMapping", "Provenance", "ProvenanceView", "display", "excerpt", "fields_repr"]
+__all__ = ["FrozenMapping", "Provenance", "ProvenanceView", "display", "excerpt", "fields_repr", "lean_state"]
+
+_C = TypeVar("_C", bound=type)
 
 #: Each attrs class's fields shown by :func:`fields_repr`, with how each is written, found on its first ``repr``.
 _SHOWN: dict[type, tuple[tuple[str, Any], ...]] = {}
@@ -49,6 +51,34 @@ def fields_repr(self: Any) -> str:
     finally:
         writing.discard(id(self))
     return f"{cls.__qualname__.rsplit('>.', 1)[-1]}({parts})"
+
+
+def lean_state(**usual: Any) -> Callable[[_C], _C]:
+    """A class decorator for an attrs dict class that the disk cache pickles by the thousand: each
+    field named in ``usual`` (``why=""``, ``conflict=None``) also becomes a class attribute holding
+    that value, and ``__getstate__`` leaves out the fields that hold it (the same type and value),
+    so an unpickled instance's ``__dict__`` holds only the rest and reads of the others find the
+    class attribute. Instances made by ``__init__`` hold every field, as before."""
+
+    def decorate(cls: _C) -> _C:
+        names = {field.name for field in attrs.fields(cls)}
+        unknown = usual.keys() - names
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
+        for name, value in usual.items():
+            setattr(cls, name, value)
+
+        def __getstate__(self: Any) -> dict[str, Any]:
+            return {
+                key: value
+                for key, value in vars(self).items()
+                if key not in usual or type(value) is not type(usual[key]) or value != usual[key]
+            }
+
+        cls.__getstate__ = __getstate__  # type: ignore[assignment]
+        return cls
+
+    return decorate
 
 
 def display(value: Any, *, quoted: bool = False) -> str:

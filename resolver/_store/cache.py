@@ -252,7 +252,7 @@ class _Pickler:
 
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is CompiledRule and obj.templates:
-            state = dict(vars(obj))  # a copy: the rule itself keeps its parsed messages
+            state: dict[str, Any] = obj.__getstate__()  # type: ignore[assignment]  # a new dict (the rule keeps its parsed messages), usual values left out
             state["templates"] = _Templates({key: template.text for key, template in obj.templates.items()})
             return copyreg.__newobj__, (CompiledRule,), state  # type: ignore[attr-defined]  # what pickle does
         return NotImplemented

@@ -15,7 +15,8 @@ inside one process, phase by phase.
 
 ``first resolve()`` is timed inside a fresh process: ``import resolver``, then the clock, then
 ``resolver.resolve(devices=2, strategy="ddp")`` (which probes the machine, imports the engine and
-loads the cached table). ``--code DIR`` also runs the explain and the first resolve() (timed inside
+attrs and loads the cached table); a second figure imports attrs before the clock, which leaves
+the engine's own share. ``--code DIR`` also runs the explain and the first resolve() (timed inside
 the process and as a whole process) with ``resolver`` imported from another checkout (the main
 branch's: a before and after in one run).
 ``--lightning-rounds N`` (0: skip) runs a Lightning process that builds its
@@ -86,6 +87,11 @@ resolver.resolve(devices=2, strategy="ddp")
 print(time.perf_counter() - wall, time.process_time() - cpu)
 """
 
+#: Before the clock in the second first-resolve figure: what is left is the engine's own share (the
+#: modules, the cached table, the probe, the run), ``import attrs`` (``ResolvedConfig`` is an attrs
+#: class; ``import resolver`` does not import it) being the difference.
+_ATTRS = "import attrs\n"
+
 _LIGHTNING = """
 try:
     from lightning.pytorch.trainer.connectors.accelerator_connector import _AcceleratorConnector
@@ -105,11 +111,12 @@ def _lightning_installed() -> bool:
     return any(importlib.util.find_spec(name) is not None for name in ("lightning", "pytorch_lightning"))
 
 
-def first_resolve(env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds of the first ``resolve()`` in a fresh process, after ``import resolver``."""
+def first_resolve(env: dict[str, str], script: str = "") -> tuple[float, float]:
+    """Wall and CPU seconds of the first ``resolve()`` in a fresh process, after ``import resolver``
+    (``script``: what else runs before the clock)."""
     cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or None  # as in process_times
     out = subprocess.run(
-        [sys.executable, "-c", _FIRST_RESOLVE],
+        [sys.executable, "-c", _FIRST_RESOLVE.replace("import resolver\n", f"import resolver\n{script}")],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -181,9 +188,14 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(RESOLVER_CACHE_DIR=os.path.join(folder, "tables"), PYTHONPYCACHEPREFIX=os.path.join(folder, "pyc"))
         commands = _commands(env, parsed.code)
-        firsts: dict[str, dict[str, str]] = {"first resolve() after import resolver": env}
+        firsts: dict[str, tuple[dict[str, str], str]] = {
+            "first resolve() after import resolver": (env, ""),
+            "  the same, attrs imported before the clock": (env, _ATTRS),
+        }
         if parsed.code is not None:
-            firsts["--code: first resolve()"] = commands["--code: python -m resolver explain"][1]
+            other = commands["--code: python -m resolver explain"][1]
+            firsts["--code: first resolve()"] = (other, "")
+            firsts["--code: the same, attrs imported before"] = (other, _ATTRS)
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         first: dict[str, list[tuple[float, float]]] = {name: [] for name in firsts}
         for round_ in range(rounds + 2):
@@ -191,8 +203,8 @@ def main() -> None:
                 measured = process_times(command, command_env)
                 if round_ >= 2:  # two warm-up rounds fill both caches
                     times[name].append(measured)
-            for name, first_env in firsts.items():
-                measured = first_resolve(first_env)
+            for name, (first_env, script) in firsts.items():
+                measured = first_resolve(first_env, script)
                 if round_ >= 2:
                     first[name].append(measured)
         print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores, {rounds} rounds, medians in ms")
