@@ -190,7 +190,7 @@ def main() -> None:
         commands = _commands(env, parsed.code)
         firsts: dict[str, tuple[dict[str, str], str]] = {
             "first resolve() after import resolver": (env, ""),
-            "  the same, attrs imported before the clock": (env, _ATTRS),
+            "  the same, attrs imported before": (env, _ATTRS),
         }
         if parsed.code is not None:
             other = commands["--code: python -m resolver explain"][1]
