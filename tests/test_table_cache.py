@@ -169,31 +169,12 @@ def test_a_table_from_the_cache_says_what_the_compiled_one_says(cache):
         assert said(scenario, cached) == said(scenario, compiled), path.name
 
 
-EQUAL_IN_PYTHON = """
-[[rule]]
-id = "site.one"
-stage = "placed"
-when = { "var.SITE_N" = { eq = 1 } }
-note = "one"
-
-[[rule]]
-id = "site.one-point-zero"
-stage = "placed"
-when = { "var.SITE_N" = { eq = 1.0 } }
-note = "one point zero"
-
-[[rule]]
-id = "site.true"
-stage = "placed"
-when = { "var.SITE_N" = { eq = true } }
-note = "true"
-
-[[rule]]
-id = "site.one-again"
-stage = "placed"
-when = { "var.SITE_N" = { eq = 1 } }
-note = "one again"
-"""
+#: Four rules testing one variable: 1, 1.0 and true are equal in Python, the last repeats the first.
+EQUAL_IN_PYTHON = "".join(
+    f'[[rule]]\nid = "site.{name}"\nstage = "placed"\n'
+    f'when = {{ "var.SITE_N" = {{ eq = {value} }} }}\nnote = "{name}"\n\n'
+    for name, value in (("one", "1"), ("one-point-zero", "1.0"), ("true", "true"), ("one-again", "1"))
+)
 
 
 def test_equal_tests_are_shared_but_values_of_another_type_are_not(cache, tmp_path):
