@@ -150,23 +150,6 @@ def write_verify(w: Writer, depth: int, stage: str, slot: str, check: Any) -> No
 MIN_GATED = 4
 
 
-def _needs_set(op: str, operand: Any) -> bool:
-    """Whether a test fails (without raising) when its slot is unset, as the operator's predicate does."""
-    if isinstance(operand, Ref):
-        return op in ("eq", "ne", "gt", "ge", "lt", "le")
-    if op in ("gt", "ge", "lt", "le", "not_in", "in_domain", "not_in_domain"):
-        return True
-    if op in ("eq", "ne"):
-        return operand is not None
-    if op == "set":
-        return operand is True
-    if op == "in":
-        return None not in operand
-    if op == "is":
-        return operand != "none"
-    return op == "is_not" and operand == "none"
-
-
 def gates_present(gates: frozenset[str], v: Mapping[str, Any], present: Any) -> Any:
     """The gates a run tries: those among ``present`` (sparse inputs that may be set; None: those
     ``v`` holds a value for). The generated code calls it where ``present`` is empty or None."""
@@ -220,13 +203,7 @@ def _gated_conflicts(
 ) -> bool:
     """Whether a conflict of a gated group whose gate ``present`` holds fires (any order: the
     generated code hands the run back on any conflict)."""
-    for n in _positions(index, present):
-        for test in entries[n]:
-            if not test(v):
-                break
-        else:
-            return True
-    return False
+    return _first_firing(index, entries, v, present) >= 0
 
 
 _Split = tuple[tuple[Atom, ...], str, tuple[Atom, ...]]
@@ -250,7 +227,7 @@ class Gates:
 
     def _split(self, tested: tuple[Atom, ...]) -> _Split | None:
         for i, (slot, op, operand, _) in enumerate(tested):
-            if slot in self._sparse and _needs_set(op, operand):
+            if slot in self._sparse and OPERATORS[op].needs_set(operand):
                 return tested[:i], slot, tested[i:]
         return None
 

@@ -273,7 +273,7 @@ class _RuleCompiler:
                 ops.append(self._shared((sys.intern(op), operator.validate(operand, context))))
             except InvalidOperand as exc:
                 raise raw.error(str(exc)) from None
-        return self._shared(Condition.build(name, tuple(ops), self.domains))
+        return self._shared(Condition(name, tuple(ops), self.domains))
 
     def _shared(self, value: _T) -> _T:
         """The first equal value compiled, if it can be hashed: the same test in many rules is one

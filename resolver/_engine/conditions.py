@@ -70,7 +70,7 @@ ValueExpr = Const | Ref | Call
 
 @attrs.frozen(slots=False)
 class Condition:
-    """One ``slot = spec`` entry of a rule's ``when``. Build with :meth:`build`.
+    """One ``slot = spec`` entry of a rule's ``when``.
 
     Its tests (closures) are made on first use and are not pickled: a table loaded from the disk
     cache is restored without a Python call per condition (a dict class; ``__getstate__`` leaves
@@ -122,7 +122,3 @@ class Condition:
     def render(self) -> tuple[str, ...]:
         """Each operator of the condition, written for the docs."""
         return tuple(OPERATORS[op].render(self.slot, operand) for op, operand in self.ops)
-
-    @classmethod
-    def build(cls, slot: str, ops: tuple[tuple[str, Any], ...], domains: Mapping[str, frozenset[str]]) -> Condition:
-        return cls(slot, ops, domains)

@@ -161,6 +161,11 @@ class Operator:
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         return ANY
 
+    def needs_set(self, operand: Any) -> bool:
+        """Whether the predicate fails (without raising) wherever the slot is unset, so a rule
+        testing it need not be tried for a run without that input. False where unsure."""
+        return False
+
     def render(self, slot: str, operand: Any) -> str:
         return f"`{slot}` {self.symbol} {_operand_text(operand)}"
 
@@ -223,6 +228,9 @@ class _Equal(Operator):
             return Shape(is_set=False)
         return Shape(allowed=frozenset([operand]), is_set=True)
 
+    def needs_set(self, operand: Any) -> bool:
+        return operand is not None
+
 
 class _NotEqual(Operator):
     name, symbol = "ne", "≠"
@@ -247,6 +255,9 @@ class _NotEqual(Operator):
         if isinstance(operand, Ref):
             return ANY
         return Shape(denied=frozenset([operand]), is_set=True)
+
+    def needs_set(self, operand: Any) -> bool:
+        return operand is not None
 
 
 class _Member(Operator):
@@ -291,6 +302,11 @@ class _Member(Operator):
             return ANY
         members = frozenset(operand)
         return Shape(allowed=members, is_set=True) if self.inside else Shape(denied=members, is_set=True)
+
+    def needs_set(self, operand: Any) -> bool:
+        if isinstance(operand, Ref):
+            return False  # a slot's list may hold none
+        return None not in operand if self.inside else True
 
 
 class _Compare(Operator):
@@ -346,6 +362,9 @@ class _Compare(Operator):
             return Shape(low=operand + step, is_set=True)
         return Shape(high=operand - step, is_set=True)
 
+    def needs_set(self, operand: Any) -> bool:
+        return True
+
 
 class _IsSet(Operator):
     name, takes_ref = "set", False
@@ -366,6 +385,9 @@ class _IsSet(Operator):
 
     def shape(self, operand: Any, domains: Mapping[str, frozenset[str]]) -> Shape:
         return Shape(is_set=operand)
+
+    def needs_set(self, operand: Any) -> bool:
+        return operand is True
 
     def render(self, slot: str, operand: Any) -> str:
         return f"`{slot}` {'is set' if operand else 'is unset'}"
@@ -404,6 +426,9 @@ class _IsType(Operator):
         is_set = (operand != "none") if self.positive else (None if operand != "none" else True)
         return Shape(types=types, is_set=is_set)
 
+    def needs_set(self, operand: Any) -> bool:
+        return (operand != "none") if self.positive else (operand == "none")
+
 
 class _InDomain(Operator):
     """``in_domain`` and ``not_in_domain``: membership of a named domain (a set slot only)."""
@@ -432,6 +457,9 @@ class _InDomain(Operator):
         if self.inside:
             return Shape(allowed=domains[operand], is_set=True)
         return Shape(denied=domains[operand], is_set=True)
+
+    def needs_set(self, operand: Any) -> bool:
+        return True
 
 
 #: Every condition operator, by the name rule files use.
