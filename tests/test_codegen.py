@@ -207,16 +207,23 @@ def _inert(count: int, *, conflict: bool = False) -> str:
     )
 
 
+def _gated_evaluator(tmp_path: Path, rules: str) -> Evaluator:
+    """An evaluator of the built-in table and ``rules``, warmed up: its generated code tries the
+    rules that need their own variable only where a run has it (``if gp:``)."""
+    site = tmp_path / "site.toml"
+    site.write_text(rules, encoding="utf-8")
+    evaluator = Evaluator(load_rules([site]))
+    warm_up(evaluator)
+    assert evaluator.generated_source is not None and "if gp:" in evaluator.generated_source
+    return evaluator
+
+
 @pytest.mark.parametrize(
     "variables",
     [{}, {"SITE_3": "x"}, {"SITE_0": "x", "SITE_7": "", "SITE_5": "y", "OTHER": "z"}, {"SITE_99": "x"}],
 )
 def test_site_rules_needing_their_own_variable_decide_alike(tmp_path: Path, variables: dict[str, str]) -> None:
-    notes = tmp_path / "notes.toml"
-    notes.write_text(_inert(8), encoding="utf-8")
-    evaluator = Evaluator(load_rules([notes]))
-    warm_up(evaluator)
-    assert evaluator.generated_source is not None and "if gp:" in evaluator.generated_source
+    evaluator = _gated_evaluator(tmp_path, _inert(8))
     compare(evaluator, {}, Environment(variables=variables), strict=True)
     environment = Environment(variables=variables)
     plan = InputPlan(evaluator.table)
@@ -228,11 +235,7 @@ def test_site_rules_needing_their_own_variable_decide_alike(tmp_path: Path, vari
 
 
 def test_site_conflicts_needing_their_own_variable_decide_alike(tmp_path: Path) -> None:
-    conflicts = tmp_path / "conflicts.toml"
-    conflicts.write_text(_inert(6, conflict=True), encoding="utf-8")
-    evaluator = Evaluator(load_rules([conflicts]))
-    warm_up(evaluator)
-    assert evaluator.generated_source is not None and "if gp:" in evaluator.generated_source
+    evaluator = _gated_evaluator(tmp_path, _inert(6, conflict=True))
     for variables in ({}, {"SITE_4": "x"}, {"OTHER": "x"}):
         compare(evaluator, {}, Environment(variables=variables), strict=True)
     with pytest.raises(ResolutionError, match="site 4 conflicts"):
@@ -254,11 +257,7 @@ def _setters(count: int) -> str:
     "variables", [{}, {"SITE_3": "x"}, {"SITE_0": "x", "SITE_5": "", "OTHER": "z"}, {"SITE_99": "x"}]
 )
 def test_site_setters_needing_their_own_variable_decide_alike(tmp_path: Path, variables: dict[str, str]) -> None:
-    setters = tmp_path / "setters.toml"
-    setters.write_text(_setters(8), encoding="utf-8")
-    evaluator = Evaluator(load_rules([setters]))
-    warm_up(evaluator)
-    assert evaluator.generated_source is not None and "if gp:" in evaluator.generated_source
+    evaluator = _gated_evaluator(tmp_path, _setters(8))
     compare(evaluator, {}, Environment(variables=variables), strict=True)
     environment = Environment(variables=variables)
     present = [int(name[5:]) for name in variables if name.startswith("SITE_") and int(name[5:]) < 8]
