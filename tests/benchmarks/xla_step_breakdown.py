@@ -28,7 +28,6 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -83,31 +82,18 @@ def _steps(strategy: runtime.Strategy, x: torch.Tensor, y: torch.Tensor) -> dict
     }
 
 
-def _graph_counts(step: Callable[[], None], steps: int = 10) -> dict[str, Any]:
-    import torch_xla.core.xla_model as xm
-    import torch_xla.debug.metrics as metrics
-
-    xm.wait_device_ops()
-    metrics.clear_all()
-    for _ in range(steps):
-        step()
-    xm.wait_device_ops()
-    sizes = metrics.metric_data("TensorsGraphSize")
-    return {
-        "graph runs": metrics.counter_value("ExecuteComputation") or 0,
-        "compilations": (metrics.metric_data("CompileTime") or (0,))[0],
-        "graph tensors": sorted({int(size) for _, size in sizes[2]}) if sizes else [],
-        "device buffers": metrics.counter_value("CreateDataHandles") or 0,
-    }
-
-
 def breakdown(strategy: runtime.Strategy, rounds: int) -> tuple[list[str], speed.Rounds, speed.Rounds, list[str]]:
     import torch_xla.core.xla_model as xm
 
     x, y = speed._batch(strategy.to_device)
     steps = _steps(strategy, x, y)
     rates, cpus = speed._interleaved_rates(rounds, *steps.values(), sync=xm.wait_device_ops)
-    counts = [f"{name}: {_graph_counts(steps[name])} over 10 steps" for name in ("runtime", "raw, loss kept")]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "xla"))
+    from xla_workers import graph_counts  # what the XLA tests count, counted the same way
+
+    counts = [
+        f"{name}: {graph_counts(steps[name], 10, warm=0)} over 10 steps" for name in ("runtime", "raw, loss kept")
+    ]
     return list(steps), rates, cpus, counts
 
 

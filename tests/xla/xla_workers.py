@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,6 @@ def step_graph_counts(strategy: Strategy, steps: int = 6) -> dict[str, dict[str,
     each loop keeping its loss until the step ends: compilations, graph executions and syncs, the
     tensors each step's graph holds, device buffers made, and operations that fell back to the CPU."""
     import torch_xla.core.xla_model as xm
-    import torch_xla.debug.metrics as metrics
 
     device = strategy.root_device
     x, y = torch.randn(8, 4).to(device), torch.randn(8, 1).to(device)
@@ -194,23 +194,30 @@ def step_graph_counts(strategy: Strategy, steps: int = 6) -> dict[str, dict[str,
         xm.optimizer_step(raw_optimizer, barrier=True)
         raw_optimizer.zero_grad()
 
-    counts: dict[str, dict[str, Any]] = {}
-    for name, step in (("ours", ours), ("raw", raw)):
-        for _ in range(3):
-            step()
-        xm.wait_device_ops()
-        metrics.clear_all()
-        for _ in range(steps):
-            step()
-        xm.wait_device_ops()
-        graph_sizes = metrics.metric_data("TensorsGraphSize")
-        compile_time = metrics.metric_data("CompileTime")
-        counts[name] = {
-            "compilations": compile_time[0] if compile_time else 0,
-            "executions": metrics.counter_value("ExecuteComputation"),
-            "syncs": metrics.counter_value("MarkStep"),
-            "graph_tensors": sorted({int(size) for _, size in graph_sizes[2]}) if graph_sizes else [],
-            "device_buffers": metrics.counter_value("CreateDataHandles"),
-            "cpu_fallbacks": {n: metrics.counter_value(n) for n in metrics.counter_names() if n.startswith("aten::")},
-        }
-    return counts
+    return {name: graph_counts(step, steps) for name, step in (("ours", ours), ("raw", raw))}
+
+
+def graph_counts(step: Callable[[], Any], steps: int, warm: int = 3) -> dict[str, Any]:
+    """What torch_xla counted over ``steps`` calls of ``step`` (after ``warm`` uncounted ones):
+    compilations, graph executions and syncs, the tensors each graph holds, device buffers made,
+    and operations that fell back to the CPU (``tests/benchmarks/xla_step_breakdown.py`` prints it too)."""
+    import torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as metrics
+
+    for _ in range(warm):
+        step()
+    xm.wait_device_ops()
+    metrics.clear_all()
+    for _ in range(steps):
+        step()
+    xm.wait_device_ops()
+    graph_sizes = metrics.metric_data("TensorsGraphSize")
+    compile_time = metrics.metric_data("CompileTime")
+    return {
+        "compilations": compile_time[0] if compile_time else 0,
+        "executions": metrics.counter_value("ExecuteComputation"),
+        "syncs": metrics.counter_value("MarkStep"),
+        "graph_tensors": sorted({int(size) for _, size in graph_sizes[2]}) if graph_sizes else [],
+        "device_buffers": metrics.counter_value("CreateDataHandles"),
+        "cpu_fallbacks": {n: metrics.counter_value(n) for n in metrics.counter_names() if n.startswith("aten::")},
+    }
