@@ -2,8 +2,9 @@
 
 A condition maps a slot to a scalar (equality) or to a table of operators, all of which must hold.
 Each operator is one :class:`~resolver._engine.operators.Operator` in :data:`OPERATORS`: it checks its operand when the
-table loads (``validate``), builds the test run at resolution (``predicate``), says what values it
-admits for the ambiguity check (``shape``) and writes itself for ``docs/rules.md`` (``render``).
+table loads (``validate``), builds the test run at resolution (``predicate``), writes it for the
+generated evaluation (``code``, ``needs_set``), says what values it admits for the ambiguity check
+(``shape``) and writes itself for ``docs/rules.md`` (``render``).
 An operand may be ``{ ref = "slot" }``. An unset slot (None) satisfies only ``set = false``,
 ``is = "none"``, ``is_not`` of another type and ``eq = "none"`` on a nullable slot. Strings that hold
 integers (environment variables) compare as integers with integers.

@@ -135,8 +135,9 @@ _EXACT_FIRST = (int, str, tuple)
 
 
 class Operator:
-    """One condition operator: ``validate`` its operand at load, build its ``predicate``, give its
-    ``shape`` for the ambiguity check and ``render`` it for the docs. Subclasses set ``name``,
+    """One condition operator: ``validate`` its operand at load, build its ``predicate``, write it as
+    ``code`` for the generated evaluation, say whether it ``needs_set`` (the generated code's gates),
+    give its ``shape`` for the ambiguity check and ``render`` it for the docs. Subclasses set ``name``,
     ``symbol`` and ``takes_ref`` (whether ``{ ref = "slot" }`` is accepted)."""
 
     name: str = ""
