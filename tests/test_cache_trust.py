@@ -47,26 +47,45 @@ class _Payload:
 
 
 @pytest.fixture(scope="module")
-def entry_names(tmp_path_factory) -> list[str]:
-    """The table, generated-code and plugin-list entries that VICTIM writes (and so looks up); the
-    plugin list names modules to import, so it is trusted as the others are (resolver.plugins)."""
+def good_entries(tmp_path_factory) -> dict[str, bytes]:
+    """The table, generated-code and plugin-list entries that VICTIM writes (and so looks up), by
+    name; the plugin list names modules to import, so it is trusted as the others are (resolver.plugins)."""
     good = tmp_path_factory.mktemp("good") / "cache"
     result = _run(good)
     assert result.returncode == 0, result.stderr
-    names = sorted(p.name for p in good.iterdir())
-    assert [n.split("-")[0] for n in names] == ["code", "plugins", "table"], names
-    return names
+    entries = {p.name: p.read_bytes() for p in sorted(good.iterdir())}
+    assert [n.split("-")[0] for n in entries] == ["code", "plugins", "table"], list(entries)
+    return entries
 
 
-def _plant(folder: Path, names: list[str], marker: Path) -> None:
-    """Each entry name holds a payload that creates ``marker`` when loaded."""
+@pytest.fixture(scope="module")
+def entry_names(good_entries) -> list[str]:
+    return list(good_entries)
+
+
+#: The generated code runs with a few builtins only (no ``open``, no ``__import__``): no sandbox, as
+#: this payload, which reaches ``os`` through a class every process has, shows.
+_ESCAPE = (
+    "g = [c for c in type.__subclasses__(type.__base__) if c.__name__ == '_wrap_close'][0].__init__.__globals__\n"
+    "g['close'](g['open']({marker!r}, g['O_CREAT'] | g['O_WRONLY'], 0o600))\n"
+)
+
+
+def _plant(folder: Path, entries: dict[str, bytes], marker: Path, kinds: tuple[str, ...] = ("table", "code")) -> None:
+    """The entries of ``kinds`` hold a payload that creates ``marker`` when loaded, the others what
+    resolver wrote: the table a pickle that runs it, the generated code the very entry resolver
+    wrote (what it was made from, which a load compares) with the payload as its code. The plugin
+    list is data (modules to import): planted as it was written, it is checked for its owner and
+    mode as the others are."""
     folder.mkdir(exist_ok=True)
     source = f"open({str(marker)!r}, 'w').write('the cache entry ran')"
-    for name in names:
-        if name.endswith(".pickle"):
+    for name, data in entries.items():
+        kind = name.split("-")[0]
+        if kind == "code" and kind in kinds:
+            material, _ = marshal.loads(data)
+            data = marshal.dumps((material, compile(_ESCAPE.format(marker=str(marker)), material[2], "exec")))
+        elif kind == "table" and kind in kinds:
             data = pickle.dumps(_Payload(source))
-        else:  # the generated code's file name: loaded and executed
-            data = marshal.dumps(compile(source, "<resolver generated>", "exec"))
         (folder / name).write_bytes(data)
         (folder / name).chmod(0o600)
 
@@ -76,11 +95,12 @@ def _needs_root() -> None:
         pytest.skip("giving a file to another user needs root")
 
 
-def test_a_private_folder_s_entries_are_loaded(tmp_path, entry_names):
-    """The control: the same payloads in a folder and files of the user's own do run (so the tests
-    below, where they must not, would notice)."""
+@pytest.mark.parametrize("kind", ["table", "code"])
+def test_a_private_folder_s_entries_are_loaded(tmp_path, good_entries, kind):
+    """The control: each payload alone, in a folder and files of the user's own, does run (so the
+    tests below, where they must not, would notice)."""
     folder, marker = tmp_path / "cache", tmp_path / "marker"
-    _plant(folder, entry_names, marker)
+    _plant(folder, good_entries, marker, kinds=(kind,))
     folder.chmod(0o700)
     _run(folder)
     assert marker.exists()
@@ -96,11 +116,11 @@ def test_a_private_folder_s_entries_are_loaded(tmp_path, entry_names):
     ],
     ids=["other-owner", "group-writable", "others-writable", "shared-scratch"],
 )
-def test_a_folder_another_user_could_write_is_not_used(tmp_path, entry_names, owner, mode, said, fix):
+def test_a_folder_another_user_could_write_is_not_used(tmp_path, good_entries, entry_names, owner, mode, said, fix):
     if owner is not None:
         _needs_root()
     folder, marker = tmp_path / "cache", tmp_path / "marker"
-    _plant(folder, entry_names, marker)
+    _plant(folder, good_entries, marker)
     folder.chmod(mode)
     if owner is not None:
         os.chown(folder, owner, -1)
@@ -122,11 +142,13 @@ def test_a_folder_another_user_could_write_is_not_used(tmp_path, entry_names, ow
     [(NOBODY, 0o600, f"it belongs to uid {NOBODY}, not to you"), (None, 0o620, "writable by its group (mode 0620)")],
     ids=["other-owner", "group-writable"],
 )
-def test_an_entry_another_user_could_write_is_not_used_and_is_replaced(tmp_path, entry_names, owner, mode, said):
+def test_an_entry_another_user_could_write_is_not_used_and_is_replaced(
+    tmp_path, good_entries, entry_names, owner, mode, said
+):
     if owner is not None:
         _needs_root()
     folder, marker = tmp_path / "cache", tmp_path / "marker"
-    _plant(folder, entry_names, marker)
+    _plant(folder, good_entries, marker)
     folder.chmod(0o700)
     for name in entry_names:
         (folder / name).chmod(mode)
@@ -144,9 +166,9 @@ def test_an_entry_another_user_could_write_is_not_used_and_is_replaced(tmp_path,
     assert WARNING not in _run(folder).stderr  # the next process trusts its own entries
 
 
-def test_an_entry_that_is_a_link_is_not_followed(tmp_path, entry_names):
+def test_an_entry_that_is_a_link_is_not_followed(tmp_path, good_entries, entry_names):
     elsewhere, marker = tmp_path / "elsewhere", tmp_path / "marker"
-    _plant(elsewhere, entry_names, marker)
+    _plant(elsewhere, good_entries, marker)
     folder = tmp_path / "cache"
     folder.mkdir(mode=0o700)
     for name in entry_names:
@@ -156,10 +178,10 @@ def test_an_entry_that_is_a_link_is_not_followed(tmp_path, entry_names):
     assert result.stdout.split() == ["resolved", "subprocess"], result.stderr
 
 
-def test_resolver_explain_ignores_a_group_writable_cache(tmp_path, entry_names):
+def test_resolver_explain_ignores_a_group_writable_cache(tmp_path, good_entries):
     """The command line, as the issue found it: a planted table entry in a shared folder."""
     folder, marker = tmp_path / "cache", tmp_path / "marker"
-    _plant(folder, [n for n in entry_names if n.startswith("table-")], marker)
+    _plant(folder, {n: data for n, data in good_entries.items() if n.startswith("table-")}, marker)
     folder.chmod(0o775)
     result = run_resolver("explain", "--devices", "2", "--strategy", "ddp", env={"RESOLVER_CACHE_DIR": str(folder)})
     assert not marker.exists(), "a planted cache entry ran"

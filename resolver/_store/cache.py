@@ -337,30 +337,31 @@ def compile_code(source: str, filename: str) -> types.CodeType:
     """The generated evaluation's ``source`` (:mod:`resolver._engine.codegen`) compiled, through the cache
     folder: compiling costs far more than writing the source, and the same table always writes the
     same source. An entry is executed, so it is read only from a folder and file that only this
-    user can write (:func:`open_entry`); one compiled under another ``filename`` is not used."""
+    user can write (:func:`open_entry`). As a table's entry does, it holds what it was made from
+    (the source, the file name, the Python version) and is used only when that matches exactly, so
+    its name needs only a short checksum (``hashlib`` would cost the process about 4 ms)."""
     directory = private_folder(create=True)
     if directory is None:  # off, or a folder another user could write
         return compile(source, filename, "exec")
-    import hashlib  # here, not at the top: a process that resolves once never generates code
-    import importlib.util
-    import marshal
+    import marshal  # here, not at the top: a process that resolves once never generates code
     from types import CodeType
 
-    digest = hashlib.sha256(source.encode())
-    digest.update(importlib.util.MAGIC_NUMBER + sys.version.encode())
-    path = os.path.join(directory, f"code-{digest.hexdigest()[:40]}.marshal")
+    material = (f"format={CACHE_FORMAT}", f"python={sys.version}", filename, source)
+    path = os.path.join(directory, f"code-{_name(material)}.marshal")
     f = open_entry(path)
     if f is not None:
         try:
             with f:
-                code = marshal.load(f)
-            if isinstance(code, CodeType) and code.co_filename == filename:
+                stored, code = marshal.load(f)
+            if stored == material and isinstance(code, CodeType):
                 return code
         except (OSError, ValueError, EOFError, TypeError):
             pass  # truncated or foreign: compile again
     code = compile(source, filename, "exec")
     try:
-        write_entry(directory, path, lambda out: marshal.dump(code, out), "code-*.marshal", MAX_CODE_ENTRIES)
+        write_entry(
+            directory, path, lambda out: marshal.dump((material, code), out), "code-*.marshal", MAX_CODE_ENTRIES
+        )
     except OSError:
         pass  # a cache that cannot be written only costs time
     return code
