@@ -18,10 +18,12 @@ from cli_support import run_resolver
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX owners and modes")
 
-#: Resolves three times: the first loads the table entry, a later one the generated code's entry.
+#: Resolves until its code is generated: the first run loads the table entry, the last the
+#: generated code's entry.
 VICTIM = (
     "import resolver\n"
-    "for _ in range(3):\n"
+    "from resolver._engine.evaluator import GENERATE_AFTER\n"
+    "for _ in range(GENERATE_AFTER + 1):\n"
     "    config = resolver.resolve(devices=2, strategy='ddp', environment=resolver.Environment())\n"
     "print('resolved', config.launcher)\n"
 )

@@ -23,7 +23,7 @@ from resolver import Environment, Provenance, ResolutionError, golden
 from resolver._domain.flag_values import flag_values
 from resolver._domain.functions import InvalidInput
 from resolver._engine.codegen import Redo
-from resolver._engine.evaluator import Evaluation, Evaluator
+from resolver._engine.evaluator import GENERATE_AFTER, Evaluation, Evaluator
 from resolver._engine.reporter import Reporter
 from resolver._snapshot.environment import InputPlan
 from resolver.api import builtin_table, load_rules
@@ -39,9 +39,24 @@ def evaluator() -> Evaluator:
 
 
 def warm_up(evaluator: Evaluator) -> None:
-    for _ in range(2):
+    for _ in range(GENERATE_AFTER + 1):
         evaluator.run(inputs_for(evaluator, {}, Environment()), given)
     assert evaluator.generated is not None
+
+
+def test_the_code_is_generated_once_the_closures_have_run_generate_after_times() -> None:
+    """A process that resolves a few times never pays for generating the code; one that goes on does,
+    once, and runs the generated code from then on (runs with a reporter count: they use the closures)."""
+    evaluator = Evaluator(builtin_table())
+    for run in range(GENERATE_AFTER):
+        reporter = Reporter() if run % 2 else None
+        evaluator.run(inputs_for(evaluator, {}, Environment()), given, reporter)
+        assert evaluator.generated is None and evaluator.generated_source is None
+    evaluator.run(inputs_for(evaluator, {}, Environment()), given)
+    generated = evaluator.generated
+    assert generated is not None and evaluator.generated_source is not None
+    evaluator.run(inputs_for(evaluator, {}, Environment()), given)
+    assert evaluator.generated is generated  # generated once
 
 
 def inputs_for(evaluator: Evaluator, flags: dict[str, Any], environment: Environment) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """A new ``resolver explain`` process served by the compiled table cache loads only what it uses:
 not the rule-file reader, the compiler, networkx, cattrs, tomli_w, the help texts, the code
-generator (a process that resolves once never generates code), or standard modules that cost
+generator (a process that resolves a few times never generates code), or standard modules that cost
 milliseconds to import (hashlib, pathlib, socket, shutil). Its time is measured by
 ``tests/benchmarks/test_engine_speed.py::test_cold_explain_process`` and
 ``tests/benchmarks/cold_explain.py``."""
@@ -100,17 +100,21 @@ def test_help_still_lists_what_the_table_accepts(tmp_path):
     assert "examples:\n  resolver explain --devices 2 --strategy ddp" in result.stdout
 
 
-def test_the_first_resolve_in_a_process_loads_neither_the_compiler_nor_the_code_generator(tmp_path):
+@pytest.mark.parametrize("calls", [1, 10])
+def test_a_process_resolving_a_few_times_loads_neither_the_compiler_nor_the_code_generator(tmp_path, calls):
+    """Once (a launched rank) or a few times (a script): the code is generated only for a process
+    that goes on resolving (resolver._engine.evaluator.GENERATE_AFTER)."""
     env = dict(os.environ, RESOLVER_CACHE_DIR=str(tmp_path / "cache"))
     code = (
-        "import json, sys, resolver; resolver.resolve(devices=2, strategy='ddp', environment=resolver.Environment()); "
+        f"import json, sys, resolver\nfor _ in range({calls}):\n"
+        "    resolver.resolve(devices=2, strategy='ddp', environment=resolver.Environment())\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
     for _ in range(2):  # the first fills the cache
         result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
     loaded = (set(json.loads(result.stdout)) - _at_start()) & set(NOT_ON_THE_COLD_PATH)
-    assert not loaded, f"imported by a first resolve() served by the cache: {sorted(loaded)}"
+    assert not loaded, f"imported by {calls} resolve() served by the cache: {sorted(loaded)}"
 
 
 @attrs.frozen

@@ -4,9 +4,9 @@ The evaluator's closures (:mod:`resolver._engine.steps`) call one function per s
 module writes the same decisions out as straight-line code: each slot's candidate rules as one
 block of ``if`` tests over local variables (a row of rules comparing one slot with constants as one
 lookup of its value), the conflict checks grouped the same way, the common operators written inline
-(:mod:`resolver._engine.codewriter`) and the others calling the operator's test. The function is made on a
-table's second run; the resolver keeps its compiled code in the table cache's folder
-(:func:`resolver._store.cache.compile_code`, handed to :func:`generate`).
+(:mod:`resolver._engine.codewriter`) and the others calling the operator's test. The function is made once
+the closures have run a table :data:`~resolver._engine.evaluator.GENERATE_AFTER` times; the resolver keeps its
+compiled code in the table cache's folder (:func:`resolver._store.cache.compile_code`, handed to :func:`generate`).
 
 No rule text reaches the compiler. The source is made of this module's own tokens only: every slot
 name, constant, test, function and template is a numbered name (``k3``, ``c12``, ``t7``) bound in

@@ -11,10 +11,10 @@ per rule (:mod:`resolver._engine.steps`: how the rule gets its value, a constant
 registered function), trying the rules in order; slots no rule sets take their defaults in one
 step. What verifying a stage would check is proven at compile time where it can be (constants,
 defaults, a slot copied from a slot that was verified against the same or a narrower type and
-domain), so only values that may be wrong are checked. The first run of a table uses these
-closures; the second writes the table out as one generated function (:mod:`resolver._engine.codegen`)
-that every later run without a reporter uses, handing the run back to the closures (the
-reference) on anything unusual. Provenance is built only when asked for. No rule text is ever
+domain), so only values that may be wrong are checked. The first runs of a table use these
+closures; after :data:`GENERATE_AFTER` of them the table is written out as one generated function
+(:mod:`resolver._engine.codegen`) that every later run without a reporter uses, handing the run
+back to the closures (the reference) on anything unusual. Provenance is built only when asked for. No rule text is ever
 evaluated as code.
 """
 
@@ -50,7 +50,7 @@ from resolver._engine.values import Provenance, display
 if TYPE_CHECKING:
     from resolver._engine.codegen import CompileCode, Generated
 
-__all__ = ["Evaluation", "Evaluator", "display"]
+__all__ = ["GENERATE_AFTER", "Evaluation", "Evaluator", "display"]
 
 #: The origin of an input the caller gave (inputs are not in ``origins``).
 _GIVEN: Any = object()
@@ -100,6 +100,14 @@ class Evaluation:
         return tuple(self._evaluator.stage_value(plan.name, self.values) for plan in self._evaluator.table.stages)
 
 
+#: Runs of a table by its closures before its code is generated, on the next run. Generating costs a
+#: new process about as much as 70 runs by the closures (5-6 ms against 75-80 us a run on the 2-core
+#: machine, for the built-in table), and a generated run saves about 60 us of each (17-20 us a run):
+#: so no process pays more than about twice what generating at the best moment would have cost it,
+#: and one that resolves a few times pays nothing for it (``tests/benchmarks/README.md``).
+GENERATE_AFTER = 64
+
+
 class Evaluator:
     """Evaluates one compiled table; build once per table, call :meth:`run` per resolution."""
 
@@ -117,8 +125,9 @@ class Evaluator:
         self._decided = tuple(s for plan in table.stages for s in plan.slots if s not in self._input_slots)
         #: What verifying each decided slot guarantees (inputs are not verified: they guarantee nothing).
         self._guarantees = {name: check for name in self._decided if (check := check_of(table, name)) is not None}
-        # The first run uses the closures; the code is generated on the second (see ``run``), so a
-        # process that resolves once (the CLI) does not pay for generating it.
+        # The first runs use the closures; the code is generated once they have run GENERATE_AFTER
+        # times (see ``run``), so a process that resolves a few times (the CLI, a launched rank, a
+        # script) does not pay for generating it.
         self._stages = tuple(self._stage_program(plan, self._guarantees) for plan in table.stages)
         self._runs = 0
         self._generated: Generated | None = None
@@ -127,7 +136,7 @@ class Evaluator:
 
     @property
     def generated(self) -> Generated | None:
-        """The generated evaluation (:mod:`resolver._engine.codegen`), from the second run on: ``run(values,
+        """The generated evaluation (:mod:`resolver._engine.codegen`), after :data:`GENERATE_AFTER` runs: ``run(values,
         notes, origins)`` decides in place and raises on anything unusual (``run`` then uses the closures)."""
         return self._generated
 
@@ -226,9 +235,9 @@ class Evaluator:
         (:meth:`InputPlan.present <resolver._snapshot.environment.InputPlan.present>`: those the snapshot has;
         more is allowed); None: the generated code looks at every one its rules need.
         """
-        if self._generated is None and self._runs < 2:
+        if self._generated is None and self._runs <= GENERATE_AFTER:
             self._runs += 1
-            if self._runs == 2:  # a second run: from now on, the generated code
+            if self._runs > GENERATE_AFTER:  # from now on, the generated code
                 self._generated = self._generate()
         given: dict[str, None] = {}  # inputs the caller left out: their defaults
         if not self._other_input_set <= values.keys():

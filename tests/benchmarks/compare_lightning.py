@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_cases import CASES, LIGHTNING_DEFAULTS  # noqa: E402
+from engine_cases import CASES, LIGHTNING_DEFAULTS, warm_runs  # noqa: E402
 
 SNAPSHOTS = ("same", "new", "probe")
 
@@ -79,9 +79,12 @@ def main(snapshots: tuple[str, ...] = SNAPSHOTS, rounds: int = 15, number: int =
             else:
                 ours = lambda flags=flags: resolver.resolve(**flags)  # noqa: E731
             theirs = lambda arguments=arguments: connector(**arguments)  # noqa: E731
+            warm = warm_runs()
             if mode == "new":
-                pool[:] = [resolver.Environment(hostname=f"warm{i}") for i in range(3)]
-            ours(), ours(), theirs()  # warm: resolve() generates its code on the second run
+                pool[:] = [resolver.Environment(hostname=f"warm{i}") for i in range(warm)]
+            for _ in range(warm):  # warm: resolve() has generated its code
+                ours()
+            theirs()
             a, b = [], []
             # CPU time of this process: time spent waiting for a core on a busy machine is not counted.
             timer_ours = timeit.Timer(ours, timer=time.process_time)

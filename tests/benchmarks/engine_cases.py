@@ -15,6 +15,16 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
 }
 
+
+def warm_runs() -> int:
+    """How many resolutions warm a table up: the closures' runs, then the one that generates its
+    code (``resolver._engine.evaluator.GENERATE_AFTER``; a checkout from before it was named, as
+    ``--code`` may import, generated on the second run)."""
+    from resolver._engine import evaluator
+
+    return getattr(evaluator, "GENERATE_AFTER", 1) + 1
+
+
 LIGHTNING_DEFAULTS: dict[str, Any] = {
     "devices": "auto",
     "num_nodes": 1,

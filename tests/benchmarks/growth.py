@@ -43,7 +43,7 @@ SITE_FILES = 100
 def _child(folder: str, factors: list[int], what: str) -> dict[str, Any]:
     """One round in this process: every table's figures, the built-in table's first."""
     sys.path.insert(0, HERE)
-    from engine_cases import inert_rules
+    from engine_cases import inert_rules, warm_runs
 
     from resolver import Environment, load_rules, resolve
 
@@ -71,7 +71,7 @@ def _child(folder: str, factors: list[int], what: str) -> dict[str, Any]:
             loads.append(1000 * (time.process_time() - started))
         out["cache_ms"][factor] = statistics.median(loads)
         out["rules"][factor] = len(table.rules)
-        for _ in range(3):  # the code is generated on the second run: not part of the figure
+        for _ in range(warm_runs()):  # generating the code is not part of the figure
             resolve(devices=2, strategy="ddp", environment=Environment(hostname="warm"), rules=table)
         calls = CALLS.get(factor, 12)
         snapshots = [Environment(hostname=f"node{i}") for i in range(calls)]

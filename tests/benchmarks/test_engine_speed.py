@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from cold_explain import FLAGS, process_times
-from engine_cases import CASES, LIGHTNING_DEFAULTS, inert_rules
+from engine_cases import CASES, LIGHTNING_DEFAULTS, inert_rules, warm_runs
 
 from resolver import Environment, load_rules, resolve
 
@@ -31,7 +31,7 @@ LAPTOP = Environment()
 def test_warm_resolve(benchmark, case):
     benchmark.group = f"warm: {case}"
     flags, _ = CASES[case]
-    for _ in range(2):  # warm: table loaded, and its code generated (on the second run)
+    for _ in range(warm_runs()):  # warm: table loaded, and its code generated
         resolve(**flags, environment=LAPTOP)
     config = benchmark(lambda: resolve(**flags, environment=LAPTOP))
     assert config.world_size >= 1
@@ -43,7 +43,7 @@ def test_warm_resolve_new_snapshot(benchmark, case):
     the timed call: nothing a snapshot's inputs were read into is reused."""
     benchmark.group = f"warm: {case}"
     flags, _ = CASES[case]
-    for _ in range(2):
+    for _ in range(warm_runs()):
         resolve(**flags, environment=LAPTOP)
     counter = itertools.count()
 
@@ -61,7 +61,7 @@ def test_resolve_probing(benchmark, case):
     time; what cannot change within the process read once)."""
     benchmark.group = f"warm: {case}"
     flags, _ = CASES[case]
-    for _ in range(2):
+    for _ in range(warm_runs()):
         resolve(**flags)
     config = benchmark(lambda: resolve(**flags))
     assert config.world_size >= 1
@@ -94,7 +94,7 @@ def test_resolve_with_inert_rules(benchmark, tmp_path, factor):
     table = load_rules(paths)
     benchmark.group = "rules: warm resolve"
     benchmark.extra_info["rules"] = len(table.rules)
-    for _ in range(2):  # the code is generated on the second run: not part of the figure
+    for _ in range(warm_runs()):  # generating the code is not part of the figure
         resolve(devices=2, strategy="ddp", environment=LAPTOP, rules=table)
     config = benchmark(lambda: resolve(devices=2, strategy="ddp", environment=LAPTOP, rules=table))
     assert config.notes == ()
