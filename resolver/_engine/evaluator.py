@@ -101,11 +101,12 @@ class Evaluation:
 
 
 #: Runs of a table by its closures before its code is generated, on the next run. Generating costs a
-#: new process about as much as 70 runs by the closures (5-6 ms against 75-80 us a run on the 2-core
-#: machine, for the built-in table), and a generated run saves about 60 us of each (17-20 us a run):
-#: so no process pays more than about twice what generating at the best moment would have cost it,
-#: and one that resolves a few times pays nothing for it (``tests/benchmarks/README.md``).
-GENERATE_AFTER = 64
+#: new process about 5 ms (built-in table, 2-core machine) and then saves about 60 us a run (80 us by
+#: the closures, 19 generated), so it pays for itself after about 80 runs. A process that resolves
+#: more than once mostly does so a few times (a script, a notebook, a test) or hundreds of times (a
+#: sweep, a golden run): after 16 runs, the first never pay for generating and the second pay about
+#: 1 ms of closure runs more than generating at once (``tests/benchmarks/resolve_count.py``).
+GENERATE_AFTER = 16
 
 
 class Evaluator:
