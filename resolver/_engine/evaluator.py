@@ -14,8 +14,8 @@ defaults, a slot copied from a slot that was verified against the same or a narr
 domain), so only values that may be wrong are checked. The first runs of a table use these
 closures; after :data:`GENERATE_AFTER` of them the table is written out as one generated function
 (:mod:`resolver._engine.codegen`) that every later run without a reporter uses, handing the run
-back to the closures (the reference) on anything unusual. Provenance is built only when asked for. No rule text is ever
-evaluated as code.
+back to the closures (the reference) on anything unusual. Provenance is built only when asked
+for. No rule text is ever evaluated as code.
 """
 
 from __future__ import annotations

@@ -343,7 +343,7 @@ def compile_code(source: str, filename: str) -> types.CodeType:
     directory = private_folder(create=True)
     if directory is None:  # off, or a folder another user could write
         return compile(source, filename, "exec")
-    import marshal  # here, not at the top: a process that resolves once never generates code
+    import marshal  # here, not at the top: a process that resolves a few times never generates code
     from types import CodeType
 
     material = (f"format={CACHE_FORMAT}", f"python={sys.version}", filename, source)
