@@ -11,7 +11,7 @@ process's CPU time (user + system; on a busy machine, time spent waiting for a c
 The steps between the commands give the breakdown: the interpreter, ``import attrs`` (which
 ``resolver._engine.operators`` needs), the rest of ``import resolver.cli``, and the command's own work
 (parsing, loading the table, probing, resolving, printing); ``--phases`` also times that work
-inside one process, phase by phase.
+inside one process, phase by phase (with ``--code``, beside the other checkout's, rounds alternating).
 
 ``first resolve()`` is timed inside a fresh process: ``import resolver``, then the clock, then
 ``resolver.resolve(devices=2, strategy="ddp")`` (which probes the machine, imports the engine and
@@ -48,6 +48,9 @@ from resolver import api
 from resolver._snapshot.environment import Environment
 from resolver.cli.explain import explain_text
 marks = {"import resolver.cli (+ explain)": time.perf_counter()}
+from resolver.plugins import load_plugins
+load_plugins()  # the plugin list, from the cache folder
+marks["plugin list"] = time.perf_counter()
 parser = cli_parser._parser("explain")  # loads the table: the removed flags are options
 marks["parser, with the table loaded"] = time.perf_counter()
 args = parser.parse_args(list(FLAGS))
@@ -222,22 +225,29 @@ def main() -> None:
                 f"   cpu {statistics.median(cpus):7.1f} ({cpus[0]:.1f}-{cpus[-1]:.1f})"
             )
         if phases:
-            found: dict[str, list[float]] = {}
-            for _ in range(rounds):
-                out = subprocess.run(
-                    [sys.executable, "-c", f"FLAGS = {FLAGS!r}\n" + _PHASES],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                    timeout=120,
-                ).stdout
-                for line in out.splitlines():
-                    name, ms = line.split("\t")
-                    found.setdefault(name, []).append(float(ms))
+            sides = {"": (env, None)}
+            if parsed.code is not None:
+                sides["--code"] = (commands["--code: python -m resolver explain"][1], os.path.abspath(parsed.code))
+            found: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
+            for _ in range(rounds):  # the sides alternate
+                for side, (side_env, cwd) in sides.items():
+                    out = subprocess.run(
+                        [sys.executable, "-c", f"FLAGS = {FLAGS!r}\n" + _PHASES],
+                        env=side_env,
+                        cwd=cwd,
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                        timeout=120,
+                    ).stdout
+                    for line in out.splitlines():
+                        name, ms = line.split("\t")
+                        found[side].setdefault(name, []).append(float(ms))
             print("\nphases inside one `resolver explain` process (wall, medians in ms):")
-            for name, values in found.items():
-                print(f"  {name:<36}{statistics.median(values):8.2f}")
+            for name in found[""]:
+                other = found.get("--code", {}).get(name)
+                beside = f"   --code {statistics.median(other):8.2f}" if other else ""
+                print(f"  {name:<36}{statistics.median(found[''][name]):8.2f}{beside}")
         if parsed.lightning_rounds > 0:
             _lightning(env, parsed.lightning_rounds)
 
