@@ -316,10 +316,20 @@ def _folders() -> tuple[tuple[int, bool], ...]:
     for entry in sys.path:
         try:
             st = os.stat(entry or ".")
-            found.append((st.st_mtime_ns, _holds_distributions(entry, st)))
         except OSError:
             found.append((_MISSING, False))
+            continue
+        found.append((st.st_mtime_ns, _listed_holds(entry, st)))
     return tuple(found)
+
+
+def _listed_holds(entry: str, st: os.stat_result) -> bool:
+    """:func:`_holds_distributions`; a folder that cannot be listed holds none that
+    ``importlib.metadata`` could find (it skips such a folder too)."""
+    try:
+        return _holds_distributions(entry, st)
+    except OSError:
+        return False
 
 
 def _unchanged(folders: tuple[tuple[int, bool], ...]) -> bool:
@@ -334,12 +344,7 @@ def _unchanged(folders: tuple[tuple[int, bool], ...]) -> bool:
             if mtime != _MISSING:
                 return False
             continue
-        if st.st_mtime_ns == mtime:
-            continue
-        try:
-            if held or mtime == _MISSING or _holds_distributions(entry, st):
-                return False
-        except OSError:
+        if st.st_mtime_ns != mtime and (held or mtime == _MISSING or _listed_holds(entry, st)):
             return False
     return True
 
