@@ -117,17 +117,16 @@ def _lightning_installed() -> bool:
 def first_resolve(env: dict[str, str], script: str = "") -> tuple[float, float]:
     """Wall and CPU seconds of the first ``resolve()`` in a fresh process, after ``import resolver``
     (``script``: what else runs before the clock)."""
-    cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or None  # as in process_times
-    out = subprocess.run(
-        [sys.executable, "-c", _FIRST_RESOLVE.replace("import resolver\n", f"import resolver\n{script}")],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout.split()
+    out = _python(_FIRST_RESOLVE.replace("import resolver\n", f"import resolver\n{script}"), env).split()
     return float(out[0]), float(out[1])
+
+
+def _python(code: str, env: dict[str, str]) -> str:
+    """What ``python -c code`` prints, run as :func:`process_times` runs a command."""
+    cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or None
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, check=True, timeout=120
+    ).stdout
 
 
 def _commands(env: dict[str, str], code: str | None) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -225,22 +224,13 @@ def main() -> None:
                 f"   cpu {statistics.median(cpus):7.1f} ({cpus[0]:.1f}-{cpus[-1]:.1f})"
             )
         if phases:
-            sides = {"": (env, None)}
+            sides = {"": env}
             if parsed.code is not None:
-                sides["--code"] = (commands["--code: python -m resolver explain"][1], os.path.abspath(parsed.code))
+                sides["--code"] = commands["--code: python -m resolver explain"][1]
             found: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
             for _ in range(rounds):  # the sides alternate
-                for side, (side_env, cwd) in sides.items():
-                    out = subprocess.run(
-                        [sys.executable, "-c", f"FLAGS = {FLAGS!r}\n" + _PHASES],
-                        env=side_env,
-                        cwd=cwd,
-                        capture_output=True,
-                        text=True,
-                        check=True,
-                        timeout=120,
-                    ).stdout
-                    for line in out.splitlines():
+                for side, side_env in sides.items():
+                    for line in _python(f"FLAGS = {FLAGS!r}\n" + _PHASES, side_env).splitlines():
                         name, ms = line.split("\t")
                         found[side].setdefault(name, []).append(float(ms))
             print("\nphases inside one `resolver explain` process (wall, medians in ms):")
