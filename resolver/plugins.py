@@ -40,7 +40,6 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from stat import S_ISDIR
 from typing import Any
 
 from resolver._engine.errors import ResolutionError, RuleTableError
@@ -300,36 +299,32 @@ def _discover() -> tuple[tuple[str, str, str, str], ...]:
     return found
 
 
-#: A ``sys.path`` entry that is not there (its time, in :func:`_folders`).
+#: The time of a ``sys.path`` entry that is not there (:func:`_mtime`).
 _MISSING = -1
 
 
-def _holds_distributions(entry: str, st: os.stat_result) -> bool:
-    """Whether a ``sys.path`` entry holds distributions: a folder holding metadata, or a zip file."""
-    return not S_ISDIR(st.st_mode) or any(name.endswith(_METADATA) for name in os.listdir(entry or "."))
+def _mtime(entry: str) -> int:
+    try:
+        return os.stat(entry or ".").st_mtime_ns
+    except OSError:
+        return _MISSING
+
+
+def _holds_distributions(entry: str) -> bool:
+    """Whether a ``sys.path`` entry holds distributions: a folder holding metadata, or a zip file.
+    A folder that cannot be listed holds none ``importlib.metadata`` could find (it skips it too)."""
+    try:
+        return any(name.endswith(_METADATA) for name in os.listdir(entry or "."))
+    except NotADirectoryError:
+        return True
+    except OSError:
+        return False
 
 
 def _folders() -> tuple[tuple[int, bool], ...]:
-    """Each ``sys.path`` entry's modification time (:data:`_MISSING`: not there) and whether it holds
-    distributions (:func:`_holds_distributions`)."""
-    found = []
-    for entry in sys.path:
-        try:
-            st = os.stat(entry or ".")
-        except OSError:
-            found.append((_MISSING, False))
-            continue
-        found.append((st.st_mtime_ns, _listed_holds(entry, st)))
-    return tuple(found)
-
-
-def _listed_holds(entry: str, st: os.stat_result) -> bool:
-    """:func:`_holds_distributions`; a folder that cannot be listed holds none that
-    ``importlib.metadata`` could find (it skips such a folder too)."""
-    try:
-        return _holds_distributions(entry, st)
-    except OSError:
-        return False
+    """Each ``sys.path`` entry's modification time and whether it holds distributions."""
+    times = [_mtime(entry) for entry in sys.path]
+    return tuple((t, t != _MISSING and _holds_distributions(e)) for e, t in zip(sys.path, times, strict=True))
 
 
 def _unchanged(folders: tuple[tuple[int, bool], ...]) -> bool:
@@ -337,14 +332,9 @@ def _unchanged(folders: tuple[tuple[int, bool], ...]) -> bool:
     every entry that held distributions has the same time, every other one still holds none."""
     if len(folders) != len(sys.path):
         return False
-    for entry, (mtime, held) in zip(sys.path, folders, strict=True):
-        try:
-            st = os.stat(entry or ".")
-        except OSError:
-            if mtime != _MISSING:
-                return False
-            continue
-        if st.st_mtime_ns != mtime and (held or mtime == _MISSING or _listed_holds(entry, st)):
+    for entry, (then, held) in zip(sys.path, folders, strict=True):
+        now = _mtime(entry)
+        if now != then and (held or _MISSING in (now, then) or _holds_distributions(entry)):
             return False
     return True
 

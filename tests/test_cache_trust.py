@@ -60,11 +60,6 @@ def good_entries(tmp_path_factory) -> dict[str, bytes]:
     return entries
 
 
-@pytest.fixture(scope="module")
-def entry_names(good_entries) -> list[str]:
-    return list(good_entries)
-
-
 #: The generated code runs with a few builtins only (no ``open``, no ``__import__``): no sandbox, as
 #: this payload, which reaches ``os`` through a class every process has, shows.
 _ESCAPE = (
@@ -118,7 +113,7 @@ def test_a_private_folder_s_entries_are_loaded(tmp_path, good_entries, kind):
     ],
     ids=["other-owner", "group-writable", "others-writable", "shared-scratch"],
 )
-def test_a_folder_another_user_could_write_is_not_used(tmp_path, good_entries, entry_names, owner, mode, said, fix):
+def test_a_folder_another_user_could_write_is_not_used(tmp_path, good_entries, owner, mode, said, fix):
     if owner is not None:
         _needs_root()
     folder, marker = tmp_path / "cache", tmp_path / "marker"
@@ -136,7 +131,7 @@ def test_a_folder_another_user_could_write_is_not_used(tmp_path, good_entries, e
     assert fix in warnings[0]
     assert warnings[0].endswith(("a folder only you can write", "turns the cache off)")), "one whole line"
     assert folder.stat().st_mode & 0o7777 == mode, "the user's folder was changed behind their back"
-    assert sorted(p.name for p in folder.iterdir()) == entry_names  # nothing written there either
+    assert sorted(p.name for p in folder.iterdir()) == list(good_entries)  # nothing written there either
 
 
 @pytest.mark.parametrize(
@@ -144,15 +139,13 @@ def test_a_folder_another_user_could_write_is_not_used(tmp_path, good_entries, e
     [(NOBODY, 0o600, f"it belongs to uid {NOBODY}, not to you"), (None, 0o620, "writable by its group (mode 0620)")],
     ids=["other-owner", "group-writable"],
 )
-def test_an_entry_another_user_could_write_is_not_used_and_is_replaced(
-    tmp_path, good_entries, entry_names, owner, mode, said
-):
+def test_an_entry_another_user_could_write_is_not_used_and_is_replaced(tmp_path, good_entries, owner, mode, said):
     if owner is not None:
         _needs_root()
     folder, marker = tmp_path / "cache", tmp_path / "marker"
     _plant(folder, good_entries, marker)
     folder.chmod(0o700)
-    for name in entry_names:
+    for name in good_entries:
         (folder / name).chmod(mode)
         if owner is not None:
             os.chown(folder / name, owner, -1)
@@ -162,18 +155,18 @@ def test_an_entry_another_user_could_write_is_not_used_and_is_replaced(
     warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
     assert len(warnings) == 1, result.stderr
     assert f"entry {folder}/" in warnings[0] and said in warnings[0]
-    for name in entry_names:  # compiled afresh and written over the foreign entry, as the user's own
+    for name in good_entries:  # compiled afresh and written over the foreign entry, as the user's own
         st = (folder / name).stat()
         assert (st.st_uid, st.st_mode & 0o777) == (os.getuid(), 0o600)
     assert WARNING not in _run(folder).stderr  # the next process trusts its own entries
 
 
-def test_an_entry_that_is_a_link_is_not_followed(tmp_path, good_entries, entry_names):
+def test_an_entry_that_is_a_link_is_not_followed(tmp_path, good_entries):
     elsewhere, marker = tmp_path / "elsewhere", tmp_path / "marker"
     _plant(elsewhere, good_entries, marker)
     folder = tmp_path / "cache"
     folder.mkdir(mode=0o700)
-    for name in entry_names:
+    for name in good_entries:
         (folder / name).symlink_to(elsewhere / name)
     result = _run(folder)
     assert not marker.exists(), "a linked cache entry ran"
@@ -192,12 +185,12 @@ def test_resolver_explain_ignores_a_group_writable_cache(tmp_path, good_entries)
     assert result.stderr.count(WARNING) == 1, result.stderr
 
 
-def test_the_folder_is_made_private_and_entries_too_whatever_the_umask(tmp_path, entry_names):
+def test_the_folder_is_made_private_and_entries_too_whatever_the_umask(tmp_path, good_entries):
     folder = tmp_path / "parent" / "cache"
     result = _run(folder, "import os; os.umask(0)\n" + VICTIM)
     assert result.returncode == 0, result.stderr
     assert folder.stat().st_mode & 0o777 == 0o700
     entries = sorted(folder.iterdir())
-    assert [p.name for p in entries] == entry_names  # no temporary file left
+    assert [p.name for p in entries] == list(good_entries)  # no temporary file left
     assert {p.stat().st_mode & 0o777 for p in entries} == {0o600}
     shutil.rmtree(tmp_path / "parent")
