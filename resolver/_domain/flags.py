@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(eq=False, kw_only=True)
 class Flag:
     """One argument of ``resolve()``.
 

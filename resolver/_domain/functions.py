@@ -323,7 +323,7 @@ def _first_of(entry: str, hostlist: str) -> str:
             raise _hostlist_error(hostlist, f"has [{match.group(1)}], which is not a list of numbers and ranges")
         return number
 
-    return _BRACKET.sub(first, entry)
+    return re.sub(r"\[([^\]]*)\]", first, entry)  # compiled on first use: few processes read a host list
 
 
 def _hostlist_error(hostlist: str, problem: str) -> InvalidInput:
@@ -331,9 +331,6 @@ def _hostlist_error(hostlist: str, problem: str) -> InvalidInput:
         f"the host list {excerpt(hostlist)} {problem}",
         "export MASTER_ADDR (the first node's address), or pass master_addr",
     )
-
-
-_BRACKET = re.compile(r"\[([^\]]*)\]")
 
 
 @register_function("rankfile_first_host")

@@ -28,11 +28,12 @@ __all__ = [
     "Template",
 ]
 
-PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.:-]+)\}")
+#: A ``{slot}`` or ``{domain:NAME}`` placeholder (a pattern: ``re`` compiles it on first use, not at import).
+PLACEHOLDER = r"\{([A-Za-z0-9_.:-]+)\}"
 _DOMAIN_PLACEHOLDER = "domain:"
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class DomainRef:
     """``{domain:NAME}`` in a message: the domain's members, listed."""
 
@@ -41,7 +42,7 @@ class DomainRef:
     __repr__ = fields_repr
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class Template:
     """A message with ``{slot}`` and ``{domain:NAME}`` placeholders, parsed once at compile time.
 
@@ -58,7 +59,7 @@ class Template:
     def parse(cls, text: str) -> Template:
         parts: list[str | Ref | DomainRef] = []
         position = 0
-        for match in PLACEHOLDER.finditer(text):
+        for match in re.finditer(PLACEHOLDER, text):
             if match.start() > position:
                 parts.append(text[position : match.start()])
             name = match.group(1)
@@ -81,7 +82,7 @@ class Template:
 
 
 @lean_state(priority=0, sets=(), why="", conflict=None, hint=None, note=None, between=())
-@attrs.frozen(slots=False)  # a dict class: the disk cache restores it without a Python call
+@attrs.frozen(eq=False, slots=False)  # a dict class: the disk cache restores it without a Python call
 class CompiledRule:
     id: str
     stage: str
@@ -112,7 +113,7 @@ class CompiledRule:
         return "conflict" if self.conflict is not None else ("set" if self.sets else "note")
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class StagePlan:
     """What one stage does, in order: decide these slots, then run these checks."""
 
@@ -124,7 +125,7 @@ class StagePlan:
     __repr__ = fields_repr
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class CompiledTable:
     """A rule table ready to evaluate. Build with :func:`resolver.load_rules`."""
 

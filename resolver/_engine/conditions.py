@@ -51,14 +51,14 @@ __all__ = [
 ]
 
 
-@attrs.frozen(slots=False)  # a dict class: the disk cache restores it without a Python call
+@attrs.frozen(eq=False, slots=False)  # a dict class: the disk cache restores it without a Python call
 class Const:
     value: Any
 
     __repr__ = fields_repr
 
 
-@attrs.frozen(slots=False)
+@attrs.frozen(eq=False, slots=False)
 class Call:
     fn: str
     args: tuple[Ref | Const, ...]
@@ -69,7 +69,7 @@ class Call:
 ValueExpr = Const | Ref | Call
 
 
-@attrs.frozen(slots=False)
+@attrs.frozen(eq=False, slots=False)
 class Condition:
     """One ``slot = spec`` entry of a rule's ``when``.
 

@@ -41,7 +41,7 @@ class InvalidOperand(Exception):
     """An operator's operand is not what it takes (raised when the table loads)."""
 
 
-@attrs.frozen(slots=False)  # a dict class: the disk cache restores it without a Python call
+@attrs.frozen(eq=False, slots=False)  # a dict class: the disk cache restores it without a Python call
 class Ref:
     slot: str
 

@@ -70,7 +70,7 @@ def type_of(value: Any) -> str:
     return type(value).__name__
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class Shape:
     """What a condition admits, for proving two rules exclusive (see ``disjoint``)."""
 

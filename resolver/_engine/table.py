@@ -37,7 +37,7 @@ __all__ = [
 FLAGS_SOURCE_NAME = "<flags: resolver/_domain/flags.py>"
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class RuleSource:
     """One rule file's text and the name used in messages."""
 
@@ -72,7 +72,7 @@ class RuleSource:
 
 
 @lean_state(domain=None, required=False, default=None, doc="", lowercase=False, file=None, line=None)
-@attrs.frozen(slots=False)  # a dict class: the disk cache restores it without a Python call
+@attrs.frozen(eq=False, slots=False)  # a dict class: the disk cache restores it without a Python call
 class Slot:
     """A named value the rules read or decide, owned by exactly one stage."""
 

@@ -38,7 +38,7 @@ _NVIDIA_PROC = "/proc/driver/nvidia/gpus"
 Reader = Callable[[Mapping[str, str]], Any]
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class Probe:
     """How one machine fact is read: ``read(environ)`` returns a value of ``default``'s type."""
 

@@ -170,7 +170,7 @@ def _render(template: str, values: Mapping[str, Any]) -> str:
         name = match.group(1)
         return display(values[name]) if values.get(name) is not None else match.group(0)
 
-    return PLACEHOLDER.sub(substitute, template)
+    return re.sub(PLACEHOLDER, substitute, template)
 
 
 def _add_error(graph: _Graph, error: ResolutionError, decisions: Mapping[str, Any]) -> None:
