@@ -130,7 +130,8 @@ def _run(
     # The variables and files the snapshot has (most have none): the generated code tries the rules
     # needing one only for those.
     present = plan.present(environment) if environment.variables._data or environment.files._data else ()
-    return evaluator.run(values, inputs, reporter, present), FrozenMapping.of_sorted(given)
+    # complete: the values started from the template, which holds every flag
+    return evaluator.run(values, inputs, reporter, present, complete=True), FrozenMapping.of_sorted(given)
 
 
 def resolve(

@@ -228,11 +228,14 @@ class Evaluator:
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
         reporter: Reporter | None = None,
         present: Collection[str] | None = None,
+        *,
+        complete: bool = False,
     ) -> Evaluation:
         """Decide every slot. ``values`` holds the inputs and is filled in place.
 
         ``values`` must hold the snapshot's inputs (:meth:`Environment.inputs`); a missing ``arg.*``
-        input takes its slot's default. ``present``: the variable and file inputs that may be set
+        input takes its slot's default (``complete``: none is missing, so none is looked for).
+        ``present``: the variable and file inputs that may be set
         (:meth:`InputPlan.present <resolver._snapshot.environment.InputPlan.present>`: those the snapshot has;
         more is allowed); None: the generated code looks at every one its rules need.
         """
@@ -241,7 +244,7 @@ class Evaluator:
             if self._runs > GENERATE_AFTER:  # from now on, the generated code
                 self._generated = self._generate()
         given: dict[str, None] = {}  # inputs the caller left out: their defaults
-        if not self._other_input_set <= values.keys():
+        if not complete and not self._other_input_set <= values.keys():
             for slot in self._other_inputs:
                 if slot not in values:
                     values[slot] = self.table.slots[slot].default

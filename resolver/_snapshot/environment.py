@@ -14,8 +14,9 @@ reads the real machine and keeps every variable and file the rule table reads.
 
 from __future__ import annotations
 
+import operator
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from resolver._domain.config import FrozenMapping, Provenance
@@ -301,7 +302,7 @@ class InputPlan:
         "slots",
         "_facts",
         "_fact_slots",
-        "_fact_names",
+        "_read_facts",
         "_files",
         "_variables",
         "_var_slots",
@@ -320,7 +321,11 @@ class InputPlan:
             elif slot_name.startswith(_FILE_PREFIX):
                 files[slot_name] = slot_name.removeprefix(_FILE_PREFIX)
         self._facts, self._files, self._variables = facts, files, dict(table.variables)
-        self._fact_slots, self._fact_names = tuple(facts), tuple(facts.values())
+        self._fact_slots, names = tuple(facts), tuple(facts.values())
+        #: The facts in ``_fact_slots``' order, read in one call (an itemgetter of one name gives no tuple).
+        self._read_facts: Callable[[Mapping[str, Any]], tuple[Any, ...]] = (
+            operator.itemgetter(*names) if len(names) > 1 else lambda data: tuple(data[name] for name in names)
+        )
         self._var_slots = tuple(self._variables)
         self._slot_of_variable = {name: slot for slot, name in self._variables.items()}
         #: Every slot a snapshot fills, in the order ``Environment.inputs`` has always given them
@@ -332,7 +337,7 @@ class InputPlan:
         values = dict(template)
         facts = environment.facts._data
         try:
-            values.update(zip(self._fact_slots, map(facts.__getitem__, self._fact_names), strict=True))
+            values.update(zip(self._fact_slots, self._read_facts(facts), strict=False))  # one length by construction
         except KeyError:
             missing = next(slot for slot, name in self._facts.items() if name not in facts)
             name = self._facts[missing]
