@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 FLAGS = ("explain", "--devices", "2", "--strategy", "ddp")
@@ -72,14 +72,21 @@ def process_times(command: list[str], env: dict[str, str]) -> tuple[float, float
     """Wall and CPU seconds of one process (run in ``$PYTHONPATH``'s first folder if set: ``python -c``
     and ``-m`` put the current folder first on ``sys.path``)."""
     cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or None
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(
-        command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=120
-    )
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # A blocking wait4 sees the exit at once and gives the child's own CPU time; a wait with a timeout
+    # (subprocess.run's) polls, sleeping up to 50 ms between looks, which the wall time would count.
+    deadline = threading.Timer(120, process.kill)
+    deadline.start()
+    try:
+        _, status, usage = os.wait4(process.pid, 0)
+    finally:
+        deadline.cancel()
     wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 _FIRST_RESOLVE = """
