@@ -127,7 +127,8 @@ class StagePlan:
 
 @attrs.frozen(eq=False)
 class CompiledTable:
-    """A rule table ready to evaluate. Build with :func:`resolver.load_rules`."""
+    """A rule table ready to evaluate. Build with :func:`resolver.load_rules`. Tables compare by
+    identity: loading the same files twice gives two tables that resolve alike but are not ``==``."""
 
     stages: tuple[StagePlan, ...]
     slots: Mapping[str, Slot]
