@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 
+# eq=False: one declaration per flag, compared by identity (as the engine's classes are)
 @attrs.frozen(eq=False, kw_only=True)
 class Flag:
     """One argument of ``resolve()``.

@@ -5,8 +5,7 @@ imports nothing of ``resolver`` outside this package (only attrs, cattrs and net
 standard library); the ``resolver-engine`` import contract in ``pyproject.toml`` keeps it so.
 
 Its classes are frozen attrs classes. Those a table is made of (rules, slots, conditions, values,
-the table itself), like the declarations outside it made once per process (``Flag``, ``Probe``),
-are ``eq=False``: each is one object, compared by identity, and an attrs ``__eq__`` and ``__hash__``
-would cost every process compiling them at import (about 0.1 ms a class). What a caller compares
-(``Provenance``, ``Side``, ``ResolvedConfig``) keeps value equality.
+the table itself) are ``eq=False``: each is one object, compared by identity, and an attrs
+``__eq__`` and ``__hash__`` would cost every process compiling them at import (about 0.1 ms a
+class). What a caller compares (``Provenance``, ``Side``) keeps value equality.
 """

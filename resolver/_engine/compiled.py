@@ -97,7 +97,7 @@ class CompiledRule:
     note: str | None
     between: tuple[str, ...]
     reads: tuple[str, ...]
-    templates: Mapping[str, Template] = attrs.field(factory=dict, eq=False, repr=False)
+    templates: Mapping[str, Template] = attrs.field(factory=dict, repr=False)
 
     __repr__ = fields_repr
 

@@ -80,7 +80,7 @@ class Condition:
     slot: str
     ops: tuple[tuple[str, Any], ...]
     #: The domains the operands name, for :attr:`shape` and the tests.
-    domains: Mapping[str, frozenset[str]] = attrs.field(factory=dict, eq=False, repr=False)
+    domains: Mapping[str, frozenset[str]] = attrs.field(factory=dict, repr=False)
 
     __repr__ = fields_repr
 

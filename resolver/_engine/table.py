@@ -85,8 +85,8 @@ class Slot:
     default: Any = None
     doc: str = ""
     lowercase: bool = False
-    file: str | None = attrs.field(default=None, eq=False)
-    line: int | None = attrs.field(default=None, eq=False)
+    file: str | None = None
+    line: int | None = None
 
     __repr__ = fields_repr
 

@@ -38,13 +38,14 @@ _NVIDIA_PROC = "/proc/driver/nvidia/gpus"
 Reader = Callable[[Mapping[str, str]], Any]
 
 
+# eq=False: one declaration per probe, compared by identity (as the engine's classes are)
 @attrs.frozen(eq=False)
 class Probe:
     """How one machine fact is read: ``read(environ)`` returns a value of ``default``'s type."""
 
     name: str
     default: bool | int | str
-    read: Reader = attrs.field(eq=False)
+    read: Reader
     doc: str = ""
     #: The fact cannot change within a process: read at the first probe and kept.
     per_process: bool = False
