@@ -11,7 +11,9 @@ process's CPU time (user + system; on a busy machine, time spent waiting for a c
 The steps between the commands give the breakdown: the interpreter, ``import attrs`` (which
 ``resolver._engine.operators`` needs), the rest of ``import resolver.cli``, and the command's own work
 (parsing, loading the table, probing, resolving, printing); ``--phases`` also times that work
-inside one process, phase by phase (with ``--code``, beside the other checkout's, rounds alternating).
+inside one process, phase by phase, and the first ``resolve()`` step by step (``import attrs``, the
+engine's modules, the cached table and its evaluator, the call, and the garbage collector's share;
+with ``--code``, beside the other checkout's, rounds alternating).
 
 ``first resolve()`` is timed inside a fresh process: ``import resolver``, then the clock, then
 ``resolver.resolve(devices=2, strategy="ddp")`` (which probes the machine, imports the engine and
@@ -97,6 +99,38 @@ resolver.resolve(devices=2, strategy="ddp")
 print(time.perf_counter() - wall, time.process_time() - cpu)
 """
 
+#: The first ``resolve()`` step by step, in a fresh process after ``import resolver`` (``--phases``):
+#: ``import attrs`` (``ResolvedConfig``'s library), the engine's modules (with their attrs classes),
+#: the cached table and its evaluator, then the call (the probe and the run). The garbage
+#: collector's time (``gc.callbacks``) is taken out of each step and shown on its own.
+_FIRST_PHASES = r"""
+import gc, time
+import resolver
+paused = [0.0, 0.0]
+def _collector(phase, info):
+    if phase == "start":
+        paused[1] = time.perf_counter()
+    else:
+        paused[0] += time.perf_counter() - paused[1]
+gc.callbacks.append(_collector)
+marks = []
+def mark(name):
+    marks.append((name, time.perf_counter(), paused[0]))
+mark("")
+import attrs
+mark("import attrs")
+import resolver.api
+mark("import resolver.api (the engine's modules)")
+resolver.api.builtin_table()
+mark("the cached table and its evaluator")
+resolver.resolve(devices=2, strategy="ddp")
+mark("resolve() itself (probe, run, config)")
+for (_, before, gc_before), (name, after, gc_after) in zip(marks, marks[1:]):
+    print(f"{name}\t{((after - before) - (gc_after - gc_before)) * 1000:.3f}")
+print(f"the garbage collector, in all of them\t{(marks[-1][2] - marks[0][2]) * 1000:.3f}")
+print(f"in all (the first resolve())\t{(marks[-1][1] - marks[0][1]) * 1000:.3f}")
+"""
+
 #: Before the clock in the second first-resolve figure: what is left is the engine's own share (the
 #: modules, the cached table, the probe, the run), ``import attrs`` (``ResolvedConfig`` is an attrs
 #: class; ``import resolver`` does not import it) being the difference.
@@ -162,6 +196,14 @@ def _commands(env: dict[str, str], code: str | None) -> dict[str, tuple[list[str
 def _explain_command() -> list[str]:
     script = shutil.which("resolver", path=os.path.dirname(sys.executable))
     return [script, *FLAGS] if script is not None else [sys.executable, "-m", "resolver", *FLAGS]
+
+
+def _print_phases(found: dict[str, dict[str, list[float]]], prefix: str) -> None:
+    """The medians of the phases named ``prefix...`` (beside the other checkout's, with ``--code``)."""
+    for name in (n for n in found[""] if n.startswith(prefix)):
+        other = found.get("--code", {}).get(name)
+        beside = f"   --code {statistics.median(other):8.2f}" if other else ""
+        print(f"  {name[len(prefix) :]:<44}{statistics.median(found[''][name]):8.2f}{beside}")
 
 
 def _median_ms(values: list[tuple[float, float]], index: int) -> float:
@@ -244,14 +286,16 @@ def main() -> None:
             found: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
             for _ in range(rounds):  # the sides alternate
                 for side, side_env in sides.items():
-                    for line in _python(f"FLAGS = {FLAGS!r}\n" + _PHASES, side_env).splitlines():
-                        name, ms = line.split("\t")
-                        found[side].setdefault(name, []).append(float(ms))
+                    for prefix, script in (("explain: ", f"FLAGS = {FLAGS!r}\n" + _PHASES), ("first: ", _FIRST_PHASES)):
+                        for line in _python(script, side_env).splitlines():
+                            name, ms = line.split("\t")
+                            found[side].setdefault(prefix + name, []).append(float(ms))
             print("\nphases inside one `resolver explain` process (wall, medians in ms):")
-            for name in found[""]:
-                other = found.get("--code", {}).get(name)
-                beside = f"   --code {statistics.median(other):8.2f}" if other else ""
-                print(f"  {name:<36}{statistics.median(found[''][name]):8.2f}{beside}")
+            _print_phases(found, "explain: ")
+            print(
+                "\nthe first resolve() after import resolver, step by step (wall less the collector's; medians in ms):"
+            )
+            _print_phases(found, "first: ")
         if parsed.lightning_rounds > 0:
             _lightning(env, parsed.lightning_rounds)
 
