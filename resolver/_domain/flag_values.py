@@ -8,6 +8,8 @@ loads no rule machinery.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from resolver._domain.flags import FLAGS
@@ -59,6 +61,7 @@ _FAST = tuple(
 )
 #: The order :func:`flag_inputs` takes a tuple of flag values in (and writes the given ones in).
 NAME_ORDER = tuple(name for name, *_ in _FAST)
+_DEFAULTS = tuple(default for _, _, default, _, _ in _FAST)
 
 
 def by_name(flags: tuple[Any, ...]) -> dict[str, Any]:
@@ -90,7 +93,10 @@ def flag_inputs(
     given: dict[str, Any] = {}
     pairs: Iterable[tuple[tuple[str, str, Any, bool, Any], Any]]
     if type(flags) is tuple:
-        pairs = zip(_FAST, flags, strict=True)
+        if len(flags) != len(_FAST):
+            raise ValueError(f"{len(flags)} flag values, where NAME_ORDER names {len(_FAST)}")
+        # only the flags not left at their default (the same object) reach the loop, picked out in C
+        pairs = compress(zip(_FAST, flags, strict=False), map(is_not, flags, _DEFAULTS))  # lengths checked above
     else:
         # a Mapping: callers pass a plain tuple or a mapping (the exact type test is the fast path,
         # and mypy does not narrow the union on it)

@@ -333,7 +333,8 @@ class InputPlan:
         self.slots: tuple[str, ...] = tuple(s for s in table.slots if s in facts or s in files) + self._var_slots
 
     def values(self, environment: Environment, template: Mapping[str, Any]) -> dict[str, Any]:
-        """``template`` copied, with the snapshot's inputs written in (slots not in it are added in order)."""
+        """``template`` copied, with the snapshot's inputs written in. ``template`` is empty (every input
+        is added, in order) or holds every slot of this plan, unset ones as None."""
         values = dict(template)
         facts = environment.facts._data
         try:
@@ -345,8 +346,10 @@ class InputPlan:
                 f"the rule table reads {missing!r}, a machine fact no probe provides",
                 hint=f"register a probe before resolving: resolver.register_probe({name!r}, default=...)",
             ) from None
-        if self._files:
-            text = environment.files._data.get
+        files = environment.files._data
+        # a template holds every file slot unset already: only a snapshot with files writes them
+        if self._files and (files or not template):
+            text = files.get
             values.update((slot, text(name)) for slot, name in self._files.items())
         if not template:  # keep the provenance's order: facts and files as the table has them
             values = {slot: values.get(slot) for slot in self.slots}
