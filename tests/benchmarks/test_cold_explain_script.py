@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from script_process import run_script
 
 SCRIPT = Path(__file__).with_name("cold_explain.py")
 
@@ -23,21 +20,9 @@ FIRST_RESOLVE_STEPS = (
 
 
 def test_phases_print_a_figure_for_each_step_of_the_first_resolve():
-    process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--rounds", "1", "--lightning-rounds", "0", "--phases"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"cold_explain.py ran past 180 s:\n{stdout}\n{stderr}")
-    assert process.returncode == 0, stdout + stderr
+    done = run_script(SCRIPT, "--rounds", "1", "--lightning-rounds", "0", "--phases", timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    stdout = done.stdout
     lines = stdout.splitlines()
     section = lines.index(next(line for line in lines if line.startswith("the first resolve() after import resolver")))
     figures = {}

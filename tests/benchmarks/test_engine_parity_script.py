@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from script_process import run_script
 
 pytest.importorskip("torch")
 
@@ -35,16 +33,9 @@ def _installed(module: str) -> bool:
 def test_each_engine_prints_its_ratios_or_why_it_is_skipped(engine: str) -> None:
     module, name, skip_name = ENGINES[engine]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPT.parents[2]), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen([sys.executable, str(SCRIPT), "--engines", engine, "--rounds", "1"],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True, env=env)  # fmt: skip
-    try:
-        stdout, stderr = process.communicate(timeout=400)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"engine_parity.py --engines {engine} ran past 400 s:\n{stdout}\n{stderr}")
-    assert process.returncode == 0, stdout + stderr
+    done = run_script(SCRIPT, "--engines", engine, "--rounds", "1", timeout=400, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    stdout = done.stdout
     lines = stdout.splitlines()
     if not _installed(module):
         assert any(line.startswith(skip_name) and "skipped:" in line for line in lines), stdout
@@ -61,8 +52,7 @@ def test_the_xla_step_breakdown_prints_every_side_and_what_torch_xla_counted() -
     script = SCRIPT.with_name("xla_step_breakdown.py")
     env = {**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU")}
     env["PYTHONPATH"] = os.pathsep.join([str(SCRIPT.parents[2]), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, str(script), "--rounds", "1"], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=400, env=env)  # fmt: skip
+    done = run_script(script, "--rounds", "1", timeout=400, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line.strip() for line in done.stdout.splitlines()]
     for side in ("raw, loss kept", "raw, loss let go", "precision alone", "runtime", "control"):
