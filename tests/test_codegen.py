@@ -103,6 +103,13 @@ def compare(evaluator: Evaluator, flags: dict[str, Any], environment: Environmen
     ref_values = reference[1][0]
     assert {slot: (type(value), value) for slot, value in values.items()} == ref_values
     assert tuple(notes) == reference[1][2]
+    # The same with what resolve() hands it: the sparse inputs the snapshot has (none at all: empty,
+    # and the generated code takes every variable and file unset without reading them).
+    has_sparse = len(environment.variables) or len(environment.files)
+    present = InputPlan(evaluator.table).present(environment) if has_sparse else ()
+    told, told_notes = dict(base), []
+    evaluator.generated(told, told_notes, present)  # type: ignore[misc]
+    assert told == values and told_notes == notes
 
 
 @pytest.mark.parametrize("path", GOLDEN, ids=[p.stem for p in GOLDEN])

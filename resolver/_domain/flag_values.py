@@ -106,7 +106,7 @@ def flag_inputs(
             continue
         kind = type(value)
         if kind is str and name not in _REPEATABLE:  # text is never too long: no need to look
-            value = values[slot] = _normalize_flag(value, lowercase)
+            value = values[slot] = value.strip().lower() if lowercase else value.strip()  # as _normalize_flag
         elif kind is int and value.bit_length() <= _PLAIN_INT_BITS:
             value = values[slot] = value
         else:

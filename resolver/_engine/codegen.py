@@ -99,12 +99,18 @@ def generate(
         w.lines[mark:mark] = lines
     # Every input is in the values (the evaluator fills the missing ones): one C call reads them all.
     inputs = [(slot, local) for slot, local in w.used.items() if slot not in decided]
+    unset = [local for slot, local in inputs if slot in sparse]
     prologue = []
-    if len(inputs) == 1:
-        prologue.append(f"    {inputs[0][1]} = v[{w.key(inputs[0][0])}]")
-    elif inputs:
-        getter = w.name("r", itemgetter(*(slot for slot, _ in inputs)))
-        prologue.append(f"    {', '.join(local for _, local in inputs)} = {getter}(v)")
+    if unset:
+        # A run whose snapshot has none of the sparse inputs (most: no variable the rules read, no
+        # file) knows them all unset without reading them.
+        prologue.append("    if present is not None and not present:")
+        prologue.extend(_read_inputs(w, "        ", [(s, local) for s, local in inputs if s not in sparse]))
+        prologue.append(f"        {' = '.join(unset)} = None")
+        prologue.append("    else:")
+        prologue.extend(_read_inputs(w, "        ", inputs))
+    else:
+        prologue.extend(_read_inputs(w, "    ", inputs))
     if gates.used:  # which gated rules this run tries: the sparse inputs it has (most runs: none)
         used = frozenset(gates.used)
         look, names = w.name("G", functools.partial(gates_present, used)), w.name("d", used)
@@ -131,6 +137,16 @@ def generate(
 
 
 _FILENAME = "<resolver generated>"
+
+
+def _read_inputs(w: Writer, indent: str, inputs: list[tuple[str, str]]) -> list[str]:
+    """The lines reading ``inputs`` (slot, local) from the values: one C call for several."""
+    if len(inputs) == 1:
+        return [f"{indent}{inputs[0][1]} = v[{w.key(inputs[0][0])}]"]
+    if inputs:
+        getter = w.name("r", itemgetter(*(slot for slot, _ in inputs)))
+        return [f"{indent}{', '.join(local for _, local in inputs)} = {getter}(v)"]
+    return []
 
 
 def _compile(source: str, filename: str) -> CodeType:
