@@ -39,8 +39,9 @@ from resolver._engine.steps import CALL, CONST, REF, Choice, verify_value
 __all__ = ["CompileCode", "Generated", "generate"]
 
 #: ``run(values, notes, present=None)``: decides every slot in place; raises on anything unusual.
-#: ``present``: the sparse inputs (variables, files) that may be set; None: it looks. Which rule
-#: decided each slot is not recorded: provenance, when asked for, replays the closures.
+#: ``present``: the sparse inputs (variables, files) that may be set (empty: none is, and none is
+#: read); None: it looks. Which rule decided each slot is not recorded: provenance, when asked for,
+#: replays the closures.
 Generated = Callable[..., None]
 
 #: ``compile_code(source, filename)``: the generated source as a code object (compiled, or read

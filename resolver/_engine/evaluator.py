@@ -237,7 +237,8 @@ class Evaluator:
         input takes its slot's default (``complete``: none is missing, so none is looked for).
         ``present``: the variable and file inputs that may be set
         (:meth:`InputPlan.present <resolver._snapshot.environment.InputPlan.present>`: those the snapshot has;
-        more is allowed); None: the generated code looks at every one its rules need.
+        more is allowed; empty: none is set, and the generated code takes them all as unset without
+        reading them); None: the generated code looks at every one its rules need.
         """
         if self._generated is None and self._runs <= GENERATE_AFTER:
             self._runs += 1
