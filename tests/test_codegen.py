@@ -105,8 +105,7 @@ def compare(evaluator: Evaluator, flags: dict[str, Any], environment: Environmen
     assert tuple(notes) == reference[1][2]
     # The same with what resolve() hands it: the sparse inputs the snapshot has (none at all: empty,
     # and the generated code takes every variable and file unset without reading them).
-    has_sparse = len(environment.variables) or len(environment.files)
-    present = InputPlan(evaluator.table).present(environment) if has_sparse else ()
+    present = InputPlan(evaluator.table).present(environment)
     told, told_notes = dict(base), []
     evaluator.generated(told, told_notes, present)  # type: ignore[misc]
     assert told == values and told_notes == notes
