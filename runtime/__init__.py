@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from runtime.errors import DataLoaderWarning as DataLoaderWarning
     from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
     from runtime.errors import MissingDependencyError as MissingDependencyError
+    from runtime.errors import PeerLostError as PeerLostError
     from runtime.errors import PortInUseError as PortInUseError
     from runtime.errors import PreemptedError as PreemptedError
     from runtime.errors import RankFailedError as RankFailedError
@@ -90,6 +91,7 @@ _MODULES = {
     "LaunchTimeoutError": "runtime.errors",
     "Launcher": "runtime.launchers.base",
     "MissingDependencyError": "runtime.errors",
+    "PeerLostError": "runtime.errors",
     "PortInUseError": "runtime.errors",
     "PreemptedError": "runtime.errors",
     "Precision": "runtime.precision.base",

@@ -19,12 +19,18 @@ import ipaddress
 import os
 import socket
 import struct
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import NamedTuple
 
 from runtime.errors import RuntimeConfigError
 
-__all__ = ["GLOO_INTERFACE_VARIABLE", "SocketInterface", "apply_gloo_interface", "choose_gloo_interface"]
+__all__ = [
+    "GLOO_INTERFACE_VARIABLE",
+    "SocketInterface",
+    "apply_gloo_interface",
+    "choose_gloo_interface",
+    "host_addresses",
+]
 
 GLOO_INTERFACE_VARIABLE = "GLOO_SOCKET_IFNAME"
 #: ioctl request: the IPv4 address of an interface (Linux).
@@ -67,16 +73,27 @@ def _local_address_towards(target: str) -> str:
         return str(probe.getsockname()[0])
 
 
-def _interface_holding(address: str) -> str | None:
+def _interface_addresses() -> Iterator[tuple[str, str]]:
+    """``(interface, IPv4 address)`` for each interface of this host that has one."""
     for _, name in socket.if_nameindex():
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             try:
                 packed = fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
             except OSError:  # no IPv4 address on this interface
                 continue
-        if socket.inet_ntoa(packed[20:24]) == address:
-            return name
-    return None
+        yield name, socket.inet_ntoa(packed[20:24])
+
+
+def _interface_holding(address: str) -> str | None:
+    return next((name for name, held in _interface_addresses() if held == address), None)
+
+
+def host_addresses() -> tuple[str, ...]:
+    """This host's IPv4 addresses (every interface's, loopback included): those a peer may name it by."""
+    try:
+        return tuple(address for _, address in _interface_addresses())
+    except OSError:  # no interface list here (not Linux)
+        return ()
 
 
 def choose_gloo_interface(main_address: str | None, environ: Mapping[str, str]) -> SocketInterface | None:

@@ -42,7 +42,7 @@ def _report(problem: Exception, output: RankOutput | None) -> str:
     head, *rest = str(problem).splitlines()
     if output is None or not output.prefix or not isinstance(problem, RankFailedError):
         return "\n".join([head, *rest])
-    return "\n".join([head, *(f"[rank {problem.rank}]: {line}" if line else line for line in rest)])
+    return "\n".join([head, *(f"[rank {problem.traceback_rank}]: {line}" if line else line for line in rest)])
 
 
 def run_script(

@@ -24,8 +24,9 @@ from typing import IO, Any
 
 import attrs
 
+from runtime._protocol.peers import LostPeer, lost_peer
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
-from runtime.errors import LaunchTimeoutError, RendezvousTimeoutError, RendezvousWaitError, failure_time
+from runtime.errors import LaunchTimeoutError, RendezvousTimeoutError, RendezvousWaitError, SilentRank, failure_time
 
 __all__ = [
     "ErrorReport",
@@ -38,6 +39,7 @@ __all__ = [
     "describe_exception",
     "is_communication_error",
     "mark_as_echo",
+    "peer_named_by",
     "split_waiting",
     "timeout_error",
     "where_waiting",
@@ -143,6 +145,13 @@ class ErrorReport:
     communication: bool = False
     #: Set when the rank timed out waiting in the rendezvous for peers (its rendezvous timeout).
     rendezvous_timeout: float | None = None
+    #: The peer a communication error names (gloo's "connection closed by peer [ADDRESS]").
+    lost_peer: LostPeer | None = None
+
+
+def peer_named_by(exc: BaseException) -> LostPeer | None:
+    """The peer a communication error says went away (gloo names it by address), with its ranks where known."""
+    return lost_peer(str(exc)) if is_communication_error(exc) else None
 
 
 def rendezvous_wait_timeout(exc: BaseException) -> float | None:
@@ -191,13 +200,31 @@ def split_waiting(
 
 
 def timeout_error(
-    ranks: tuple[int, ...], limit: float, stacks: dict[int, str], echoes: dict[int, str], *, rendezvous: bool
+    ranks: tuple[int, ...],
+    limit: float,
+    stacks: dict[int, str],
+    echoes: dict[int, str],
+    *,
+    rendezvous: bool,
+    silent: dict[int, SilentRank] | None = None,
 ) -> LaunchTimeoutError:
     """The error for ``ranks`` that ran past ``limit`` seconds (the rendezvous timeout if ``rendezvous``),
-    naming those that hung, with their stacks, and the peers that waited for them (:func:`split_waiting`)."""
+    naming those that hung, with their stacks, and the peers that waited for them (:func:`split_waiting`).
+
+    ``silent`` are the ranks asked for their stack that did not answer. When some of ``ranks`` answered
+    and others did not, the silent ones are named by elimination: a rank that answers is running,
+    one that cannot (stopped, blocked in the kernel) is the one its peers wait for.
+    """
     hung, waiting = split_waiting(ranks, stacks, echoes)
+    silent = {rank: process for rank, process in (silent or {}).items() if rank in ranks}
+    frozen = tuple(rank for rank in hung if rank in silent)
+    running = tuple(rank for rank in hung if rank in stacks and rank not in silent)
+    shown = hung
+    if frozen and running:
+        hung, shown = frozen, hung
     kind = RendezvousTimeoutError if rendezvous else LaunchTimeoutError
-    return kind(hung, limit, {rank: stacks[rank] for rank in hung if rank in stacks}, waiting=waiting)
+    return kind(hung, limit, {rank: stacks[rank] for rank in shown if rank in stacks}, waiting=waiting,
+                silent={rank: silent[rank] for rank in hung if rank in silent})  # fmt: skip
 
 
 class RankFiles:
@@ -262,6 +289,7 @@ class RankFiles:
             "traceback": text,
             "communication": is_communication_error(exc),
             "rendezvous_timeout": rendezvous_wait_timeout(exc),
+            "lost_peer": None if (lost := peer_named_by(exc)) is None else lost.to_json(),
         }
         self._write_atomically(self._path(rank, "error.json"), json.dumps(data).encode())
 
@@ -298,6 +326,7 @@ class RankFiles:
             traceback=data["traceback"],
             communication=bool(data.get("communication", False)),
             rendezvous_timeout=data.get("rendezvous_timeout"),
+            lost_peer=LostPeer.from_json(data.get("lost_peer")),
         )
 
     def has_joined(self, rank: int) -> bool:

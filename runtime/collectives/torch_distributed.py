@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from runtime._gloo_interface import SocketInterface, apply_gloo_interface
+from runtime._gloo_interface import SocketInterface, apply_gloo_interface, host_addresses
+from runtime._protocol.peers import announcement, remember_hosts
 from runtime._protocol.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 from runtime._protocol.rank_files import mark_as_echo
 from runtime.collectives.base import Collective, CollectiveGroup
@@ -29,6 +30,7 @@ from runtime.collectives.torch_rendezvous import (
 __all__ = ["TorchCollective", "import_group_default_modules"]
 
 _log = logging.getLogger(__name__)
+_HOSTS = "runtime-rendezvous/host-"
 
 T = TypeVar("T")
 
@@ -126,7 +128,10 @@ class TorchCollective(Collective):
             # gloo's addresses) under their own prefix, as torch's env:// rendezvous does, or a restarted
             # rank reads the dead attempt's.
             store = dist.PrefixStore(f"/worker/attempt_{attempt}", store)
+        # Where each rank runs, announced before arriving: a peer that vanishes is named by its host.
+        store.set(f"{_HOSTS}{rank}", announcement(host_addresses()))
         wait_for_every_rank(store, rank, world_size, rendezvous_timeout, tcp_url(master_addr, master_port))
+        remember_hosts(dict(enumerate(store.multi_get([f"{_HOSTS}{peer}" for peer in range(world_size)]))))
         dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, **kwargs)
         self._adopt(owns=True)
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +148,46 @@ def test_a_main_address_no_interface_reaches_fails_at_once_naming_host_and_addre
     # The script does not catch it: the launch's own error ends it, not gloo's after a wait.
     assert "runtime.errors.RankFailedError: rank 1 failed: runtime.errors.RuntimeConfigError: no network" in text, text
     assert "connectFullMesh" not in text and "Timed out" not in text, text
+
+
+TRAIN_UNTIL_KILLED = """
+import os, pathlib, sys, time
+import runtime, torch
+
+def work(strategy):
+    out = pathlib.Path(sys.argv[1])
+    for step in range(1_000_000):
+        strategy.collective.all_reduce(torch.ones(1))
+        if step == 20:
+            (out / f"step-{strategy.global_rank}").write_text(str(os.getpid()))
+        time.sleep(0.01)
+
+runtime.launch(work, accelerator="cpu", devices=2, num_nodes=2, timeout=120)
+"""
+
+
+def test_when_every_process_of_node_1_is_killed_node_0_names_its_ranks_and_host(hosts, tmp_path):
+    script = tmp_path / "train_until_killed.py"
+    script.write_text(TRAIN_UNTIL_KILLED)
+    out = tmp_path / "out"
+    out.mkdir()
+    port = find_free_port()
+    command = [sys.executable, str(script), str(out)]
+    processes = [host.start(command, _node_env(hosts, node, port)) for node, host in enumerate(hosts.hosts)]
+    try:
+        deadline = time.monotonic() + 200
+        while len(list(out.glob("step-*"))) < 4 and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in processes), "a node ended before every rank trained"
+            time.sleep(0.1)
+        # kill -9 of every process of node 1: its launcher (rank 2) and rank 3; nothing can tell node 0.
+        listed = subprocess.run(["ip", "netns", "pids", hosts.hosts[1].namespace], capture_output=True, text=True)
+        for pid in listed.stdout.split():
+            os.kill(int(pid), signal.SIGKILL)
+    finally:
+        results = finish(processes, timeout=120)
+    code, _, err = results[0]
+    assert code == 1, err
+    node_1 = hosts.hosts[1]
+    assert f"PeerLostError: a rank on node 1 (host node-1 at {node_1.address}: ranks 2, 3) went away: rank " in err, err
+    assert "'s connection to it ended (" in err and f"[{node_1.address}]:" in err, err  # gloo's words, its address
+    assert "rank 0 failed" not in err and "rank 1 failed" not in err, err

@@ -53,6 +53,8 @@ def fault(strategy: runtime.Strategy, kind: str, out: str) -> str:
     """
     record_pid(Path(out), strategy)
     kind, _, faulty = kind.partition("@")
+    if kind == "train-sigstop":
+        return train_until_rank_1_stops(strategy, out)
     if faulty == "0":
         if strategy.global_rank == 0:
             wait_for_pids(Path(out), strategy.world_size)
@@ -76,5 +78,21 @@ def fault(strategy: runtime.Strategy, kind: str, out: str) -> str:
             return "rank 1 skipped the barrier"
         if kind == "hang":
             time.sleep(600)
+        if kind == "sigstop":
+            os.kill(os.getpid(), signal.SIGSTOP)  # frozen: it cannot even dump its stack
     strategy.collective.barrier()
+    return "done"
+
+
+def train_until_rank_1_stops(strategy: runtime.Strategy, out: str) -> str:
+    """DDP training steps; at the third, rank 1 freezes itself (``SIGSTOP``) while rank 0 goes on into
+    its backward pass, where it waits for rank 1's gradients in an all-reduce torch runs (not the runtime)."""
+    model = strategy.setup_module(torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    wait_for_pids(Path(out), strategy.world_size)
+    for step in range(1_000_000):
+        if step == 3 and strategy.global_rank == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        strategy.backward(model(torch.ones(4, 8)).square().mean())
+        strategy.optimizer_step(optimizer)
     return "done"

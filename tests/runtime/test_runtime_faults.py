@@ -207,6 +207,25 @@ def test_a_rank_that_hangs_in_its_work_is_reported_with_its_stack_not_as_the_pee
     run.assert_nothing_left()
 
 
+# Rank 1 freezes itself with SIGSTOP in a DDP training step; rank 0 waits for its gradients inside
+# torch's backward pass (its stack is not in a runtime collective). A stopped process cannot dump
+# its stack: the one rank that does not answer is named, with its pid and state, not "ranks 0, 1".
+@pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
+def test_a_rank_frozen_by_sigstop_is_named_as_the_one_that_did_not_answer_the_stack_request(
+    launcher: str, tmp_path: Path
+) -> None:
+    run = Run(launcher, "train-sigstop", tmp_path, timeout=45, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+
+    assert (run.outcome["error"], run.outcome["ranks"]) == ("LaunchTimeoutError", [1]), run.message
+    assert run.message.startswith("rank 1 did not finish within the 45 s launch timeout"), run.message
+    pid = (run.out / "pid-1").read_text().split(":")[0]
+    assert f"rank 1 (pid {pid}) did not answer the request for its Python stack: a signal had frozen it" in run.message
+    assert f"(state T in /proc/{pid}/stat: SIGSTOP" in run.message
+    assert "rank 0 answered the request for its stack (below): it was running, not frozen" in run.message
+    assert "in train_until_rank_1_stops" in run.message.split("--- where rank 0 was ---")[1]
+    run.assert_nothing_left()  # the stopped rank too
+
+
 # Under ddp rank 0 runs in the launching process: stopping rank 1 does not end its sleep; the
 # launcher interrupts it (runtime.launchers._supervision.in_process_rank). Were it not interrupted, the
 # 600 s sleep would outlast the 140 s the test waits for the script.

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import Protocol
 
-__all__ = ["MultiprocessingRank", "PopenRank", "RankProcess", "stop_processes"]
+__all__ = ["MultiprocessingRank", "PopenRank", "RankProcess", "process_state", "stop_processes"]
 
 #: Seconds between SIGTERM and SIGKILL when stopping ranks.
 GRACE = 3.0
@@ -110,11 +110,28 @@ class PopenRank:
                 pass
 
 
+def process_state(pid: int) -> str | None:
+    """The state letter ``/proc/<pid>/stat`` shows (``R``, ``S``, ``D``, ``T`` stopped, ``t`` stopped
+    by a debugger, ``Z``...), or ``None`` where it cannot be read (no ``/proc``, the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    # "pid (comm) state ...": the command name may hold spaces and parentheses, the state follows the last ")".
+    fields = text[text.rfind(b")") + 1 :].split()
+    return fields[0].decode("ascii", "replace") if fields else None
+
+
 def stop_processes(processes: Mapping[int, RankProcess], grace: float = GRACE) -> None:
-    """Terminate, then kill after ``grace`` seconds, every process still running; reap them all."""
+    """Terminate, then kill after ``grace`` seconds, every process still running; reap them all.
+
+    A stopped process (``SIGSTOP``, Ctrl-Z) is continued right after its ``SIGTERM``, so it acts on
+    it at once instead of lying frozen until the ``SIGKILL``."""
     alive = [p for p in processes.values() if p.poll() is None]
     for process in alive:
         process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGCONT)
     deadline = time.monotonic() + grace
     for process in alive:
         if process.wait(max(0.0, deadline - time.monotonic())) is None:

@@ -6,7 +6,9 @@ process exits (its sentinel: a ``pidfd`` for a ``Popen``), a rank rings the laun
 comes. When one exits with an error it stops
 the others (``SIGTERM``, then ``SIGKILL`` after a grace period) and reaps every one; at the
 launch deadline, or at the rendezvous deadline for ranks that never reached the rendezvous, it
-asks the ranks still running for their Python stacks, then stops them.
+asks the ranks still running for their Python stacks, then stops them (a rank that cannot answer,
+stopped by ``SIGSTOP`` or blocked in the kernel, is named by its silence:
+:mod:`~runtime.launchers._supervision.stack_requests`).
 
 The :class:`Outcome` blames the cause, not its echoes:
 
@@ -36,18 +38,19 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
+from runtime._protocol.peers import LostPeer
 from runtime._protocol.rank_files import (
-    STACK_SIGNAL,
     RankFiles,
     abandon_rendezvous,
     describe_exception,
     is_communication_error,
+    peer_named_by,
     rendezvous_wait_timeout,
     supervising,
     timeout_error,
     where_waiting,
 )
-from runtime.errors import LaunchTimeoutError, RankFailedError, failure_time
+from runtime.errors import LaunchTimeoutError, PeerLostError, RankFailedError, SilentRank, failure_time
 from runtime.launchers._supervision.in_process_rank import InProcessRank
 from runtime.launchers._supervision.rank_processes import (
     GRACE,
@@ -56,6 +59,7 @@ from runtime.launchers._supervision.rank_processes import (
     RankProcess,
     stop_processes,
 )
+from runtime.launchers._supervision.stack_requests import request_stacks
 
 __all__ = [
     "Failure",
@@ -70,7 +74,6 @@ __all__ = [
 #: Only where a process offers no sentinel (no pidfd: Linux before 5.3, other systems).
 _POLL_INTERVAL = 0.05
 _GRACE = GRACE
-_STACK_WAIT = 1.0
 _SETTLE = 1.0
 _EXITING_GRACE = 10.0
 
@@ -88,13 +91,15 @@ class Failure:
     communication: bool = False
     #: Set when it is a rank's rendezvous wait that timed out (that timeout): its peers hung before joining.
     rendezvous_timeout: float | None = None
+    #: The peer its communication error names (gloo: "connection closed by peer [ADDRESS]").
+    lost_peer: LostPeer | None = None
 
     @classmethod
     def from_exception(cls, rank: int, exc: BaseException) -> Failure:
         """The failure of a rank that ran in this process."""
         summary, text = describe_exception(exc)
         return cls(rank, failure_time(exc), None, summary, text, is_communication_error(exc),
-                   rendezvous_wait_timeout(exc))  # fmt: skip
+                   rendezvous_wait_timeout(exc), peer_named_by(exc))  # fmt: skip
 
     def error(self) -> RankFailedError:
         return RankFailedError(self.rank, exit_code=self.exit_code, traceback=self.traceback, summary=self.summary)
@@ -116,8 +121,12 @@ class Outcome:
     #: The timeout was the rendezvous timeout (the ranks never reached the rendezvous).
     rendezvous_timeout: float | None = None
     stacks: dict[int, str] = attrs.field(factory=dict)
+    #: Ranks asked for their stack that did not answer (a stopped or otherwise frozen process).
+    silent: dict[int, SilentRank] = attrs.field(factory=dict)
     #: Ranks still running when every failure so far was a communication failure.
     stuck_ranks: tuple[int, ...] = ()
+    #: The ranks this launch runs on this node (a peer lost elsewhere is another node's rank).
+    local_ranks: frozenset[int] = frozenset()
 
     def problem(self, timeout: float | None) -> RankFailedError | LaunchTimeoutError | None:
         """The exception for the cause of the failure (see the module docstring), or ``None``."""
@@ -135,18 +144,30 @@ class Outcome:
                         f"it in a collective, which then failed ({echo.summary.splitlines()[0][:200]})"
                     ),
                 )
+            elif (lost := self._lost_elsewhere()) is not None:
+                return lost
             elif self.stuck_ranks and self.timed_out_at is None:
                 waited = next((f.rendezvous_timeout for f in self.failures if f.rendezvous_timeout is not None), None)
                 limit = (timeout or 0.0) if waited is None else waited
-                return timeout_error(self.stuck_ranks, limit, self.stacks, echoes, rendezvous=waited is not None)
+                return timeout_error(self.stuck_ranks, limit, self.stacks, echoes, rendezvous=waited is not None,
+                                     silent=self.silent)  # fmt: skip
             else:
                 blamed = echo
         timed_out_first = blamed is None or blamed.communication or (self.timed_out_at or 0.0) <= blamed.time
         if self.timed_out_at is not None and timed_out_first:
             limit = (timeout or 0.0) if self.rendezvous_timeout is None else self.rendezvous_timeout
             return timeout_error(self.timed_out_ranks, limit, self.stacks, echoes,
-                                 rendezvous=self.rendezvous_timeout is not None)  # fmt: skip
+                                 rendezvous=self.rendezvous_timeout is not None, silent=self.silent)  # fmt: skip
         return blamed.error() if blamed is not None else None
+
+    def _lost_elsewhere(self) -> PeerLostError | None:
+        """The earliest echo naming a peer on another node: that node vanished (killed, host down)."""
+        for echo in sorted(self.failures, key=lambda f: f.time):
+            peer = echo.lost_peer
+            if peer is not None and not self.local_ranks.intersection(peer.ranks) and self.timed_out_at is None:
+                return PeerLostError(peer.ranks, peer.address, host=peer.host, node=peer.node, seen_by=echo.rank,
+                                     words=peer.words, traceback=echo.traceback)  # fmt: skip
+        return None
 
 
 class Supervisor:
@@ -175,7 +196,7 @@ class Supervisor:
         self.reports = reports
         self.timeout = timeout
         self.grace = grace
-        self.outcome = Outcome()
+        self.outcome = Outcome(local_ranks=frozenset([*processes, *([in_process.rank] if in_process else [])]))
         now = time.monotonic()
         self._deadline = None if timeout is None else now + timeout
         self._rendezvous_timeout = rendezvous_timeout
@@ -353,7 +374,7 @@ class Supervisor:
         report = self.reports.read_error(rank)
         if report is not None:
             return Failure(rank, report.time, code, report.summary, report.traceback, report.communication,
-                           report.rendezvous_timeout)  # fmt: skip
+                           report.rendezvous_timeout, report.lost_peer)  # fmt: skip
         summary = f"killed by signal {-code}" if code < 0 else "exited without reporting an error (see its output)"
         # It died between the last poll that saw it alive and this one: blame from the earlier.
         return Failure(rank, self._last_alive[rank], code, summary, "")
@@ -382,19 +403,5 @@ class Supervisor:
         self._collect_exits(running)
 
     def _collect_stacks(self, running: Mapping[int, RankProcess]) -> dict[int, str]:
-        # Only a rank that registered the stack handler may get the signal (it would kill the others).
-        running = {rank: p for rank, p in running.items() if self.reports.answers_stack_requests(rank)}
-        if STACK_SIGNAL is None or not running:
-            return {}
-        for process in running.values():
-            process.send_signal(STACK_SIGNAL)
-        deadline = time.monotonic() + _STACK_WAIT
-        stacks: dict[int, str] = {}
-        while time.monotonic() < deadline and len(stacks) < len(running):
-            for rank in running:
-                text = self.reports.read_stack(rank)
-                if text.strip():
-                    stacks[rank] = text
-            time.sleep(_POLL_INTERVAL)
-        time.sleep(_POLL_INTERVAL)  # let a dump that is still being written finish
-        return {rank: self.reports.read_stack(rank) for rank in stacks}
+        stacks, self.outcome.silent = request_stacks(self.reports, running)
+        return stacks
