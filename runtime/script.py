@@ -161,7 +161,7 @@ class _Attempts:
             with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
                 for rank in self.ranks:
                     variables = rank_variables(rank, address, port, group.reports.directory)
-                    if config.launcher is not None:  # ranks it starts itself: as torchrun's (a cluster's keep its own)
+                    if restarts_ours:  # ranks it starts itself, one alone too: as torchrun's (a cluster's keep its own)
                         variables.update(elastic_variables(rank, self.run_id, self.role))
                     variables.update(restart)
                     environment = {**os.environ, **variables}

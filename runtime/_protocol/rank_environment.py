@@ -115,9 +115,10 @@ def elastic_variables(config: ResolvedConfig, run_id: str, role: str = "default"
     (``default``) holding every rank, the run's id, and the first attempt (``resolver run --max-restarts``
     replaces ``TORCHELASTIC_RESTART_COUNT``/``TORCHELASTIC_MAX_RESTARTS`` with its own count).
 
-    Set only for ranks ``resolver run`` starts itself, so that a script written for torchrun (one
-    reading ``ROLE_RANK``, or ``torch.distributed.is_torchelastic_launched()``) runs unchanged.
-    torchrun's agent-store and error-file variables are left out: no agent serves them here.
+    Set for every rank ``resolver run`` starts itself, one alone too, so that a script written for
+    torchrun (one reading ``ROLE_RANK``, or ``torch.distributed.is_torchelastic_launched()``) runs
+    unchanged. ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` is ``1`` unless this process has it set, as torchrun
+    does. torchrun's agent-store and error-file variables are left out: no agent serves them here.
     """
     return {
         "ROLE_NAME": role,
@@ -127,6 +128,7 @@ def elastic_variables(config: ResolvedConfig, run_id: str, role: str = "default"
         "TORCHELASTIC_RUN_ID": run_id,
         "TORCHELASTIC_RESTART_COUNT": "0",
         "TORCHELASTIC_MAX_RESTARTS": "0",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     }
 
 

@@ -61,16 +61,18 @@ def test_a_script_using_runtime_launch_runs_each_rank_with_the_config_it_was_giv
     assert [i["use_distributed_sampler"] for i in identities] == [False, False]  # type: ignore[index,union-attr]
 
 
-def test_a_torchrun_script_sees_the_same_rank_variables_under_resolver_run_and_torchrun() -> None:
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_torchrun_script_sees_the_same_rank_variables_under_resolver_run_and_torchrun(processes: int) -> None:
     """torchrun parity: ROLE_RANK, ROLE_WORLD_SIZE, TORCHELASTIC_RUN_ID, restart counts, and the
-    script's own resolve() (torchelastic, no launcher) agree between the two launchers."""
+    script's own resolve() (torchelastic, no launcher) agree between the two launchers, for one process too
+    (torch.distributed.is_torchelastic_launched() is true under both)."""
     script = str(SCRIPTS / "print_torch_ranks.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RESOLVER_", "TORCHELASTIC_", "MASTER_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(SCRIPTS.parents[2]), env.get("PYTHONPATH", "")])
     bin_dir = Path(sys.executable).parent
     runs = {
-        "torchrun": [str(bin_dir / "torchrun"), "--nproc-per-node", "2", script],
-        "resolver run": [str(bin_dir / "resolver"), "run", "--devices", "2", script],
+        "torchrun": [str(bin_dir / "torchrun"), "--nproc-per-node", str(processes), script],
+        "resolver run": [str(bin_dir / "resolver"), "run", "--devices", str(processes), script],
     }
     seen = {}
     for name, command in runs.items():
@@ -80,6 +82,8 @@ def test_a_torchrun_script_sees_the_same_rank_variables_under_resolver_run_and_t
             lines_with("TORCH-RANK ", done.stdout.replace("[rank 0]: ", "").replace("[rank 1]: ", "")),
             key=lambda r: r["rank"],
         )  # type: ignore[arg-type,return-value]
-    assert [r["rank"] for r in seen["torchrun"]] == [0, 1]
+    assert [r["rank"] for r in seen["torchrun"]] == list(range(processes))
     assert seen["resolver run"] == seen["torchrun"]
-    assert all(r["run_id_set"] and r["ROLE_RANK"] == str(r["rank"]) and r["sum"] == 3 for r in seen["torchrun"])
+    total = processes * (processes + 1) // 2
+    assert all(r["run_id_set"] and r["ROLE_RANK"] == str(r["rank"]) and r["sum"] == total for r in seen["torchrun"])
+    assert all(r["elastic_launched"] and r["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" for r in seen["resolver run"])

@@ -21,12 +21,13 @@ NAMES = (
     "ROLE_WORLD_SIZE",
     "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
 )
 
 dist.init_process_group("gloo")
 total = torch.tensor([dist.get_rank() + 1])
 dist.all_reduce(total)
-config = resolver.resolve(devices=2)
+config = resolver.resolve(devices=int(os.environ["LOCAL_WORLD_SIZE"]))
 found = {name: os.environ.get(name) for name in NAMES}
 found.update(
     run_id_set=bool(os.environ.get("TORCHELASTIC_RUN_ID")),
