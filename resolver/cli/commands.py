@@ -36,6 +36,7 @@ examples:
   resolver explain --devices 8 --simulate cuda=8,slurm
   resolver explain --simulate my-cluster-node.toml --format json
   resolver run --devices 2 --strategy ddp train.py --epochs 3
+  resolver check --devices 2 --strategy ddp
   resolver env
   resolver golden tests/golden
   resolver rules --output docs/rules.md

@@ -32,7 +32,10 @@ EXAMPLES = (
     "resolver run --config train.toml train.py --help",
     "resolver run --devices 4 --log-dir logs --local-ranks-filter 0 train.py",
 )
-TRAILER = EXIT_CODES + " Otherwise the script's own exit code."
+TRAILER = (
+    EXIT_CODES + " Otherwise the script's own exit code: the first failing rank's (128+N when signal N killed it),"
+    " 75 when every rank stopped on pre-emption, 124 when --timeout ran out, 130 after Ctrl-C."
+)
 
 
 def add_options(run: Parser) -> None:
