@@ -26,13 +26,13 @@ import tomllib
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from resolver._domain.config import Provenance
 from resolver._engine.errors import ResolutionError
+from resolver._engine.input_files import loads_toml, read_text
 from resolver._engine.suggest import did_you_mean
 
 if TYPE_CHECKING:
@@ -179,8 +179,8 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
     shown = os.fspath(path)
     hint = 'write the flags as a [flags] table of TOML, e.g. [flags] strategy = "ddp" (see docs/usage.md)'
     try:
-        text = Path(path).read_text(encoding="utf-8")
-        document = tomllib.loads(text)
+        text = read_text(shown, "flags file")
+        document = loads_toml(text, shown, "flags file")
     except IsADirectoryError:
         raise ResolutionError(f"flags file {shown} is a folder", hint="pass the TOML file itself") from None
     except OSError as exc:

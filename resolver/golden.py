@@ -30,6 +30,7 @@ import attrs
 from tomli_w import dumps
 
 from resolver._engine.errors import ResolutionError
+from resolver._engine.input_files import loads_toml, read_text
 from resolver._snapshot.environment import Environment
 from resolver.api import FLAG_DEFAULTS, RulesArg, config_from, run_rules
 
@@ -51,7 +52,7 @@ class Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = loads_toml(read_text(str(p), "golden scenario"), str(p), "golden scenario")
     except OSError as exc:
         raise ResolutionError(f"{p}: cannot read the scenario: {exc.strerror}", hint=_PATH_HINT) from exc
     except UnicodeDecodeError as exc:
@@ -113,7 +114,7 @@ def update(scenario: Scenario, rules: RulesArg = None) -> bool:
     document["expect"] = outcome(scenario, rules)
     text = dumps(document)
     try:
-        if scenario.path.exists() and scenario.path.read_text(encoding="utf-8") == text:
+        if scenario.path.exists() and read_text(str(scenario.path), "golden scenario") == text:
             return False
         scenario.path.write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -131,7 +132,15 @@ def scenario_paths(paths: list[str | Path]) -> list[Path]:
         p = Path(path)
         if not p.exists():
             raise ResolutionError(f"{p}: no such file or folder", hint=_PATH_HINT)
-        found.extend(sorted(p.glob("**/*.toml")) if p.is_dir() else [p])
+        if not p.is_dir():
+            found.append(p)
+            continue
+        for scenario in sorted(p.glob("**/*.toml")):
+            if not scenario.is_file():  # a FIFO would be waited on forever
+                raise ResolutionError(
+                    f"{scenario}: not a regular file, in a folder of scenarios", hint="move it out or rename it"
+                )
+            found.append(scenario)
     if not found:
         raise ResolutionError(
             f"no scenarios (*.toml) in {', '.join(str(p) for p in paths)}: nothing was checked", hint=_PATH_HINT

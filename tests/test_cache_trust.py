@@ -68,12 +68,18 @@ _ESCAPE = (
 )
 
 
-def _plant(folder: Path, entries: dict[str, bytes], marker: Path, kinds: tuple[str, ...] = ("table", "code")) -> None:
-    """The entries of ``kinds`` hold a payload that creates ``marker`` when loaded, the others what
-    resolver wrote: the table a pickle that runs it, the generated code the very entry resolver
-    wrote (what it was made from, which a load compares) with the payload as its code. The plugin
-    list is data (modules to import): planted as it was written, it is checked for its owner and
-    mode as the others are."""
+#: What the planted plugin list names: a module of the standard library whose import prints this.
+ZEN = "The Zen of Python"
+
+
+def _plant(
+    folder: Path, entries: dict[str, bytes], marker: Path, kinds: tuple[str, ...] = ("table", "code", "plugins")
+) -> None:
+    """The entries of ``kinds`` hold a payload, the others what resolver wrote: the table a pickle
+    that creates ``marker`` when loaded, the generated code the very entry resolver wrote (what it
+    was made from, which a load compares) with that payload as its code, the plugin list (data:
+    modules to import) the entry resolver wrote naming the module ``this`` as a plugin, whose
+    import prints ``ZEN``."""
     folder.mkdir(exist_ok=True)
     source = f"open({str(marker)!r}, 'w').write('the cache entry ran')"
     for name, data in entries.items():
@@ -83,8 +89,16 @@ def _plant(folder: Path, entries: dict[str, bytes], marker: Path, kinds: tuple[s
             data = marshal.dumps((material, compile(_ESCAPE.format(marker=str(marker)), material[2], "exec")))
         elif kind == "table" and kind in kinds:
             data = pickle.dumps(_Payload(source))
+        elif kind == "plugins" and kind in kinds:
+            key, folders, _ = marshal.loads(data)
+            data = marshal.dumps((key, folders, (("zen", "this", "zen-payload", "1.0"),)))
         (folder / name).write_bytes(data)
         (folder / name).chmod(0o600)
+
+
+def _ran(result: subprocess.CompletedProcess[str], marker: Path) -> bool:
+    """Whether a planted payload ran: the marker file was made, or the planted plugin imported."""
+    return marker.exists() or ZEN in result.stdout
 
 
 def _needs_root() -> None:
@@ -92,15 +106,16 @@ def _needs_root() -> None:
         pytest.skip("giving a file to another user needs root")
 
 
-@pytest.mark.parametrize("kind", ["table", "code"])
+@pytest.mark.parametrize("kind", ["table", "code", "plugins"])
 def test_a_private_folder_s_entries_are_loaded(tmp_path, good_entries, kind):
     """The control: each payload alone, in a folder and files of the user's own, does run (so the
     tests below, where they must not, would notice)."""
     folder, marker = tmp_path / "cache", tmp_path / "marker"
     _plant(folder, good_entries, marker, kinds=(kind,))
     folder.chmod(0o700)
-    _run(folder)
-    assert marker.exists()
+    result = _run(folder)
+    assert _ran(result, marker), result.stderr
+    assert (ZEN in result.stdout) == (kind == "plugins")
 
 
 @pytest.mark.parametrize(
@@ -122,7 +137,7 @@ def test_a_folder_another_user_could_write_is_not_used(tmp_path, good_entries, o
     if owner is not None:
         os.chown(folder, owner, -1)
     result = _run(folder)
-    assert not marker.exists(), "a planted cache entry ran"
+    assert not _ran(result, marker), "a planted cache entry ran"
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["resolved", "subprocess"]
     warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
@@ -150,7 +165,7 @@ def test_an_entry_another_user_could_write_is_not_used_and_is_replaced(tmp_path,
         if owner is not None:
             os.chown(folder / name, owner, -1)
     result = _run(folder)
-    assert not marker.exists(), "a planted cache entry ran"
+    assert not _ran(result, marker), "a planted cache entry ran"
     assert result.stdout.split() == ["resolved", "subprocess"], result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
     assert len(warnings) == 1, result.stderr
@@ -161,16 +176,49 @@ def test_an_entry_another_user_could_write_is_not_used_and_is_replaced(tmp_path,
     assert WARNING not in _run(folder).stderr  # the next process trusts its own entries
 
 
-def test_an_entry_that_is_a_link_is_not_followed(tmp_path, good_entries):
+@pytest.mark.parametrize("kind", ["table", "code", "plugins"])
+def test_an_entry_that_is_a_link_is_not_followed_and_is_replaced(tmp_path, good_entries, kind):
+    """A link points wherever its writer chose: the entry is not loaded, one warning line names it,
+    and the entry compiled now takes the link's place (the file it pointed at is left alone)."""
     elsewhere, marker = tmp_path / "elsewhere", tmp_path / "marker"
-    _plant(elsewhere, good_entries, marker)
+    _plant(elsewhere, good_entries, marker, kinds=(kind,))
     folder = tmp_path / "cache"
     folder.mkdir(mode=0o700)
-    for name in good_entries:
-        (folder / name).symlink_to(elsewhere / name)
+    for name, data in good_entries.items():
+        if name.startswith(kind + "-"):
+            (folder / name).symlink_to(elsewhere / name)
+            linked = name
+        else:  # the other entries are the user's own: only the link is refused
+            (folder / name).write_bytes(data)
+            (folder / name).chmod(0o600)
+    planted = (elsewhere / linked).read_bytes()
     result = _run(folder)
-    assert not marker.exists(), "a linked cache entry ran"
+    assert not _ran(result, marker), "a linked cache entry ran"
     assert result.stdout.split() == ["resolved", "subprocess"], result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
+    assert warnings == [
+        f"{WARNING} entry {folder / linked} (RESOLVER_CACHE_DIR): it is a symbolic link, so another user could "
+        "have written code into it; compiling instead. Fix: none needed: it is replaced by the one compiled now"
+    ], result.stderr
+    assert not (folder / linked).is_symlink() and (folder / linked).stat().st_mode & 0o777 == 0o600
+    assert (elsewhere / linked).read_bytes() == planted, "the file the link pointed at was written through it"
+    assert WARNING not in _run(folder).stderr  # the next process trusts the entry written in its place
+
+
+def test_an_entry_that_is_a_fifo_is_refused_without_waiting(tmp_path, good_entries):
+    """Opening a FIFO for reading would wait for a writer: the entry is opened without waiting, then
+    refused as not a plain file."""
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    for name, data in good_entries.items():
+        if name.startswith("table-"):
+            os.mkfifo(folder / name, 0o600)
+        else:
+            (folder / name).write_bytes(data)
+            (folder / name).chmod(0o600)
+    result = _run(folder)  # bounded: a wait for a writer would fail the test, not hang it
+    assert result.stdout.split() == ["resolved", "subprocess"], result.stderr
+    assert f"entry {folder}/table-" in result.stderr and "it is not a plain file" in result.stderr
 
 
 def test_resolver_explain_ignores_a_group_writable_cache(tmp_path, good_entries):

@@ -130,6 +130,7 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
     import tomllib  # only when parsing: a table loaded from the disk cache needs neither
 
     from resolver._engine.cases import expand_cases
+    from resolver._engine.input_files import InputFileError, loads_toml
     from resolver._engine.schema import SchemaProblem, structure_file  # cattrs: only when rule files are read
 
     table = TableData()
@@ -138,9 +139,11 @@ def load_sources(sources: Iterable[RuleSource]) -> TableData:
     for source in sources:
         table.files.append(source.name)
         try:
-            doc = tomllib.loads(source.text)
+            doc = loads_toml(source.text, source.name, "rule file")
         except tomllib.TOMLDecodeError as exc:
             raise RuleTableError(f"malformed TOML: {exc}", file=source.name) from exc
+        except InputFileError as exc:
+            raise RuleTableError(f"{exc.problem}; {exc.hint}", file=source.name, line=exc.line) from None
         locate = _Locator(source, doc)
         try:
             spec = structure_file(doc)

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from resolver._engine.errors import RuleTableError
+from resolver._engine.input_files import InputFileError, read_bytes
 from resolver._engine.slot_types import SLOT_TYPES, VARIABLE_PREFIX, fits
 from resolver._engine.values import fields_repr, lean_state
 
@@ -55,10 +56,11 @@ class RuleSource:
     @classmethod
     def _read(cls, name: str) -> RuleSource:
         try:
-            with open(name, "rb") as f:
-                data = f.read()
+            data = read_bytes(name, "rule file")
         except OSError as exc:
             raise RuleTableError(f"cannot read rule file: {exc.strerror}", file=name) from exc
+        except InputFileError as exc:
+            raise RuleTableError(f"{exc.problem}; {exc.hint}", file=name) from None
         try:
             return cls(name, data.decode("utf-8"))
         except UnicodeDecodeError as exc:
@@ -124,7 +126,8 @@ def rule_files(folder: str, _seen: frozenset[str] = frozenset()) -> list[str]:
 
     The order decides nothing a rule means (stages, priorities and ids do); it only fixes which file
     a message names first, and it is the same on every machine. A link back to a folder above is
-    not followed (it would never end).
+    not followed (it would never end). An entry named ``*.toml`` that is not a regular file (a
+    FIFO, a device) is an error: it was not named on its own, and reading it could wait forever.
     """
     seen = _seen | {os.path.realpath(folder)}
     files: list[str] = []
@@ -134,6 +137,12 @@ def rule_files(folder: str, _seen: frozenset[str] = frozenset()) -> list[str]:
             if entry.is_dir():
                 folders.append(entry.path)
             elif entry.name.endswith(".toml"):
+                if not entry.is_file() and os.path.exists(entry.path):  # a FIFO would be waited on forever
+                    raise RuleTableError(
+                        "not a regular file: a rule folder's *.toml entries are read as rule files; "
+                        "move it out of the folder or rename it",
+                        file=entry.path,
+                    )
                 files.append(entry.path)
     files.sort()
     for sub in sorted(folders):

@@ -157,9 +157,11 @@ class Environment:
         import tomllib
         from pathlib import Path
 
+        from resolver._engine.input_files import loads_toml, read_text
+
         p = Path(path)
         try:
-            data = tomllib.loads(p.read_text())
+            data = loads_toml(read_text(str(p), "environment file"), str(p), "environment file")
         except OSError as exc:
             raise ResolutionError(f"cannot read environment file {p}: {exc.strerror}") from exc
         except UnicodeDecodeError as exc:

@@ -17,8 +17,9 @@ Loading an entry runs code (``pickle``; :mod:`resolver._engine.codegen` ``exec``
 entries), so only what the current user alone could have written is loaded, as ssh treats its key
 files: the folder is created ``0700`` and each entry written ``0600``; before a load the folder and
 the opened entry (``fstat`` of the open file, so what is checked is what is read) must belong to the
-current user and not be writable by group or others. Otherwise the cache is ignored with a one-line
-warning (once per process) and the table compiled: a folder of the user's that is too open is not
+current user and not be writable by group or others, and the entry be a plain file, not a symbolic
+link. Otherwise the cache is ignored with a one-line warning (once per process) naming the folder or
+entry and why, and the table compiled: a folder of the user's that is too open is not
 ``chmod``-ed behind their back, the warning says what to do. One ``stat`` per folder and process,
 one ``fstat`` per entry. On Windows (no POSIX owner and mode) the folder is not checked.
 
@@ -81,8 +82,12 @@ def _cache_folder() -> str | None:
 
 #: Folders already checked in this process, and whether each is trusted.
 _CHECKED: dict[str, bool] = {}
-#: Opened without following a symbolic link where the platform can: an entry is a plain file.
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+#: Opened without following a symbolic link where the platform can (an entry is a plain file), and
+#: without waiting for a writer should it be a FIFO (refused once open: not a plain file).
+_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+#: The fix an ignored entry's warning gives.
+_REPLACED = "none needed: it is replaced by the one compiled now"
 _warned = False
 
 
@@ -154,7 +159,15 @@ def open_entry(path: str) -> BinaryIO | None:
     write (checked on the open file), else None: missing, a link, or possibly another user's."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
-    except OSError:
+    except FileNotFoundError:
+        return None
+    except OSError:  # ELOOP (O_NOFOLLOW) for a link: it points wherever its writer chose
+        if os.path.islink(path):
+            _warn("entry", path, "it is a symbolic link", _REPLACED)
+        return None
+    if not _NOFOLLOW and os.path.islink(path):  # a platform that opened the link's target
+        os.close(fd)
+        _warn("entry", path, "it is a symbolic link", _REPLACED)
         return None
     f = open(fd, "rb")  # noqa: SIM115 - returned open
     try:
@@ -165,7 +178,7 @@ def open_entry(path: str) -> BinaryIO | None:
     if reason is None:
         return f
     f.close()
-    _warn("entry", path, reason, "none needed: it is replaced by the one compiled now")
+    _warn("entry", path, reason, _REPLACED)
     return None
 
 

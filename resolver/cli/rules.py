@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from resolver._domain.config import display
 from resolver._engine.compiled import CompiledRule, CompiledTable
 from resolver._engine.conditions import Call, Const, Ref, ValueExpr
+from resolver._engine.input_files import read_text
 from resolver.api import load_rules
 from resolver.cli.shared import EXIT_ERROR, EXIT_OK
 
@@ -32,6 +33,9 @@ EXAMPLES = (
     "resolver rules --rules site.toml",
 )
 
+#: The fix for an --output file too large to be the one ``--check`` compares.
+_CHECK_HINT = "pass --output the Markdown file to check (docs/rules.md)"
+
 
 def add_options(rules: Parser) -> None:
     """``resolver rules``'s options: ``--rules``, ``--output``, ``--check``."""
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     try:
         if args.check:
-            if not out.exists() or out.read_text(encoding="utf-8") != text:
+            if not out.exists() or read_text(str(out), "--output file", hint=_CHECK_HINT) != text:
                 state = "is stale" if out.exists() else "does not exist"
                 print(f"{out} {state}: regenerate it with `resolver rules --output {out}`", file=sys.stderr)
                 return EXIT_ERROR
