@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from runtime._protocol.launched_rank import is_stop_request
 from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
@@ -101,12 +102,15 @@ class SubprocessScriptLauncher(Launcher):
             except BaseException as exc:
                 # Interrupted at the launch deadline: the supervisor has recorded the timeout.
                 interrupted = isinstance(exc, LaunchTimeoutError) and supervisor.outcome.timed_out_at is not None
-                if isinstance(exc, Exception) and not interrupted:
+                # Any other exception from the work is this rank's failure, whatever its base class
+                # (torch's CheckpointException derives from BaseException), as in a rank process.
+                stopping = is_stop_request(exc)
+                if not stopping and not interrupted:
                     supervisor.add_failure(Failure.from_exception(own.global_rank, exc))
                 supervisor.stop()
                 watcher.join()
-                if not isinstance(exc, Exception):
-                    raise  # KeyboardInterrupt, SystemExit: the other ranks are stopped; let it go
+                if stopping:
+                    raise  # Ctrl-C, SystemExit: the other ranks are stopped; let it go
                 problem = supervisor.outcome.problem(self.timeout)
                 assert problem is not None  # this rank's failure is in the outcome
                 own_fault = isinstance(problem, RankFailedError) and problem.rank == own.global_rank
