@@ -126,8 +126,13 @@ class TorchCollective(Collective):
             # gloo's addresses) under their own prefix, as torch's env:// rendezvous does, or a restarted
             # rank reads the dead attempt's.
             store = dist.PrefixStore(f"/worker/attempt_{attempt}", store)
-        wait_for_every_rank(store, rank, world_size, rendezvous_timeout, tcp_url(master_addr, master_port))
+        where = tcp_url(master_addr, master_port)
+        wait_for_every_rank(store, rank, world_size, rendezvous_timeout, where)
         dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, **kwargs)
+        # gloo returns from joining once this rank's connections are made, while a peer may still be
+        # making its own: a rank that then left at once (work without a collective) failed that peer's
+        # connectFullMesh ("Connection closed by peer"). Every rank leaves the rendezvous together.
+        wait_for_every_rank(store, rank, world_size, rendezvous_timeout, where, stage="connected")
         self._adopt(owns=True)
 
     def _adopt(self, *, owns: bool) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime._protocol.launched_rank import is_stop_request
+from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
@@ -66,10 +67,13 @@ class SubprocessScriptLauncher(Launcher):
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         command = script_command() if self.config.num_devices > 1 else []
         joining_timeout = rendezvous_timeout(self.config)
-        address, port = self.rendezvous()
         own = rank_config(self.config, 0)
         # The group is left first: its ranks are stopped (or released) before the pump writes what is left.
-        with RankOutputPump(self.rank_output, self.config.num_devices) as pump, rank_group() as group:
+        with (
+            self.rendezvous() as (address, port, listening),
+            RankOutputPump(self.rank_output, self.config.num_devices) as pump,
+            rank_group() as group,
+        ):
             reports = group.reports
             watch_processes(group.processes)  # SIGTERM stops them even while this rank is blocked in a collective
             for local_rank in range(1, self.config.num_devices):
@@ -85,7 +89,11 @@ class SubprocessScriptLauncher(Launcher):
             watcher.start()
             try:
                 self._wait_for_peers(processes, reports, supervisor)
-                own_variables = {**rank_variables(own, address, port), **self.restart_variables()}
+                own_variables = {
+                    **rank_variables(own, address, port),
+                    **self.restart_variables(),
+                    **store_socket_variables(listening),  # this rank's store serves on it
+                }
                 with environ_patch(own_variables), in_process.working():
                     result = fn(*args, **kwargs)
                 # If a peer's collective now fails, this rank left it waiting (as a rank process that exits would).
