@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig
     from runtime.strategies.base import Strategy
 
-__all__ = ["MARKS_JOINED_ITSELF", "check_worker_entry", "die_with_launcher", "run_launched_rank", "run_worker"]
+__all__ = [
+    "MARKS_JOINED_ITSELF",
+    "check_worker_entry",
+    "die_with_launcher",
+    "is_stop_request",
+    "run_launched_rank",
+    "run_worker",
+]
 
 R = TypeVar("R")
 
@@ -27,6 +34,17 @@ _INTERRUPTED_EXIT_CODE = 130
 #: Set on a function that marks the rank as joined itself (after building its strategy), so that
 #: :func:`run_launched_rank` does not mark it on entry.
 MARKS_JOINED_ITSELF = "_runtime_marks_joined_itself"
+
+
+def is_stop_request(exc: BaseException) -> bool:
+    """Whether ``exc`` asks the process to stop rather than reports a failure of the rank's work.
+
+    Ctrl-C (``KeyboardInterrupt``), ``SystemExit`` and ``GeneratorExit`` (control flow) are; every
+    other exception is the rank's failure, also one that derives from ``BaseException`` alone (torch's
+    ``CheckpointException``, a user's own class): a rank process reports it and exits with 1, and the
+    subprocess launcher's rank 0, which runs in the launching process, is blamed for it the same way.
+    """
+    return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
 
 
 def die_with_launcher() -> None:

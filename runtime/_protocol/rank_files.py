@@ -56,6 +56,17 @@ _stack_files: list[IO[str]] = []  # kept open: faulthandler writes to their desc
 def describe_exception(exc: BaseException) -> tuple[str, str]:
     """``(one-line summary, full traceback text)`` of ``exc``."""
     summary = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    try:
+        str(exc)
+    except Exception:
+        # Its __str__ fails (torch's CheckpointException given bare exceptions, not the pairs it
+        # expects): Python would show "<exception str() failed>"; its arguments say what happened.
+        kind = type(exc)
+        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        try:
+            summary = f"{name}: {BaseException.__str__(exc)}"
+        except Exception:
+            summary = name
     return summary, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 

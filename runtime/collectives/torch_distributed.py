@@ -128,11 +128,16 @@ class TorchCollective(Collective):
             # gloo's addresses) under their own prefix, as torch's env:// rendezvous does, or a restarted
             # rank reads the dead attempt's.
             store = dist.PrefixStore(f"/worker/attempt_{attempt}", store)
+        where = tcp_url(master_addr, master_port)
         # Where each rank runs, announced before arriving: a peer that vanishes is named by its host.
         store.set(f"{_HOSTS}{rank}", announcement(host_addresses()))
-        wait_for_every_rank(store, rank, world_size, rendezvous_timeout, tcp_url(master_addr, master_port))
+        wait_for_every_rank(store, rank, world_size, rendezvous_timeout, where)
         remember_hosts(dict(enumerate(store.multi_get([f"{_HOSTS}{peer}" for peer in range(world_size)]))))
         dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, **kwargs)
+        # gloo returns from joining once this rank's connections are made, while a peer may still be
+        # making its own: a rank that then left at once (work without a collective) failed that peer's
+        # connectFullMesh ("Connection closed by peer"). Every rank leaves the rendezvous together.
+        wait_for_every_rank(store, rank, world_size, rendezvous_timeout, where, stage="connected")
         self._adopt(owns=True)
 
     def _adopt(self, *, owns: bool) -> None:

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from runtime._protocol.ports import port_is_free
+from runtime._protocol.ports import handed_store_socket, port_is_free
 from runtime._protocol.rank_files import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
 from runtime.errors import PortInUseError, RendezvousWaitError
 
@@ -31,17 +31,23 @@ def tcp_url(address: str, port: int) -> str:
     return f"tcp://{host}:{port}"
 
 
-_ARRIVED = "runtime-rendezvous/arrived-"
+_KEYS = "runtime-rendezvous/"
 #: The longest sleep between two looks at the store while the launching process may give up.
 _POLL = 0.05
 
 
 def rendezvous_store(address: str, port: int, rank: int, world_size: int, timeout: float) -> dist.TCPStore:
-    """The run's key-value store: rank 0 hosts it, the others connect (retrying for ``timeout`` s)."""
+    """The run's key-value store: rank 0 hosts it, the others connect (retrying for ``timeout`` s).
+
+    Rank 0 serves on the socket its launcher has listened on since before any rank started, where
+    the launcher did (:mod:`runtime._protocol.ports`): then no peer is refused and backs off.
+    """
+    listening = handed_store_socket(port) if rank == 0 else None
     try:
         return dist.TCPStore(
-            address, port, world_size, is_master=rank == 0, timeout=timedelta(seconds=timeout), wait_for_workers=False
-        )
+            address, port, world_size, is_master=rank == 0, timeout=timedelta(seconds=timeout), wait_for_workers=False,
+            master_listen_fd=listening,
+        )  # fmt: skip
     except dist.DistError as exc:
         if rank == 0:
             if not port_is_free(port):
@@ -53,8 +59,12 @@ def rendezvous_store(address: str, port: int, rank: int, world_size: int, timeou
         raise error from exc
 
 
-def wait_for_every_rank(store: dist.Store, rank: int, world_size: int, timeout: float, where: str) -> None:
+def wait_for_every_rank(
+    store: dist.Store, rank: int, world_size: int, timeout: float, where: str, stage: str = "arrived"
+) -> None:
     """Announce this rank in the store and wait (at most ``timeout`` s) until every rank has.
+
+    ``stage`` names what the ranks wait for each other to have done (its own keys in the store).
 
     gloo/nccl wait for their peers with the collective timeout; waiting here first bounds the
     rendezvous by its own timeout, and tells which ranks never came. In a rank process the store
@@ -63,18 +73,19 @@ def wait_for_every_rank(store: dist.Store, rank: int, world_size: int, timeout: 
     up to 50 ms) instead, so that it stops as soon as its launcher gave up on the launch
     (:func:`~runtime._protocol.rank_files.rendezvous_abandoned`: a peer failed or timed out).
     """
-    store.set(f"{_ARRIVED}{rank}", "1")
+    key = f"{_KEYS}{stage}-"
+    store.set(f"{key}{rank}", "1")
     deadline = time.monotonic() + timeout
     waiting = [peer for peer in range(world_size) if peer != rank]
     if not rendezvous_may_be_abandoned():
         try:
-            store.wait([f"{_ARRIVED}{peer}" for peer in waiting], timedelta(seconds=timeout))
+            store.wait([f"{key}{peer}" for peer in waiting], timedelta(seconds=timeout))
             return
         except dist.DistError:  # the timeout, or rank 0 (the store's host) is gone
             pass
     pause = 0.001
     while True:
-        waiting = [peer for peer in waiting if not _arrived(store, peer)]
+        waiting = [peer for peer in waiting if not _has_key(store, f"{key}{peer}")]
         if not waiting:
             return
         if rendezvous_abandoned() or time.monotonic() >= deadline:
@@ -85,8 +96,8 @@ def wait_for_every_rank(store: dist.Store, rank: int, world_size: int, timeout: 
         pause = min(pause * 2, _POLL)
 
 
-def _arrived(store: dist.Store, peer: int) -> bool:
+def _has_key(store: dist.Store, key: str) -> bool:
     try:
-        return bool(store.check([f"{_ARRIVED}{peer}"]))
+        return bool(store.check([key]))
     except dist.DistError:
         return False

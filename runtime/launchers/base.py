@@ -13,14 +13,16 @@ directly as that rank: this is how a script re-run by the subprocess launcher re
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+import socket
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_launched_rank
-from runtime._protocol.ports import check_rendezvous_port
+from runtime._protocol.ports import listen_on_rendezvous_port
 from runtime._protocol.rank_environment import launched_config
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
@@ -120,13 +122,24 @@ class Launcher(ABC):
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Start the ranks (this process is not a rank yet)."""
 
-    def rendezvous(self) -> tuple[str, int]:
-        """Rank 0's address and port; on node 0 the port is checked to be free first.
+    @contextlib.contextmanager
+    def rendezvous(self) -> Iterator[tuple[str, int, socket.socket | None]]:
+        """Rank 0's address and port and, on node 0, a socket listening there until the block ends.
 
-        A busy port is an error rather than a silent switch to another port: the other nodes
-        (and anyone who set ``MASTER_PORT`` on purpose) expect this exact one.
+        Started before any rank, the socket is where rank 0's store serves (a rank process that
+        inherits it, or this process as rank 0: give that rank :func:`store_socket_variables`), so
+        a peer that is quicker than rank 0 waits in its queue instead of being refused and backing
+        off (:mod:`runtime._protocol.ports`). A busy port is an error rather than a silent switch to
+        another port: the other nodes (and anyone who set ``MASTER_PORT`` on purpose) expect this exact one.
         """
         address = self.cluster_environment.main_address
         port = self.cluster_environment.main_port
-        check_rendezvous_port(address, port, self.cluster_environment.main_port_source, self.config.node_rank)
-        return address, port
+        source = self.cluster_environment.main_port_source
+        listening = listen_on_rendezvous_port(
+            address, port, source, self.config.node_rank, one_machine=self.config.num_nodes == 1
+        )
+        try:
+            yield address, port, listening
+        finally:
+            if listening is not None:
+                listening.close()

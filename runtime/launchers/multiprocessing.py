@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import socket
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -19,6 +20,7 @@ import torch.distributed
 import torch.multiprocessing
 
 from runtime._protocol.launched_rank import run_launched_rank
+from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
@@ -38,11 +40,16 @@ def _rank_process_main(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     streams: ChildStreams | None = None,
+    store_socket: socket.socket | None = None,
 ) -> None:
-    """Entry point of a rank process: become the rank, run ``fn``, hand back the result."""
+    """Entry point of a rank process: become the rank, run ``fn``, hand back the result.
+
+    ``store_socket`` (rank 0): the socket the launcher listens on, where this rank's store serves.
+    """
     if streams is not None:
         streams.connect()  # the launcher's rank output pump reads them
     os.environ.update(variables)
+    os.environ.update(store_socket_variables(store_socket))
     rank = int(variables["RANK"])
     try:
         result = run_launched_rank(fn, *args, **kwargs)
@@ -73,11 +80,14 @@ class MultiprocessingLauncher(Launcher):
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         self.check_start_method()
         rendezvous_timeout(self.config)  # a bad RUNTIME_RENDEZVOUS_TIMEOUT fails before anything starts
-        address, port = self.rendezvous()
         context: Any = torch.multiprocessing.get_context(self.start_method)
         first_rank = rank_config(self.config, 0).global_rank
         # The group is left first: its ranks are stopped and reaped before the pump writes what is left.
-        with RankOutputPump(self.rank_output, self.config.num_devices) as pump, rank_group() as group:
+        with (
+            self.rendezvous() as (address, port, listening),
+            RankOutputPump(self.rank_output, self.config.num_devices) as pump,
+            rank_group() as group,
+        ):
             for local_rank in range(self.config.num_devices):
                 config = rank_config(self.config, local_rank)
                 # These ranks wake their launcher by exiting; a doorbell of an outer launch is not theirs.
@@ -89,7 +99,8 @@ class MultiprocessingLauncher(Launcher):
                 streams = pump.child_streams(rank=config.global_rank, local_rank=local_rank)
                 process = context.Process(
                     target=_rank_process_main,
-                    args=(variables, fn, args, kwargs, streams),
+                    # Rank 0's store serves on the socket listening since before any rank started.
+                    args=(variables, fn, args, kwargs, streams, listening if config.global_rank == 0 else None),
                     name=f"rank-{config.global_rank}",
                     daemon=False,  # ranks may start DataLoader workers
                 )

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from runtime._protocol.launched_rank import is_stop_request
+from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
@@ -65,10 +67,13 @@ class SubprocessScriptLauncher(Launcher):
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         command = script_command() if self.config.num_devices > 1 else []
         joining_timeout = rendezvous_timeout(self.config)
-        address, port = self.rendezvous()
         own = rank_config(self.config, 0)
         # The group is left first: its ranks are stopped (or released) before the pump writes what is left.
-        with RankOutputPump(self.rank_output, self.config.num_devices) as pump, rank_group() as group:
+        with (
+            self.rendezvous() as (address, port, listening),
+            RankOutputPump(self.rank_output, self.config.num_devices) as pump,
+            rank_group() as group,
+        ):
             reports = group.reports
             watch_processes(group.processes)  # SIGTERM stops them even while this rank is blocked in a collective
             for local_rank in range(1, self.config.num_devices):
@@ -84,7 +89,11 @@ class SubprocessScriptLauncher(Launcher):
             watcher.start()
             try:
                 self._wait_for_peers(processes, reports, supervisor)
-                own_variables = {**rank_variables(own, address, port), **self.restart_variables()}
+                own_variables = {
+                    **rank_variables(own, address, port),
+                    **self.restart_variables(),
+                    **store_socket_variables(listening),  # this rank's store serves on it
+                }
                 with environ_patch(own_variables), in_process.working():
                     result = fn(*args, **kwargs)
                 # If a peer's collective now fails, this rank left it waiting (as a rank process that exits would).
@@ -101,12 +110,15 @@ class SubprocessScriptLauncher(Launcher):
             except BaseException as exc:
                 # Interrupted at the launch deadline: the supervisor has recorded the timeout.
                 interrupted = isinstance(exc, LaunchTimeoutError) and supervisor.outcome.timed_out_at is not None
-                if isinstance(exc, Exception) and not interrupted:
+                # Any other exception from the work is this rank's failure, whatever its base class
+                # (torch's CheckpointException derives from BaseException), as in a rank process.
+                stopping = is_stop_request(exc)
+                if not stopping and not interrupted:
                     supervisor.add_failure(Failure.from_exception(own.global_rank, exc))
                 supervisor.stop()
                 watcher.join()
-                if not isinstance(exc, Exception):
-                    raise  # KeyboardInterrupt, SystemExit: the other ranks are stopped; let it go
+                if stopping:
+                    raise  # Ctrl-C, SystemExit: the other ranks are stopped; let it go
                 problem = supervisor.outcome.problem(self.timeout)
                 assert problem is not None  # this rank's failure is in the outcome
                 own_fault = isinstance(problem, RankFailedError) and problem.rank == own.global_rank

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from runtime_configs import ddp_config
 
@@ -206,3 +208,47 @@ def test_flags_name_the_rendezvous_of_a_run_started_by_hand() -> None:
     env = LocalEnvironment(config, environ={})
     assert (env.main_address, env.main_port, config.node_rank) == ("Node0", 29511, 1)
     assert env.main_port_source == "master_port"
+
+
+def test_node_0_listens_on_the_rendezvous_port_before_rank_0_and_its_store_serves_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A rank quicker than rank 0 used to be refused, and torch's client backed off for up to seconds.
+    import threading
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from runtime._protocol.ports import find_free_port, listen_on_rendezvous_port, store_socket_variables
+    from runtime.collectives.torch_rendezvous import rendezvous_store
+
+    port = find_free_port()
+    assert listen_on_rendezvous_port("127.0.0.1", port, "MASTER_PORT", 1, one_machine=False) is None  # not node 0
+    listening = listen_on_rendezvous_port("127.0.0.1", port, "MASTER_PORT", 0, one_machine=False)
+    assert listening is not None
+    with listening, socket.create_connection(("127.0.0.1", port), timeout=10):
+        assert listening.getsockname()[0] in ("0.0.0.0", "::")  # other nodes connect to it
+    # On one machine: on loopback alone (named by /etc/hosts: torch's log line makes no DNS query).
+    listening = listen_on_rendezvous_port("127.0.0.1", port, "MASTER_PORT", 0, one_machine=True)
+    assert listening is not None
+    with listening:
+        assert listening.getsockname()[0] == "127.0.0.1"
+        with pytest.raises(runtime.PortInUseError, match=f"port {port} on 127.0.0.1 .from MASTER_PORT. is already"):
+            listen_on_rendezvous_port("127.0.0.1", port, "MASTER_PORT", 0, one_machine=True)
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass  # no store yet, and the peer is queued, not refused
+        for name, value in store_socket_variables(listening).items():
+            monkeypatch.setenv(name, value)
+        peer: list[object] = []
+
+        def connect_first() -> None:
+            client = dist.TCPStore("127.0.0.1", port, 2, is_master=False, timeout=timedelta(seconds=30))
+            client.set("peer", "here")
+            peer.append(client)
+
+        thread = threading.Thread(target=connect_first)
+        thread.start()
+        store = rendezvous_store("127.0.0.1", port, rank=0, world_size=2, timeout=30)
+        thread.join(30)
+        assert store.get("peer") == b"here"
+        del store, peer[:]

@@ -138,6 +138,28 @@ def test_the_last_failure_is_the_one_a_run_without_restarts_reports(tmp_path: Pa
         assert f"attempt {attempt} of 2 rank 0" in done.stdout
 
 
+def test_resolver_run_restarts_a_rank_that_raised_a_checkpoint_exception(tmp_path: Path) -> None:
+    script = tmp_path / "checkpointing.py"
+    script.write_text(
+        "import runtime\n"
+        "from torch.distributed.checkpoint.api import CheckpointException\n\n"
+        "def work(strategy):\n"
+        "    if strategy.global_rank == 1 and strategy.restart_count == 0:\n"
+        "        raise CheckpointException('could not save epoch-1', {1: OSError('disk quota exceeded')})\n"
+        "    strategy.collective.barrier()\n"
+        "    print('attempt', strategy.restart_count, 'rank', strategy.global_rank, 'done', flush=True)\n\n"
+        "runtime.launch(work)\n"
+    )
+    done, _ = resolver_run(tmp_path, "out", "--accelerator", "cpu", "--devices", "2", "--max-restarts", "1",
+                           str(script))  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert ("resolver run: rank 1 failed (exit code 1): torch.distributed.checkpoint.api.CheckpointException: "
+            "('could not save epoch-1', {1: OSError('disk quota exceeded')})") in done.stderr  # fmt: skip
+    assert "restarting every local rank (restart 1 of 1" in done.stderr
+    assert "attempt 1 rank 0 done" in done.stdout and "attempt 1 rank 1 done" in done.stdout
+
+
 def run_launch(tmp_path: Path, strategy: str, max_restarts: int, failures: int, **env: str) -> dict[str, object]:
     out, tmp = tmp_path / "out", tmp_path / "tmp"
     out.mkdir()
@@ -173,6 +195,58 @@ def test_launch_raises_todays_error_once_the_restarts_run_out(strategy: str, tmp
     assert (outcome.get("error"), outcome["rank"], outcome["exit_code"]) == ("RankFailedError", 1, -9), outcome
     assert str(outcome["stderr"]).count("restarting every local rank") == 1
     assert outcome["attempts"] == ["pid-0-0", "pid-0-1", "pid-1-0", "pid-1-1"]
+
+
+# torch's CheckpointException derives from BaseException, not Exception: rank 0 of ``ddp`` raises it in the
+# launching process itself, the other cases in a rank process.
+@pytest.mark.parametrize(("strategy", "rank"), [("ddp", 0), ("ddp", 1), ("ddp_spawn", 1), ("ddp_fork", 0)])
+def test_a_checkpoint_exception_is_a_rank_failure_and_is_restarted_like_any_other(
+    strategy: str, rank: int, tmp_path: Path
+) -> None:
+    outcome = run_launch(tmp_path, strategy, max_restarts=1, failures=1, RESTART_SCRIPT_FAULT=f"checkpoint@{rank}")
+
+    assert outcome.get("result") == {"attempt": 1, "variable": "1", "sum": 3.0}, outcome
+    stderr = str(outcome["stderr"])
+    assert f"launch: rank {rank} failed" in stderr
+    assert f"CheckpointException: ('could not save epoch-1', {{{rank}: OSError('disk quota exceeded')}})" in stderr
+    assert "restarting every local rank (restart 1 of 1" in stderr
+    assert outcome["attempts"] == ["pid-0-0", "pid-0-1", "pid-1-0", "pid-1-1"]
+
+
+def test_a_checkpoint_exception_in_the_launching_process_is_raised_as_its_rank_failure_once_restarts_run_out(
+    tmp_path: Path,
+) -> None:
+    outcome = run_launch(tmp_path, "ddp", max_restarts=1, failures=5, RESTART_SCRIPT_FAULT="checkpoint@0")
+
+    assert (outcome.get("error"), outcome["rank"], outcome["exit_code"]) == ("RankFailedError", 0, None), outcome
+    assert str(outcome["message"]).startswith("rank 0 failed: torch.distributed.checkpoint.api.CheckpointException:")
+    assert str(outcome["stderr"]).count("restarting every local rank") == 1
+
+
+def test_ctrl_c_in_the_launching_process_still_stops_the_run_without_a_restart(tmp_path: Path) -> None:
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    out.mkdir()
+    tmp.mkdir()
+    command = [sys.executable, str(SCRIPTS / "restart_script.py"), "ddp", "2", "1", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment(tmp, RESTART_SCRIPT_FAULT="sleep@0"))  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(out.glob("pid-0-*"))) < 2 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        time.sleep(0.5)  # rank 0 (this process) sleeps, rank 1 waits for it in the barrier
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == -signal.SIGINT, stderr
+    assert "KeyboardInterrupt" in stderr
+    assert "restarting" not in stderr and "rank 0 failed" not in stderr
+    assert sorted(p.name for p in out.glob("pid-*")) == ["pid-0-0", "pid-0-1"]
+    assert all(process_is_gone(pid) for pid in recorded_pids(out)), "a rank outlived the run"
+    assert list(tmp.iterdir()) == [], "a report folder was left behind"
 
 
 def test_a_timeout_is_not_restarted(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """``python restart_script.py STRATEGY MAX_RESTARTS FAILURES OUT_DIR``: ``runtime.launch(..., max_restarts=...)``
 where rank 1 kills itself (``SIGKILL``) in each of the first FAILURES attempts, after the group has joined
 (with ``RESTART_SCRIPT_HANG=1`` it hangs there instead; ``RESTART_SCRIPT_TIMEOUT`` is the launch timeout, 90 s).
+``RESTART_SCRIPT_FAULT=checkpoint@RANK`` makes rank RANK raise torch's ``CheckpointException`` (a
+``BaseException``) instead, ``sleep@RANK`` makes it sleep in Python (its work can be interrupted there).
 
 Every rank writes ``OUT_DIR/pid-ATTEMPT-RANK``. The launching process prints one ``OUTCOME {json}``
 line: rank 0's result (its attempt, ``TORCHELASTIC_RESTART_COUNT`` and an all-reduced sum), or the
@@ -21,6 +23,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE.parents[2])]  # runtime_workers, the 
 
 import torch  # noqa: E402
 from runtime_workers import this_process  # noqa: E402
+from torch.distributed.checkpoint.api import CheckpointException  # noqa: E402
 
 import runtime  # noqa: E402
 
@@ -29,7 +32,13 @@ def work(strategy: runtime.Strategy, out: str, failures: int) -> dict[str, objec
     attempt = strategy.restart_count
     Path(out, f"pid-{attempt}-{strategy.global_rank}").write_text(this_process())
     total = strategy.collective.all_reduce(torch.tensor([float(strategy.global_rank + 1)]), "sum")
-    if attempt < failures and strategy.global_rank == 1:
+    kind, _, faulty = os.environ.get("RESTART_SCRIPT_FAULT", "").partition("@")
+    if kind and attempt < failures and strategy.global_rank == int(faulty):
+        if kind == "sleep":
+            time.sleep(600)
+        # What torch's distributed checkpoint raises when a save fails: it maps a rank to its error.
+        raise CheckpointException("could not save epoch-1", {strategy.global_rank: OSError("disk quota exceeded")})
+    if not kind and attempt < failures and strategy.global_rank == 1:
         if os.environ.get("RESTART_SCRIPT_HANG"):
             time.sleep(600)
         os.kill(os.getpid(), signal.SIGKILL)
