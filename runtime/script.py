@@ -163,7 +163,10 @@ class _Attempts:
                 check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
             restart = restart_variables(attempt, max_restarts) if restarts_ours else {}
             # The group is left first: every rank is stopped and reaped before the pump writes what is left.
-            with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
+            with (
+                RankOutputPump(output, config.num_devices) as pump,
+                rank_group(len(self.ranks), on_cpu=config.accelerator == "cpu") as group,
+            ):
                 for rank in self.ranks:
                     variables = rank_variables(rank, address, port, group.reports.directory)
                     if config.launcher is not None:  # ranks it starts itself: as torchrun's (a cluster's keep its own)

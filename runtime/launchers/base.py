@@ -120,6 +120,11 @@ class Launcher(ABC):
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Start the ranks (this process is not a rank yet)."""
 
+    @property
+    def on_cpu(self) -> bool:
+        """Whether the ranks compute on the CPU cores (their number is then bounded by them)."""
+        return self.config.accelerator == "cpu"
+
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0's address and port; on node 0 the port is checked to be free first.
 

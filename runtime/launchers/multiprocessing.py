@@ -22,6 +22,7 @@ from runtime._protocol.launched_rank import run_launched_rank
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
+from runtime.launchers._supervision.capacity import FORKED_RANK_MEMORY, TORCH_RANK_MEMORY
 from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers._supervision.rank_output import ChildStreams, RankOutputPump
 from runtime.launchers._supervision.supervisor import MultiprocessingRank
@@ -69,6 +70,8 @@ class MultiprocessingLauncher(Launcher):
 
     start_method = "spawn"
     supports_restarts = True
+    #: The least memory each rank holds of its own (a fresh interpreter that imports torch).
+    rank_memory = TORCH_RANK_MEMORY
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         self.check_start_method()
@@ -77,7 +80,10 @@ class MultiprocessingLauncher(Launcher):
         context: Any = torch.multiprocessing.get_context(self.start_method)
         first_rank = rank_config(self.config, 0).global_rank
         # The group is left first: its ranks are stopped and reaped before the pump writes what is left.
-        with RankOutputPump(self.rank_output, self.config.num_devices) as pump, rank_group() as group:
+        with (
+            RankOutputPump(self.rank_output, self.config.num_devices) as pump,
+            rank_group(self.config.num_devices, self.rank_memory, on_cpu=self.on_cpu) as group,
+        ):
             for local_rank in range(self.config.num_devices):
                 config = rank_config(self.config, local_rank)
                 # These ranks wake their launcher by exiting; a doorbell of an outer launch is not theirs.
@@ -95,6 +101,9 @@ class MultiprocessingLauncher(Launcher):
                 )
                 try:
                     self._start(process, fn)
+                except OSError as exc:
+                    group.raise_if_refused(exc, config.global_rank)
+                    raise
                 finally:
                     if streams is not None:
                         streams.close()  # the child holds its own copies
@@ -130,6 +139,7 @@ class ForkLauncher(MultiprocessingLauncher):
     """Copies of the calling process (``fork``): fast, works in notebooks, not after CUDA init."""
 
     start_method = "fork"
+    rank_memory = FORKED_RANK_MEMORY  # a copy of this process: only what it writes is its own
 
     def check_start_method(self) -> None:
         if torch.cuda.is_initialized():

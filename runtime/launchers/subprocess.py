@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
+from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY
 from runtime.launchers._supervision.in_process_rank import InProcessRank
 from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers._supervision.rank_output import RankOutputPump
@@ -68,7 +69,12 @@ class SubprocessScriptLauncher(Launcher):
         address, port = self.rendezvous()
         own = rank_config(self.config, 0)
         # The group is left first: its ranks are stopped (or released) before the pump writes what is left.
-        with RankOutputPump(self.rank_output, self.config.num_devices) as pump, rank_group() as group:
+        with (
+            RankOutputPump(self.rank_output, self.config.num_devices) as pump,
+            rank_group(
+                self.config.num_devices - 1, TORCH_RANK_MEMORY, on_cpu=self.config.accelerator == "cpu"
+            ) as group,
+        ):
             reports = group.reports
             watch_processes(group.processes)  # SIGTERM stops them even while this rank is blocked in a collective
             for local_rank in range(1, self.config.num_devices):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from resolver._domain.config import ResolvedConfig
 from runtime._protocol.rank_environment import rank_config, rank_variables
+from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY, check_room_for
 from runtime.launchers._supervision.signals import sigterm_guard
 from runtime.preflight.report import STEPS, CheckReport, RankState, merge
 from runtime.registry import CLUSTER_ENVIRONMENTS
@@ -54,6 +55,9 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     address, port = cluster.main_address, cluster.main_port
     ranks = [rank_config(config, local) for local in range(config.num_devices)]
+    check_room_for(
+        len(ranks), TORCH_RANK_MEMORY, "check ranks", on_cpu=config.accelerator == "cpu"
+    )  # before starting any
     folder = Path(tempfile.mkdtemp(prefix="resolver-check-"))
     try:
         # SIGTERM (like Ctrl-C) unwinds through the finally blocks: every rank stopped, the folder removed.
