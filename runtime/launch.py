@@ -10,6 +10,7 @@ from resolver._domain.flags import collect_flags
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.launched_rank import run_launched_rank
 from runtime._protocol.rank_environment import launched_config
+from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime._rank.worker import run_checked_worker
 from runtime.build import build
 from runtime.preemption import exit_if_preempted
@@ -78,7 +79,7 @@ def launch(
 
     options = dict(strategy_options or {})
     if timeout is not None:
-        options["timeout"] = timeout
+        options["timeout"] = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["timeout"])
     if max_restarts:
         options["max_restarts"] = max_restarts
     with collector_paused():

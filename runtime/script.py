@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from resolver._domain.config import ResolvedConfig
 from runtime._protocol.ports import check_rendezvous_port
-from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables
+from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables, rendezvous_timeout
+from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers._supervision.rank_output import RankOutput, RankOutputPump
@@ -91,7 +92,11 @@ def run_script(
     before starting anything when the rendezvous cannot work.
     """
     if timeout is None and config.strategy_options.get("timeout") is not None:
-        timeout = float(config.strategy_options["timeout"])
+        option = config.strategy_options["timeout"]
+        timeout = check_timeout(option, f"the strategy option timeout={option!r}", TIMEOUT_HINTS["timeout"])
+    elif timeout is not None:
+        timeout = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["timeout"])
+    rendezvous_timeout(config)  # a bad rendezvous_timeout or RUNTIME_RENDEZVOUS_TIMEOUT fails before any rank starts
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     address, port = cluster.main_address, cluster.main_port
     started_by_cluster = config.launcher is None
@@ -158,7 +163,10 @@ class _Attempts:
                 check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
             restart = restart_variables(attempt, max_restarts) if restarts_ours else {}
             # The group is left first: every rank is stopped and reaped before the pump writes what is left.
-            with RankOutputPump(output, config.num_devices) as pump, rank_group() as group:
+            with (
+                RankOutputPump(output, config.num_devices) as pump,
+                rank_group(len(self.ranks), on_cpu=config.accelerator == "cpu") as group,
+            ):
                 for rank in self.ranks:
                     variables = rank_variables(rank, address, port, group.reports.directory)
                     if restarts_ours:  # ranks it starts itself, one alone too: as torchrun's (a cluster's keep its own)

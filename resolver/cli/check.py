@@ -8,8 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from resolver._engine.errors import ResolutionError
-from resolver.cli.options import add_config, add_flags
-from resolver.cli.shared import EXIT_ERROR, EXIT_OK, EXIT_USAGE, check_removed, environment_for, resolve_args
+from resolver.cli.options import add_config, add_flags, timeout_option
+from resolver.cli.shared import EXIT_ERROR, EXIT_OK, check_removed, environment_for, resolve_args
 
 if TYPE_CHECKING:
     from resolver.cli.options import Parser
@@ -30,7 +30,12 @@ EXAMPLES = (
     "resolver check --devices 4 --timeout 5 --format json",
     "resolver check --num-nodes 2 --node-rank 1 --master-addr node-0 --master-port 29500",
 )
-TRAILER = "exit codes: 0 every check passed, 1 a check failed (the report says which), 2 usage error."
+TRAILER = (
+    "exit codes: 0 every check passed, 1 a check failed (the report says which), 2 usage error, "
+    "130 interrupted (Ctrl-C), 143 stopped by SIGTERM."
+)
+#: The exit status after Ctrl-C, as a shell reports a process that SIGINT ended.
+EXIT_INTERRUPTED = 130
 
 
 def add_options(check: Parser) -> None:
@@ -39,7 +44,7 @@ def add_options(check: Parser) -> None:
     add_config(check)
     check.add_argument(
         "--timeout",
-        type=float,
+        type=timeout_option("leave --timeout out for 10 s"),
         default=10.0,
         metavar="SECONDS",
         help="the longest any step may take before the check names who it waits for (default: 10)",
@@ -49,9 +54,6 @@ def add_options(check: Parser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``resolver check``: resolve, then prove the setup works (``runtime.preflight``)."""
-    if not args.timeout > 0:
-        print(f"error: --timeout must be a positive number of seconds, got {args.timeout:g}", file=sys.stderr)
-        return EXIT_USAGE
     try:
         check_removed(args)
         config = resolve_args(args, environment=environment_for(None, args.rules), rules=args.rules or None)
@@ -73,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:  # Ctrl-C: the ranks were stopped and the check's folder removed on the way out
+        print("resolver check: interrupted; every rank was stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if config.launcher is None and config.global_rank != 0:
         # a rank of a job someone else started: rank 0 prints the run's report; this rank only its failures
         if not report.ok:

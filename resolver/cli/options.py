@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from resolver._domain.flags import FLAGS, Flag
+from resolver._domain.timeouts import parse_timeout
 from resolver._engine.integers import parse_int
 from resolver.api import builtin_table
 
-__all__ = ["Parser", "add_config", "add_flags", "removed_flags_given"]
+__all__ = ["Parser", "add_config", "add_flags", "removed_flags_given", "timeout_option"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -177,3 +178,17 @@ def add_config(parser: argparse.ArgumentParser) -> None:
         help="read the flags from this TOML file ([flags] table, as in a golden scenario); "
         "a flag given on the command line wins over the file",
     )
+
+
+def timeout_option(unset: str) -> Callable[[str], float]:
+    """The type of a ``--timeout`` option: seconds in the range every timeout has
+    (:mod:`resolver._domain.timeouts`), else a usage error that states it; ``unset`` says what leaving
+    the option out means."""
+
+    def seconds(text: str) -> float:
+        try:
+            return parse_timeout(text, repr(text))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} ({unset})") from None
+
+    return seconds

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from resolver._engine.errors import ResolutionError
-from resolver.cli.options import add_config, add_flags
+from resolver.cli.options import add_config, add_flags, timeout_option
 from resolver.cli.shared import EXIT_CODES, EXIT_ERROR, EXIT_USAGE, check_removed, environment_for, resolve_args
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def add_options(run: Parser) -> None:
     add_config(run)
     run.add_argument(
         "--timeout",
-        type=float,
+        type=timeout_option("leave --timeout out for no limit"),
         default=None,
         metavar="SECONDS",
         help="stop every rank (and fail) if the run takes longer than this",

@@ -26,11 +26,24 @@ def _python_files(folder: Path) -> list[str]:
         return []
 
 
+def _unreadable(script: str, path: Path) -> str | None:
+    """Why the file ``script`` cannot be read by this user (every rank would fail to open it), or None."""
+    try:
+        with path.open("rb") as file:
+            file.read(1)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        readable = f"make it readable by this user (chmod u+r {script})"
+        fix = readable if isinstance(exc, PermissionError) else _SCRIPT_HELP
+        return f"error: script {script!r} cannot be read: {why}\n  = help: {fix}"
+    return None
+
+
 def script_problem(script: str) -> str | None:
     """Why ``script`` cannot be run as a script, or None."""
     path = Path(script)
     if path.is_file():
-        return None
+        return _unreadable(script, path)
     if path.is_dir():
         files = [f for f in _python_files(path) if f != "__init__.py"]
         lines = [f"error: {script!r} is a folder, not a script"]

@@ -18,6 +18,9 @@ import attrs
 
 from resolver._domain.config import ResolvedConfig
 from resolver._domain.functions import local_rank_in_world
+from resolver._domain.timeouts import parse_timeout
+from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
+from runtime.errors import RuntimeConfigError
 
 __all__ = [
     "CONFIG_VARIABLE",
@@ -55,20 +58,14 @@ def rendezvous_timeout(config: ResolvedConfig | None = None, environ: Mapping[st
     else ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 300."""
     option = None if config is None else config.strategy_options.get("rendezvous_timeout")
     if option is not None:
-        return float(option)
+        return check_timeout(option, f"rendezvous_timeout={option!r}", TIMEOUT_HINTS["rendezvous_timeout"])
     text = (os.environ if environ is None else environ).get(RENDEZVOUS_TIMEOUT_VARIABLE, "").strip()
     if not text:
         return DEFAULT_RENDEZVOUS_TIMEOUT
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise ValueError(
-            f"{RENDEZVOUS_TIMEOUT_VARIABLE}={text!r} is not a positive number of seconds\n"
-            f"  hint: set it to e.g. 120, or unset it for the default ({DEFAULT_RENDEZVOUS_TIMEOUT:g} s)"
-        )
-    return value
+        return parse_timeout(text, f"{RENDEZVOUS_TIMEOUT_VARIABLE}={text!r}")
+    except ValueError as exc:
+        raise RuntimeConfigError(f"{exc}\n  hint: {TIMEOUT_HINTS[RENDEZVOUS_TIMEOUT_VARIABLE]}") from None
 
 
 def rank_config(config: ResolvedConfig, local_rank: int) -> ResolvedConfig:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from datetime import timedelta
 
 import torch
 
+from resolver._domain.timeouts import timeout_problem
 from runtime.collectives.errors import CollectiveArgumentTypeError, CollectiveMisuseError, ReduceOpDtypeError
 
 __all__ = [
@@ -145,15 +145,16 @@ def bool_problem(operation: str, name: str, value: object) -> CollectiveMisuseEr
 
 
 def seconds_problem(operation: str, name: str, value: object) -> CollectiveMisuseError | None:
-    """Why ``value`` is not a timeout (None, seconds > 0, or a positive timedelta)."""
+    """Why ``value`` is not a timeout (None, or seconds or a timedelta in the range every timeout
+    has: :mod:`resolver._domain.timeouts`)."""
     if value is None:
         return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
+    problem = timeout_problem(value, f"{operation}: {name}={_shown(value)}", allow_timedelta=True)
+    if problem is None:
         return None
     return CollectiveArgumentTypeError(
-        f"{operation}: {name} must be a number of seconds > 0 or a datetime.timedelta, got {type_name(value)} "
-        f"{_shown(value)}\n  hint: e.g. {name}=30.0 or {name}=datetime.timedelta(seconds=30)"
+        f"{problem}\n  hint: e.g. {name}=30.0 or {name}=datetime.timedelta(seconds=30), or leave it unset for "
+        "the collective's timeout"
     )
 
 

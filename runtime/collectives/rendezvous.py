@@ -8,9 +8,12 @@ XLA's PJRT) reads only what it needs and checks the ranks against its engine's.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import attrs
 import torch
+
+from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 
 __all__ = ["Rendezvous"]
 
@@ -31,6 +34,15 @@ class Rendezvous:
     backend: str | None = None
     master_addr: str = "127.0.0.1"
     master_port: int | None = None
-    timeout: timedelta | float | None = None
+    timeout: timedelta | float | None = attrs.field(default=None)
     device: torch.device | None = None
-    rendezvous_timeout: float | None = None
+    rendezvous_timeout: float | None = attrs.field(default=None)
+
+    @timeout.validator
+    @rendezvous_timeout.validator
+    def _check_timeout(self, attribute: attrs.Attribute[Any], value: timedelta | float | None) -> None:
+        if value is None:
+            return
+        seconds = value.total_seconds() if isinstance(value, timedelta) and attribute.name == "timeout" else value
+        hint = TIMEOUT_HINTS["rendezvous_timeout" if attribute.name == "rendezvous_timeout" else "collective"]
+        check_timeout(seconds, f"Rendezvous({attribute.name}={value!r})", hint)

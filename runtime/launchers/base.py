@@ -122,6 +122,11 @@ class Launcher(ABC):
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Start the ranks (this process is not a rank yet)."""
 
+    @property
+    def on_cpu(self) -> bool:
+        """Whether the ranks compute on the CPU cores (their number is then bounded by them)."""
+        return self.config.accelerator == "cpu"
+
     @contextlib.contextmanager
     def rendezvous(self) -> Iterator[tuple[str, int, socket.socket | None]]:
         """Rank 0's address and port and, on node 0, a socket listening there until the block ends.

@@ -11,6 +11,7 @@ runner stops the other ranks; no process outlives a launch.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -73,7 +74,7 @@ class HorovodLauncher(Launcher):
                     num_proc=size,
                     hosts=f"localhost:{size}",
                     use_gloo=True,
-                    start_timeout=int(self.timeout) if self.timeout else None,
+                    start_timeout=None if self.timeout is None else math.ceil(self.timeout),  # whole seconds
                 )
             except Exception as exc:
                 failed = [r for r in range(size) if reports.read_error(r) is not None]

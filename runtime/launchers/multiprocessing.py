@@ -24,6 +24,7 @@ from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
+from runtime.launchers._supervision.capacity import FORKED_RANK_MEMORY, TORCH_RANK_MEMORY
 from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers._supervision.rank_output import ChildStreams, RankOutputPump
 from runtime.launchers._supervision.supervisor import MultiprocessingRank
@@ -76,6 +77,8 @@ class MultiprocessingLauncher(Launcher):
 
     start_method = "spawn"
     supports_restarts = True
+    #: The least memory each rank holds of its own (a fresh interpreter that imports torch).
+    rank_memory = TORCH_RANK_MEMORY
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         self.check_start_method()
@@ -86,7 +89,7 @@ class MultiprocessingLauncher(Launcher):
         with (
             self.rendezvous() as (address, port, listening),
             RankOutputPump(self.rank_output, self.config.num_devices) as pump,
-            rank_group() as group,
+            rank_group(self.config.num_devices, self.rank_memory, on_cpu=self.on_cpu) as group,
         ):
             for local_rank in range(self.config.num_devices):
                 config = rank_config(self.config, local_rank)
@@ -106,6 +109,9 @@ class MultiprocessingLauncher(Launcher):
                 )
                 try:
                     self._start(process, fn)
+                except OSError as exc:
+                    group.raise_if_refused(exc, config.global_rank)
+                    raise
                 finally:
                     if streams is not None:
                         streams.close()  # the child holds its own copies
@@ -141,6 +147,7 @@ class ForkLauncher(MultiprocessingLauncher):
     """Copies of the calling process (``fork``): fast, works in notebooks, not after CUDA init."""
 
     start_method = "fork"
+    rank_memory = FORKED_RANK_MEMORY  # a copy of this process: only what it writes is its own
 
     def check_start_method(self) -> None:
         if torch.cuda.is_initialized():

@@ -20,6 +20,7 @@ from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
+from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY
 from runtime.launchers._supervision.in_process_rank import InProcessRank
 from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers._supervision.rank_output import RankOutputPump
@@ -72,7 +73,7 @@ class SubprocessScriptLauncher(Launcher):
         with (
             self.rendezvous() as (address, port, listening),
             RankOutputPump(self.rank_output, self.config.num_devices) as pump,
-            rank_group() as group,
+            rank_group(self.config.num_devices - 1, TORCH_RANK_MEMORY, on_cpu=self.on_cpu) as group,
         ):
             reports = group.reports
             watch_processes(group.processes)  # SIGTERM stops them even while this rank is blocked in a collective

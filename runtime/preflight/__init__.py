@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.preflight.report import Check, CheckReport, RankState, merge
 
 if TYPE_CHECKING:
@@ -31,8 +32,7 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT) ->
     In a rank started by someone else, rank 0 returns the whole run's report; another rank returns
     its own view (its checks; the others' are rank 0's to report).
     """
-    if not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    timeout = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["check"])
     if config.launcher == "xla":  # torch_xla starts and numbers the replicas: the check runs in them
         from runtime.preflight.xla import check_xla
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from pathlib import Path
 
 from resolver._domain.config import ResolvedConfig
 from runtime._protocol.rank_environment import rank_config, rank_variables
+from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY, check_room_for
+from runtime.launchers._supervision.signals import sigterm_guard
 from runtime.preflight.report import STEPS, CheckReport, RankState, merge
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
@@ -52,14 +55,34 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     address, port = cluster.main_address, cluster.main_port
     ranks = [rank_config(config, local) for local in range(config.num_devices)]
+    check_room_for(
+        len(ranks), TORCH_RANK_MEMORY, "check ranks", on_cpu=config.accelerator == "cpu"
+    )  # before starting any
     folder = Path(tempfile.mkdtemp(prefix="resolver-check-"))
+    try:
+        # SIGTERM (like Ctrl-C) unwinds through the finally blocks: every rank stopped, the folder removed.
+        with sigterm_guard(str(folder)):
+            states = _run_ranks(ranks, address, port, cluster.main_port_source, folder, timeout)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    summary = config.summary()
+    if config.node_rank != 0:
+        summary = f"node {config.node_rank}'s ranks (rank 0's node reports the whole run): {summary}"
+    return merge([states[r] for r in sorted(states)], config.world_size, timeout=timeout, summary=summary,
+                 seconds=time.monotonic() - started)  # fmt: skip
+
+
+def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str, folder: Path,
+               timeout: float) -> dict[int, RankState]:  # fmt: skip
+    """Start ``ranks`` with their files in ``folder``, wait for them (stopping any that hang), and read
+    their states; no rank is left running however this ends."""
     processes: dict[int, subprocess.Popen[bytes]] = {}
     logs = {}
     try:
         for rank in ranks:
             r = rank.global_rank
             environ = {**os.environ, **rank_variables(rank, address, port)}
-            environ["RESOLVER_CHECK_SOURCE"] = cluster.main_port_source
+            environ["RESOLVER_CHECK_SOURCE"] = source
             logs[r] = folder / f"rank-{r}.log"
             with open(logs[r], "wb") as log:
                 processes[r] = subprocess.Popen(
@@ -70,7 +93,7 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
                 )  # fmt: skip
         stopped = _watch(processes, timeout)
     finally:
-        for process in processes.values():  # an interrupt (or an error above): stop and reap every rank
+        for process in processes.values():  # an interrupt, SIGTERM or an error above: stop and reap every rank
             if process.poll() is None:
                 _stop(process)
     states: dict[int, RankState] = {}
@@ -85,12 +108,7 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
         last = "" if finished else _last_line(logs[r])  # its error, when it ended before the end
         states[r] = RankState(r, state.host if state.host != "?" else os.uname().nodename, state.checks,
                               state.current, exit_code, r in stopped, output=last)  # fmt: skip
-    _remove(folder)
-    summary = config.summary()
-    if config.node_rank != 0:
-        summary = f"node {config.node_rank}'s ranks (rank 0's node reports the whole run): {summary}"
-    return merge([states[r] for r in sorted(states)], config.world_size, timeout=timeout, summary=summary,
-                 seconds=time.monotonic() - started)  # fmt: skip
+    return states
 
 
 def _watch(processes: dict[int, subprocess.Popen[bytes]], timeout: float) -> set[int]:
@@ -120,9 +138,3 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         pass
     process.wait()
-
-
-def _remove(folder: Path) -> None:
-    for item in folder.iterdir():
-        item.unlink()
-    folder.rmdir()

@@ -12,6 +12,7 @@ building and compilation, not the link). The engine step takes one step through 
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -51,7 +52,7 @@ def check_xla(config: ResolvedConfig, *, timeout: float) -> CheckReport:
     from runtime._protocol.ports import find_free_port
     from runtime.build import build
     from runtime.errors import LaunchTimeoutError, RankFailedError
-    from runtime.preflight.local import _read_state, _remove
+    from runtime.preflight.local import _read_state
     from runtime.preflight.report import STEPS
 
     started = time.monotonic()
@@ -76,6 +77,6 @@ def check_xla(config: ResolvedConfig, *, timeout: float) -> CheckReport:
                     state = attrs.evolve(state, exit=0 if state.current == "done" else None)
                 states.append(state)
     finally:
-        _remove(folder)
+        shutil.rmtree(folder, ignore_errors=True)
     return merge(states, config.world_size, timeout=timeout, summary=config.summary(),
                  seconds=time.monotonic() - started)  # fmt: skip

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.errors import RuntimeConfigError
 from runtime.launchers._supervision.rank_output import RankOutput
 
@@ -52,10 +53,15 @@ class StrategyOptions:
     """
 
     use_distributed_sampler: bool = True
-    timeout: float | None = None
-    rendezvous_timeout: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
+    timeout: float | None = attrs.field(default=None)
+    rendezvous_timeout: float | None = attrs.field(default=None)
+
+    @timeout.validator
+    @rendezvous_timeout.validator
+    def _check_timeout(self, attribute: attrs.Attribute[float | None], value: float | None) -> None:
+        if value is not None:
+            check_timeout(value, f"{attribute.name}={value!r}", TIMEOUT_HINTS[attribute.name])
+
     check_collectives: bool = True
     num_threads: int | None = attrs.field(default=None)
 
@@ -144,6 +150,8 @@ def _plain(options_class: type[StrategyOptions], options: Mapping[str, Any]) -> 
         values[key] = float(value) if type(value) is int and float in accepted else value
     try:
         return options_class(**values)
+    except RuntimeConfigError:
+        raise  # a value of the right type out of its range: the option's own message
     except (TypeError, ValueError):
         return None  # cattrs says what is wrong, in the usual words
 
@@ -175,7 +183,10 @@ def _describe(exc: BaseException, expected: type | None) -> str:
 def structure_options(strategy: str, options_class: type[StrategyOptions], options: Mapping[str, Any]) -> Any:
     """``options`` as an instance of ``options_class``, or a :class:`RuntimeConfigError` saying
     which option is unknown or has the wrong type, and what the strategy takes."""
-    found = _plain(options_class, options)
+    try:
+        found = _plain(options_class, options)
+    except RuntimeConfigError as exc:
+        raise RuntimeConfigError(f"strategy {strategy!r} got an invalid option: {exc}") from None
     if found is not None:
         return found
     import cattrs
@@ -184,6 +195,9 @@ def structure_options(strategy: str, options_class: type[StrategyOptions], optio
     try:
         return _converter().structure(dict(options), options_class)
     except ClassValidationError as exc:
+        own = next((error for error in exc.exceptions if isinstance(error, RuntimeConfigError)), None)
+        if own is not None:  # a value of the right type out of its range: the option's own message
+            raise RuntimeConfigError(f"strategy {strategy!r} got an invalid option: {own}") from None
         accepted = ", ".join(sorted(attrs.fields_dict(options_class))) or "no options"
         unknown = [key for error in exc.exceptions if isinstance(error, ForbiddenExtraKeysError)
                    for key in sorted(error.extra_fields)]  # fmt: skip

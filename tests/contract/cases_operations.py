@@ -254,7 +254,8 @@ def scatter_object_list_gives_rank_i_the_ith_object(c: Collective, rank: int, wo
 def monitored_barrier_returns_when_every_rank_arrived(c: Collective, rank: int, world: int) -> None:
     c.monitored_barrier(timeout=30.0)
     c.monitored_barrier(timeout=30.0, wait_all_ranks=True)
-    with pytest.raises(CollectiveMisuseError, match="monitored_barrier: timeout must be a number of seconds > 0"):
+    says = r"monitored_barrier: timeout=-1 is not positive; a timeout is a number of seconds from 0.001 \(1 ms\)"
+    with pytest.raises(CollectiveMisuseError, match=says):
         c.monitored_barrier(timeout=-1)
     assert_still_usable(c)
 

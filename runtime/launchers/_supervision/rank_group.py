@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE
 from runtime._protocol.rank_files import RankFiles
+from runtime.launchers._supervision.capacity import PROGRAM_MEMORY, check_room_for, start_refused
 from runtime.launchers._supervision.cleanup import temporary_rank_files
 from runtime.launchers._supervision.in_process_rank import InProcessRank
 from runtime.launchers._supervision.rank_output import RankOutputPump
@@ -59,10 +60,19 @@ def start_rank_process(
 class RankGroup:
     """The rank processes of one launch, their report folder and their doorbell (use :func:`rank_group`)."""
 
-    def __init__(self, reports: RankFiles, doorbell: tuple[int, int]) -> None:
+    def __init__(self, reports: RankFiles, doorbell: tuple[int, int], ranks: int = 0) -> None:
         self.reports = reports
         self.processes: dict[int, RankProcess] = {}
+        #: How many rank processes the launcher means to start (0: not said).
+        self.ranks = ranks
         self._bell_read, self._bell_write = doorbell
+
+    def raise_if_refused(self, exc: OSError, rank: int) -> None:
+        """Raise the clear error for the OS refusing to start ``rank`` for want of room
+        (:func:`~runtime.launchers._supervision.capacity.start_refused`); return for any other ``exc``."""
+        refused = start_refused(exc, rank, max(self.ranks, len(self.processes) + 1), len(self.processes))
+        if refused is not None:
+            raise refused from exc
 
     def popen(
         self,
@@ -82,10 +92,14 @@ class RankGroup:
         ) -> subprocess.Popen[bytes]:
             return start_rank_process(command, env, pass_fds=(self._bell_write,), stdout=stdout, stderr=stderr)
 
-        if output is None:
-            popen = start(command, env=env)
-        else:
-            popen = output.popen(command, env=env, rank=rank, local_rank=local_rank, start=start)
+        try:
+            if output is None:
+                popen = start(command, env=env)
+            else:
+                popen = output.popen(command, env=env, rank=rank, local_rank=local_rank, start=start)
+        except OSError as exc:
+            self.raise_if_refused(exc, rank)
+            raise
         process = PopenRank(popen)
         self.add(rank, process)
         return process
@@ -144,13 +158,18 @@ def _wait_for_reapers() -> None:
 
 
 @contextlib.contextmanager
-def rank_group() -> Iterator[RankGroup]:
-    """A :class:`RankGroup` with a fresh report folder; no process of it outlives the block."""
+def rank_group(ranks: int = 0, per_rank: int = PROGRAM_MEMORY, *, on_cpu: bool = False) -> Iterator[RankGroup]:
+    """A :class:`RankGroup` with a fresh report folder; no process of it outlives the block.
+
+    ``ranks`` processes of at least ``per_rank`` bytes each (``on_cpu``: computing on the CPU cores)
+    are to start: refused first when this machine surely cannot hold them
+    (:mod:`~runtime.launchers._supervision.capacity`)."""
+    check_room_for(ranks, per_rank, "rank processes", on_cpu=on_cpu)
     with temporary_rank_files() as reports:
         read, write = os.pipe()
         os.set_blocking(read, False)
         os.set_blocking(write, False)
-        group = RankGroup(reports, (read, write))
+        group = RankGroup(reports, (read, write), ranks)
         try:
             with watched(group.processes):  # a pre-emption signal the launching process gets reaches them
                 yield group
