@@ -214,11 +214,16 @@ class DeepSpeedStrategy(Strategy):
         self.collective.barrier()
 
     def load_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Load the engine's module and optimizer state from ``path`` and return the other entries."""
+        """Load the engine's module and optimizer state from ``path`` and return the other entries (every file
+        read with ``weights_only=True`` unless :attr:`checkpoint_io` trusts pickles)."""
         engine = self._engine_in(state or {})
         if not Path(path).is_dir():
             raise FileNotFoundError(f"no DeepSpeed checkpoint directory at {path}")
-        loaded_path, client_state = engine.load_checkpoint(os.fspath(path))
+        from runtime.strategies.deepspeed_checkpoint import safe_checkpoint_engine
+
+        # as safely as the strategy's checkpoint_io loads a file (weights_only unless the user opted out)
+        with safe_checkpoint_engine(engine, Path(path), weights_only=self.checkpoint_io.weights_only):
+            loaded_path, client_state = engine.load_checkpoint(os.fspath(path))
         if loaded_path is None:
             raise FileNotFoundError(f"no DeepSpeed checkpoint in {path} (it has no 'latest' tag file)")
         return dict((client_state or {}).get("entries", {}))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from runtime.checkpoint import mark_complete, mark_incomplete
+from runtime.checkpoint import load_torch_file, mark_complete, mark_incomplete
 
 if TYPE_CHECKING:
     from runtime.strategies.base import Strategy
@@ -95,12 +95,17 @@ def load_fsdp_checkpoint(strategy: Strategy, path: str | os.PathLike[str], state
 
     modules, optimizers, _ = _split(state)
     if Path(path).is_dir():
-        import torch.distributed.checkpoint as dcp
+        from runtime.checkpoint.dcp import load_dcp
 
-        entries = torch.load(Path(path) / _ENTRIES, map_location="cpu", weights_only=False)
+        # as safely as the strategy's checkpoint_io loads a file (weights_only unless the user opted out)
+        weights_only = strategy.checkpoint_io.weights_only
+        directory = Path(path)
+        entries = load_torch_file(
+            directory / _ENTRIES, weights_only=weights_only, map_location="cpu", checkpoint=directory
+        )
         _require(path, [*modules, *optimizers], entries["sharded"])
         loaded = _state_dicts(modules, optimizers, StateDictOptions())
-        dcp.load(loaded, checkpoint_id=os.fspath(path))
+        load_dcp(loaded, directory, weights_only=weights_only)
         checkpoint = {**entries["extras"], **loaded}
         options = StateDictOptions()
     else:

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import glob
 import os
+import pickle
+import re
 import tempfile
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = [
-    "COMPLETE_MARKER",
-    "CheckpointIO",
-    "TorchCheckpointIO",
-    "latest_checkpoint",
-    "mark_complete",
-    "mark_incomplete",
-]
+from runtime.errors import CheckpointDamagedError, CheckpointUntrustedError
+
+__all__ = ["OPT_IN", "CheckpointIO", "PathLike", "TorchCheckpointIO", "load_torch_file", "refused_object"]
 
 PathLike = str | os.PathLike[str]
+
+#: How a user loads a checkpoint they trust that holds more than tensors and plain data: the one opt-in,
+#: for single files, FSDP's sharded directories and DeepSpeed's alike.
+OPT_IN = "strategy.checkpoint_io = runtime.TorchCheckpointIO(weights_only=False) set before strategy.load_checkpoint"
 
 _umask_lock = threading.Lock()
 
@@ -36,6 +38,11 @@ def _umask() -> int:
 
 class CheckpointIO(ABC):
     """Reads and writes checkpoint files; knows nothing about ranks."""
+
+    #: ``True``: loading builds only tensors and plain data (containers, numbers, strings), never an
+    #: arbitrary pickled object, so a planted file cannot run code. The strategies' own directory
+    #: checkpoints (FSDP's sharded one, DeepSpeed's) follow this setting of the strategy's checkpoint_io too.
+    weights_only: bool = True
 
     @abstractmethod
     def save(self, checkpoint: dict[str, Any], path: PathLike) -> None:
@@ -54,7 +61,8 @@ class TorchCheckpointIO(CheckpointIO):
     """``torch.save``/``torch.load`` files, written atomically (a crash never leaves half a file).
 
     ``weights_only=True`` (the default) loads only tensors and plain containers/numbers/strings,
-    which is safe for files from elsewhere; pass ``False`` to load arbitrary pickled objects.
+    which is safe for files from elsewhere; pass ``False`` to load arbitrary pickled objects from
+    files you trust (this also opens FSDP's sharded and DeepSpeed's checkpoints that way).
     """
 
     def __init__(self, *, weights_only: bool = True) -> None:
@@ -88,46 +96,38 @@ class TorchCheckpointIO(CheckpointIO):
         source = Path(path)
         if not source.is_file():
             raise FileNotFoundError(f"no checkpoint at {source}")
-        data: dict[str, Any] = torch.load(source, map_location=map_location, weights_only=self.weights_only)
+        data: dict[str, Any] = load_torch_file(source, weights_only=self.weights_only, map_location=map_location)
         return data
 
 
-#: The file a checkpoint directory (DeepSpeed's, FSDP's sharded one) gets once every rank has written
-#: its part: rank 0 writes it last, after a barrier, and removes it before a new save into the directory.
-COMPLETE_MARKER = ".complete"
+def load_torch_file(
+    path: Path,
+    *,
+    weights_only: bool,
+    map_location: Any = None,
+    checkpoint: Path | None = None,
+    allowed: Sequence[type] = (),
+) -> Any:
+    """``torch.load`` of ``path`` (a part of the checkpoint ``checkpoint``, or the whole of it), refused
+    with :class:`~runtime.errors.CheckpointUntrustedError` when ``weights_only`` and the file holds more than
+    tensors, plain data and the ``allowed`` classes (an engine's own plain records)."""
+    whole = checkpoint if checkpoint is not None else path
+    part = os.path.relpath(path, whole) if checkpoint is not None else str(path)
+    try:
+        with torch.serialization.safe_globals(list(allowed)):
+            return torch.load(path, map_location=map_location, weights_only=weights_only)
+    except pickle.UnpicklingError as exc:
+        # torch's text advises weights_only=False (any file, trusted or not): the runtime's opt-in replaces it
+        if weights_only:
+            raise CheckpointUntrustedError(str(whole), part, refused_object(exc), OPT_IN) from None
+        raise CheckpointDamagedError(
+            str(whole), part, f"cannot be unpickled ({exc})", "load an earlier checkpoint"
+        ) from None
 
 
-def mark_incomplete(path: PathLike) -> None:
-    """Before a save into the directory ``path``: it is not a complete checkpoint until :func:`mark_complete`."""
-    (Path(path) / COMPLETE_MARKER).unlink(missing_ok=True)
-
-
-def mark_complete(path: PathLike) -> None:
-    """After every rank wrote its part of the directory ``path``: it is a complete checkpoint (atomically)."""
-    marker = Path(path) / COMPLETE_MARKER
-    partial = marker.with_name(f"{COMPLETE_MARKER}.partial")
-    partial.write_text("every rank finished writing this checkpoint\n")
-    os.replace(partial, marker)
-
-
-def latest_checkpoint(folder: PathLike) -> Path | None:
-    """The newest complete checkpoint among the entries of ``folder``, or ``None`` (also when it is missing).
-
-    A checkpoint file is complete once it has its name (``TorchCheckpointIO`` writes a hidden temporary
-    file and renames it); a checkpoint directory once it holds :data:`COMPLETE_MARKER`. Hidden entries
-    (temporary files) and directories without the marker (a save that was cut short) are skipped. Newest
-    means completed last (the file's, or the marker's, modification time; then the name).
-    """
-    base = Path(folder)
-    if not base.is_dir():
-        return None
-    found: list[tuple[int, str, Path]] = []
-    for entry in base.iterdir():
-        if entry.name.startswith("."):
-            continue
-        evidence = entry / COMPLETE_MARKER if entry.is_dir() else entry
-        try:
-            found.append((evidence.stat().st_mtime_ns, entry.name, entry))
-        except FileNotFoundError:
-            continue  # a directory without its marker: not complete
-    return max(found)[2] if found else None
+def refused_object(exc: BaseException) -> str:
+    """What torch's safe unpickler refused, in words (from its message: the global it would have loaded)."""
+    found = re.search(r"GLOBAL (\S+) was not an allowed global", str(exc))
+    if found:
+        return f"a pickled reference to {found.group(1)}"
+    return "pickled objects other than tensors and plain data"

@@ -1,0 +1,100 @@
+"""Functions that run inside the ranks of the checkpoint trust and damage tests (module level, picklable)."""
+
+from __future__ import annotations
+
+import shutil
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from sharded_workers import sgd, small_model, train
+
+from runtime import Strategy
+from runtime.checkpoint import mark_complete
+from runtime.errors import CheckpointError
+
+
+class Payload:
+    """A pickle that, if unpickled with ``weights_only=False``, creates the file ``marker``."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (exec, (f"open({self.marker!r}, 'w').close()",))
+
+
+def attempt(call: Any) -> dict[str, Any]:
+    """What a load did: ``ok``, or the error's type and message."""
+    try:
+        call()
+    except CheckpointError as exc:
+        return {"error": type(exc).__name__, "message": str(exc)}
+    return {"ok": True}
+
+
+def _plant_in_files(directory: Path, pattern: str, payload: Payload) -> list[str]:
+    planted = sorted(directory.rglob(pattern))
+    for file in planted:
+        torch.save({"module": payload, "optimizer_state_dict": payload}, file)
+    return [str(file.relative_to(directory)) for file in planted]
+
+
+def _plant_in_byte_item(directory: Path, payload: Payload) -> None:
+    """Save the sharded checkpoint again (one process) with the optimizer's ``lr`` a payload: a genuine DCP
+    directory whose shard holds it as a non-tensor item."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    flat = directory.parent / f"{directory.name}.flat.pt"
+    dcp_to_torch_save(directory, flat)
+    state = torch.load(flat, weights_only=False)
+    flat.unlink()
+    state["optimizer"]["param_groups"][0]["lr"] = payload
+    for file in [*directory.glob("*.distcp"), directory / ".metadata"]:
+        file.unlink()
+    dcp.save(state, checkpoint_id=directory, no_dist=True)
+
+
+def planted_loads(strategy: Strategy, folder: str, marker: str, kind: str) -> dict[str, Any]:
+    """Save a genuine checkpoint of ``kind`` and load it; then plant a payload in each kind of file its
+    loader reads (in a copy, sealed again with the ``.complete`` mark) and load each copy."""
+    base = Path(folder)
+    model, optimizer = strategy.setup_module_and_optimizer(small_model(), partial(sgd, momentum=0.9))
+    train(strategy, model, optimizer, 2)
+    state = {"model": model, "optimizer": optimizer}
+    genuine = base / "genuine"
+    strategy.save_checkpoint(genuine, {**state, "step": 2})
+    report: dict[str, Any] = {"genuine": attempt(lambda: strategy.load_checkpoint(genuine, state))}
+
+    payload = Payload(marker)
+    copies: dict[str, Any] = {}
+    if strategy.is_global_zero:
+        if genuine.is_dir():
+            plans: dict[str, Any] = {
+                "fsdp": {
+                    "entries.pt": lambda d: _plant_in_files(d, "entries.pt", payload),
+                    ".metadata": lambda d: (d / ".metadata").write_bytes(__import__("pickle").dumps(payload)),
+                    "byte item": lambda d: _plant_in_byte_item(d, payload),
+                },
+                "deepspeed": {
+                    "model states": lambda d: _plant_in_files(d, "*model_states.pt", payload),
+                    "optimizer states": lambda d: _plant_in_files(d, "*optim_states.pt", payload),
+                },
+            }[kind]
+            for name, plant in plans.items():
+                copy = base / name.replace(" ", "-")
+                shutil.copytree(genuine, copy)
+                plant(copy)
+                mark_complete(copy)  # sealed again: a consistent directory, as a crafted one would be
+                copies[name] = str(copy)
+        else:
+            copy = base / "planted.pt"
+            torch.save({"model": payload, "optimizer": payload, "step": 2}, copy)
+            copies["single file"] = str(copy)
+    copies = strategy.collective.broadcast_object(copies)
+    for name, copy in copies.items():
+        report[name] = attempt(lambda copy=copy: strategy.load_checkpoint(copy, state))
+    report["marker"] = Path(marker).exists()
+    return report
