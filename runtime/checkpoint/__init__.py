@@ -5,7 +5,13 @@ torch.distributed.checkpoint directories safely."""
 
 from __future__ import annotations
 
-from runtime.checkpoint.directories import COMPLETE_MARKER, mark_complete, mark_incomplete
+from runtime.checkpoint.directories import (
+    COMPLETE_MARKER,
+    check_directory,
+    directory_problem,
+    mark_complete,
+    mark_incomplete,
+)
 from runtime.checkpoint.files import OPT_IN, CheckpointIO, PathLike, TorchCheckpointIO, load_torch_file
 from runtime.checkpoint.latest import latest_checkpoint
 
@@ -15,6 +21,8 @@ __all__ = [
     "CheckpointIO",
     "PathLike",
     "TorchCheckpointIO",
+    "check_directory",
+    "directory_problem",
     "latest_checkpoint",
     "load_torch_file",
     "mark_complete",

@@ -20,7 +20,7 @@ from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
-from runtime.checkpoint.files import OPT_IN, refused_object
+from runtime.checkpoint.files import DAMAGED_HINT, OPT_IN, refused_object
 from runtime.errors import CheckpointDamagedError, CheckpointError, CheckpointUntrustedError
 
 __all__ = ["METADATA", "load_dcp", "rank_failures"]
@@ -28,7 +28,6 @@ __all__ = ["METADATA", "load_dcp", "rank_failures"]
 #: The file of a DCP directory that describes where every item is.
 METADATA = ".metadata"
 
-_DAMAGED_HINT = "load an earlier checkpoint (strategy.latest_checkpoint(folder) returns the newest that verifies)"
 
 # What DCP's metadata file holds (torch 2.x): its records, the shapes, dtypes and layouts in them, the path
 # it was saved to.
@@ -75,15 +74,15 @@ def _read_metadata(path: Path, weights_only: bool) -> Metadata:
         with open(file, "rb") as handle:
             metadata = _MetadataUnpickler(handle).load() if weights_only else pickle.load(handle)  # noqa: S301
     except FileNotFoundError:
-        raise CheckpointDamagedError(str(path), METADATA, "is missing", _DAMAGED_HINT) from None
+        raise CheckpointDamagedError(str(path), METADATA, "is missing", DAMAGED_HINT) from None
     except _Refused as exc:
         raise CheckpointUntrustedError(str(path), METADATA, refused_object(exc), OPT_IN) from None
     except Exception as exc:  # noqa: BLE001 (whatever malformed bytes make the unpickler raise)
         problem = f"cannot be read ({type(exc).__name__}: {exc})"
-        raise CheckpointDamagedError(str(path), METADATA, problem, _DAMAGED_HINT) from None
+        raise CheckpointDamagedError(str(path), METADATA, problem, DAMAGED_HINT) from None
     if not isinstance(metadata, Metadata):
         problem = f"holds a {type(metadata).__name__}, not DCP's metadata"
-        raise CheckpointDamagedError(str(path), METADATA, problem, _DAMAGED_HINT)
+        raise CheckpointDamagedError(str(path), METADATA, problem, DAMAGED_HINT)
     return metadata
 
 
@@ -128,10 +127,29 @@ def load_dcp(state_dict: dict[str, Any], path: Path, *, weights_only: bool) -> N
     """``dcp.load`` of the directory ``path`` into ``state_dict`` (in place), the safe way unless not
     ``weights_only``; a failure on any rank is raised on every rank as a :class:`CheckpointError`."""
     metadata = _read_metadata(path, weights_only)
+    _check_extents(path, metadata)
     try:
         dcp.load(state_dict, storage_reader=_Reader(path, metadata), planner=_Planner(path, weights_only))
     except CheckpointException as exc:
         raise _load_error(path, rank_failures(exc)) from None
+
+
+def _check_extents(path: Path, metadata: Metadata) -> None:
+    """Every shard file the metadata names is there and long enough for its items (a check that needs no
+    list of checksums, for directories an older version marked, or none marked)."""
+    needed: dict[str, int] = {}
+    for info in (getattr(metadata, "storage_data", None) or {}).values():
+        relative = getattr(info, "relative_path", None)
+        if isinstance(relative, str):
+            needed[relative] = max(needed.get(relative, 0), int(info.offset) + int(info.length))
+    for relative, end in sorted(needed.items()):
+        try:
+            size = (path / relative).stat().st_size
+        except FileNotFoundError:
+            raise CheckpointDamagedError(str(path), relative, "is missing", DAMAGED_HINT) from None
+        if size < end:
+            problem = f"is cut short: {size} bytes, its items end at byte {end}"
+            raise CheckpointDamagedError(str(path), relative, problem, DAMAGED_HINT)
 
 
 def rank_failures(exc: CheckpointException) -> dict[int, BaseException]:
@@ -149,11 +167,11 @@ def _load_error(path: Path, failures: dict[int, BaseException]) -> CheckpointErr
             return failure
     rank, failure = next(iter(failures.items()))
     if isinstance(failure, FileNotFoundError) and failure.filename:
-        return CheckpointDamagedError(str(path), os.path.relpath(failure.filename, path), "is missing", _DAMAGED_HINT)
+        return CheckpointDamagedError(str(path), os.path.relpath(failure.filename, path), "is missing", DAMAGED_HINT)
     # no torch text about weights_only=False, whatever torch's reader said
     detail = (
         type(failure).__name__
         if isinstance(failure, pickle.UnpicklingError)
         else f"{type(failure).__name__}: {failure}"
     )
-    return CheckpointDamagedError(str(path), str(path), f"could not be read on rank {rank} ({detail})", _DAMAGED_HINT)
+    return CheckpointDamagedError(str(path), str(path), f"could not be read on rank {rank} ({detail})", DAMAGED_HINT)

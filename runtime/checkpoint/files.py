@@ -8,6 +8,8 @@ import pickle
 import re
 import tempfile
 import threading
+import zipfile
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,13 +19,29 @@ import torch
 
 from runtime.errors import CheckpointDamagedError, CheckpointUntrustedError
 
-__all__ = ["OPT_IN", "CheckpointIO", "PathLike", "TorchCheckpointIO", "load_torch_file", "refused_object"]
+__all__ = [
+    "DAMAGED_HINT",
+    "OPT_IN",
+    "CheckpointIO",
+    "PathLike",
+    "TorchCheckpointIO",
+    "load_torch_file",
+    "refused_object",
+    "torch_file_problem",
+]
 
 PathLike = str | os.PathLike[str]
 
 #: How a user loads a checkpoint they trust that holds more than tensors and plain data: the one opt-in,
 #: for single files, FSDP's sharded directories and DeepSpeed's alike.
 OPT_IN = "strategy.checkpoint_io = runtime.TorchCheckpointIO(weights_only=False) set before strategy.load_checkpoint"
+
+#: What to do about a damaged checkpoint.
+DAMAGED_HINT = "load an earlier checkpoint (strategy.latest_checkpoint(folder) returns the newest that verifies)"
+
+# torch.save's format before torch 1.6 (not a zip archive): a pickled magic number first.
+_LEGACY_START = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
+_ZIP_START = b"PK\x03\x04"
 
 _umask_lock = threading.Lock()
 
@@ -55,6 +73,11 @@ class CheckpointIO(ABC):
     def remove(self, path: PathLike) -> None:
         """Delete the checkpoint at ``path`` (no error if it is gone)."""
         Path(path).unlink(missing_ok=True)
+
+    def verify(self, path: PathLike) -> str | None:
+        """Why the checkpoint file at ``path`` is not whole (``"is empty (0 bytes)"``), or ``None``; this
+        base class cannot tell, and says ``None``. ``latest_checkpoint`` skips a file that is not whole."""
+        return None
 
 
 class TorchCheckpointIO(CheckpointIO):
@@ -99,6 +122,45 @@ class TorchCheckpointIO(CheckpointIO):
         data: dict[str, Any] = load_torch_file(source, weights_only=self.weights_only, map_location=map_location)
         return data
 
+    def verify(self, path: PathLike) -> str | None:
+        """Whether the file is a whole ``torch.save`` archive: every record's CRC-32 checked (torch's zip
+        format carries one per record, so a file needs no side file to be checked)."""
+        return torch_file_problem(Path(path))
+
+
+def torch_file_problem(path: Path) -> str | None:
+    """Why ``path`` is not a whole ``torch.save`` file (said as the end of "the file ..."), or ``None``.
+
+    A zip archive (torch's format since 1.6) is whole when it has its end record and every record
+    matches its CRC-32; a file in torch's legacy format cannot be checked and passes.
+    """
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            start = handle.read(len(_LEGACY_START))
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if size == 0:
+        return "is empty (0 bytes)"
+    if start.startswith(_LEGACY_START):
+        return None
+    if not zipfile.is_zipfile(path):
+        if start.startswith(_ZIP_START):
+            return f"is cut short ({size} bytes): the end of its zip archive (torch.save's format) is missing"
+        return f"is not a torch checkpoint ({size} bytes, neither torch.save's zip archive nor its legacy format)"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if not any(name == "data.pkl" or name.endswith("/data.pkl") for name in archive.namelist()):
+                return "is a zip archive without torch's data.pkl record: not a torch checkpoint"
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError) as exc:
+        return f"is not a whole zip archive ({exc})"
+    if bad is not None:
+        return f"fails the CRC-32 check of its record {bad}: its bytes changed after it was written"
+    return None
+
 
 def load_torch_file(
     path: Path,
@@ -113,6 +175,9 @@ def load_torch_file(
     tensors, plain data and the ``allowed`` classes (an engine's own plain records)."""
     whole = checkpoint if checkpoint is not None else path
     part = os.path.relpath(path, whole) if checkpoint is not None else str(path)
+    problem = torch_file_problem(path)
+    if problem is not None:
+        raise CheckpointDamagedError(str(whole), part, problem, DAMAGED_HINT)
     try:
         with torch.serialization.safe_globals(list(allowed)):
             return torch.load(path, map_location=map_location, weights_only=weights_only)
@@ -120,9 +185,9 @@ def load_torch_file(
         # torch's text advises weights_only=False (any file, trusted or not): the runtime's opt-in replaces it
         if weights_only:
             raise CheckpointUntrustedError(str(whole), part, refused_object(exc), OPT_IN) from None
-        raise CheckpointDamagedError(
-            str(whole), part, f"cannot be unpickled ({exc})", "load an earlier checkpoint"
-        ) from None
+        raise CheckpointDamagedError(str(whole), part, f"cannot be unpickled ({exc})", DAMAGED_HINT) from None
+    except EOFError:  # a legacy-format file cut short (a zip archive is checked above)
+        raise CheckpointDamagedError(str(whole), part, "ends early", DAMAGED_HINT) from None
 
 
 def refused_object(exc: BaseException) -> str:

@@ -409,10 +409,11 @@ class Strategy:
         entry: ``folder/epoch-3.ckpt``, or a directory for DeepSpeed and sharded FSDP), or ``None``.
 
         A save cut short (a rank killed while writing) is skipped: its file never got its name, or its
-        directory never got the mark rank 0 adds once every rank has written
-        (:func:`runtime.checkpoint.latest_checkpoint`).
+        directory never got the mark rank 0 adds once every rank has written; so is a damaged one (a file
+        :attr:`checkpoint_io` does not verify, a directory whose files are not as the mark lists), and rank 0
+        says on stderr which and why (:func:`runtime.checkpoint.latest_checkpoint`).
         """
-        return latest_checkpoint(folder)
+        return latest_checkpoint(folder, self.checkpoint_io, report=self.global_rank == 0)
 
     def _saveable(self, value: Any) -> Any:
         if isinstance(value, torch.nn.Module):

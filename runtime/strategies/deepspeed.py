@@ -17,7 +17,7 @@ from typing import Any, Literal
 import attrs
 import torch
 
-from runtime.checkpoint import mark_complete, mark_incomplete
+from runtime.checkpoint import check_directory, mark_complete, mark_incomplete
 from runtime.errors import MissingDependencyError, RuntimeConfigError, StrategyMisuseError
 from runtime.precision.sharded import EnginePrecision, deepspeed_precision_config
 from runtime.strategies.base import SETUP_CALL, Strategy
@@ -220,6 +220,8 @@ class DeepSpeedStrategy(Strategy):
         if not Path(path).is_dir():
             raise FileNotFoundError(f"no DeepSpeed checkpoint directory at {path}")
         from runtime.strategies.deepspeed_checkpoint import safe_checkpoint_engine
+
+        check_directory(path)  # every file as the .complete mark lists it
 
         # as safely as the strategy's checkpoint_io loads a file (weights_only unless the user opted out)
         with safe_checkpoint_engine(engine, Path(path), weights_only=self.checkpoint_io.weights_only):

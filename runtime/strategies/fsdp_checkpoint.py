@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from runtime.checkpoint import load_torch_file, mark_complete, mark_incomplete
+from runtime.checkpoint import check_directory, load_torch_file, mark_complete, mark_incomplete
 
 if TYPE_CHECKING:
     from runtime.strategies.base import Strategy
@@ -100,6 +100,7 @@ def load_fsdp_checkpoint(strategy: Strategy, path: str | os.PathLike[str], state
         # as safely as the strategy's checkpoint_io loads a file (weights_only unless the user opted out)
         weights_only = strategy.checkpoint_io.weights_only
         directory = Path(path)
+        check_directory(directory)  # every file as the .complete mark lists it
         entries = load_torch_file(
             directory / _ENTRIES, weights_only=weights_only, map_location="cpu", checkpoint=directory
         )

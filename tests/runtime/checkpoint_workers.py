@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import random
 import shutil
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -97,4 +102,64 @@ def planted_loads(strategy: Strategy, folder: str, marker: str, kind: str) -> di
     for name, copy in copies.items():
         report[name] = attempt(lambda copy=copy: strategy.load_checkpoint(copy, state))
     report["marker"] = Path(marker).exists()
+    return report
+
+
+def _damage(target: Path, how: str) -> None:
+    data = target.read_bytes()
+    if how == "truncated":
+        target.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        target.write_bytes(b"")
+    elif how == "random bytes":
+        target.write_bytes(bytes(random.Random(0).getrandbits(8) for _ in range(len(data))))
+    elif how == "missing":
+        target.unlink()
+
+
+def _newest(entry: Path) -> None:
+    """Make ``entry`` the newest checkpoint (a copy keeps the original's times)."""
+    evidence = entry / ".complete" if entry.is_dir() else entry
+    later = time.time() + 10
+    os.utime(evidence, (later, later))
+
+
+def damaged_cases(strategy: Strategy, folder: str, cases: list[tuple[str, str]]) -> dict[str, Any]:
+    """Save a good checkpoint; for each ``(how, part)`` case, a folder with it and a newer copy damaged so
+    (``part``: the file of a directory checkpoint to damage, a glob; ``""`` for a single file;
+    ``"legacy:<glob>"``: the copy's mark is an older version's, without the list of files). Report what
+    ``latest_checkpoint`` returned and printed, and what loading the damaged copy raised."""
+    base = Path(folder)
+    model, optimizer = strategy.setup_module_and_optimizer(small_model(), partial(sgd, momentum=0.9))
+    train(strategy, model, optimizer, 2)
+    state = {"model": model, "optimizer": optimizer}
+    good = base / "good"
+    strategy.save_checkpoint(good, {**state, "step": 2})
+    if strategy.is_global_zero:
+        for index, (how, part) in enumerate(cases):
+            case = base / f"case-{index}"
+            case.mkdir()
+            copy = shutil.copytree if good.is_dir() else shutil.copy2
+            copy(good, case / "epoch-0")
+            copy(good, case / "epoch-1")
+            damaged = case / "epoch-1"
+            if part.startswith("legacy:"):
+                part = part.removeprefix("legacy:")
+                (damaged / ".complete").write_text("every rank finished writing this checkpoint\n")
+            target = sorted(damaged.glob(part))[0] if part else damaged
+            _damage(target, how)
+            _newest(damaged)
+    strategy.collective.barrier()
+    report: dict[str, Any] = {}
+    for index, (how, part) in enumerate(cases):
+        case = base / f"case-{index}"
+        printed = io.StringIO()
+        with contextlib.redirect_stderr(printed):
+            latest = strategy.latest_checkpoint(case)
+        report[f"{how} {part}"] = {
+            "latest": latest.name if latest is not None else None,
+            "printed": printed.getvalue(),
+            "load damaged": attempt(lambda case=case: strategy.load_checkpoint(case / "epoch-1", state)),
+            "load latest": attempt(lambda latest=latest: strategy.load_checkpoint(latest, state)),
+        }
     return report
