@@ -9,10 +9,12 @@ from runtime.checkpoint.directories import (
     COMPLETE_MARKER,
     check_directory,
     directory_problem,
+    discard_save,
+    entries_before_save,
     mark_complete,
     mark_incomplete,
 )
-from runtime.checkpoint.files import OPT_IN, CheckpointIO, PathLike, TorchCheckpointIO, load_torch_file
+from runtime.checkpoint.files import OPT_IN, CheckpointIO, PathLike, TorchCheckpointIO, load_torch_file, no_space
 from runtime.checkpoint.latest import latest_checkpoint
 
 __all__ = [
@@ -23,8 +25,11 @@ __all__ = [
     "TorchCheckpointIO",
     "check_directory",
     "directory_problem",
+    "discard_save",
+    "entries_before_save",
     "latest_checkpoint",
     "load_torch_file",
     "mark_complete",
     "mark_incomplete",
+    "no_space",
 ]

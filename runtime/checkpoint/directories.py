@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import zlib
 from pathlib import Path
 
@@ -20,6 +21,8 @@ __all__ = [
     "COMPLETE_MARKER",
     "check_directory",
     "directory_problem",
+    "discard_save",
+    "entries_before_save",
     "mark_complete",
     "mark_incomplete",
 ]
@@ -124,3 +127,28 @@ def _crc32(file: Path) -> int:
         while block := handle.read(_BLOCK):
             crc = zlib.crc32(block, crc)
     return crc
+
+
+def entries_before_save(path: PathLike) -> list[str] | None:
+    """The names in the directory ``path`` before a save into it (``None``: it does not exist), for
+    :func:`discard_save`."""
+    directory = Path(path)
+    return sorted(entry.name for entry in directory.iterdir()) if directory.is_dir() else None
+
+
+def discard_save(path: PathLike, before: list[str] | None) -> str:
+    """Remove what a failed save wrote into the directory ``path``: all of it if the save made it, else
+    the entries it added (files it overwrote cannot be restored, and the directory stays unmarked).
+    Returns what was done, in words."""
+    directory = Path(path)
+    if before is None:
+        shutil.rmtree(directory, ignore_errors=True)
+        return f"the partly written {directory} is removed"
+    kept = set(before)
+    for entry in directory.iterdir() if directory.is_dir() else ():
+        if entry.name not in kept:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    return f"what the save added to {directory} is removed (it is not a complete checkpoint)"

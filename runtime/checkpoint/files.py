@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import pickle
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from runtime.errors import CheckpointDamagedError, CheckpointUntrustedError
+from runtime.errors import CheckpointDamagedError, CheckpointNoSpaceError, CheckpointUntrustedError
 
 __all__ = [
     "DAMAGED_HINT",
@@ -26,6 +27,7 @@ __all__ = [
     "PathLike",
     "TorchCheckpointIO",
     "load_torch_file",
+    "no_space",
     "refused_object",
     "torch_file_problem",
 ]
@@ -111,8 +113,11 @@ class TorchCheckpointIO(CheckpointIO):
                 os.fsync(handle.fileno())
                 os.fchmod(handle.fileno(), 0o666 & ~_umask())
             os.replace(partial, target)
-        except BaseException:
+        except BaseException as exc:
             Path(partial).unlink(missing_ok=True)
+            cause = no_space(exc)
+            if cause is not None:  # torch says "unexpected pos 5696 vs 5588", the cause only in the chain
+                raise CheckpointNoSpaceError(str(target), None, cause, "the partial file is removed") from exc
             raise
 
     def load(self, path: PathLike, map_location: Any = None) -> dict[str, Any]:
@@ -188,6 +193,18 @@ def load_torch_file(
         raise CheckpointDamagedError(str(whole), part, f"cannot be unpickled ({exc})", DAMAGED_HINT) from None
     except EOFError:  # a legacy-format file cut short (a zip archive is checked above)
         raise CheckpointDamagedError(str(whole), part, "ends early", DAMAGED_HINT) from None
+
+
+def no_space(exc: BaseException) -> str | None:
+    """The out-of-space error (``ENOSPC``, ``EDQUOT``) in ``exc`` or its causes, in words, or ``None``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"{current.strerror}" + (f" writing {current.filename}" if current.filename else "")
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def refused_object(exc: BaseException) -> str:

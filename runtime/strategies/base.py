@@ -379,15 +379,22 @@ class Strategy:
     # -- checkpoints --------------------------------------------------------------------------
 
     def save_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any]) -> None:
-        """Global rank 0 writes ``state`` to ``path``; every rank then waits until it is written.
+        """Global rank 0 writes ``state`` to ``path``; every rank then waits until it is written (and raises
+        rank 0's error alike if the write failed: ``CheckpointNoSpaceError`` for a full disk).
 
         Modules and optimizers in ``state`` are saved as their ``state_dict()`` (modules
         unwrapped first, so the file loads into a plain module).
         """
+        from runtime.strategies.checkpoint_saving import settle_save
+
         checkpoint = {key: self._saveable(value) for key, value in state.items()}
+        failure: BaseException | None = None
         if self.is_global_zero:
-            self.checkpoint_io.save(checkpoint, path)
-        self._collective.barrier()
+            try:
+                self.checkpoint_io.save(checkpoint, path)
+            except Exception as exc:  # noqa: BLE001 (every rank raises it alike, in settle_save)
+                failure = exc
+        settle_save(self, path, failure, None, directory=False)  # the barrier: every rank learns the outcome
 
     def load_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Read the checkpoint on every rank (onto :attr:`root_device`) and return it.

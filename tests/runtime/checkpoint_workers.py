@@ -163,3 +163,40 @@ def damaged_cases(strategy: Strategy, folder: str, cases: list[tuple[str, str]])
             "load latest": attempt(lambda latest=latest: strategy.load_checkpoint(latest, state)),
         }
     return report
+
+
+def _fill(filler: Path, leave: int) -> None:
+    """Fill the file system holding ``filler`` to the last byte, then give back ``leave`` bytes."""
+    block = b"\0" * (1 << 16)
+    with open(filler, "wb") as handle:
+        try:
+            while True:
+                handle.write(block)
+                handle.flush()
+        except OSError:
+            pass
+    size = filler.stat().st_size
+    os.truncate(filler, max(0, size - leave))
+
+
+def save_on_a_full_disk(strategy: Strategy, folder: str) -> dict[str, Any]:
+    """Save a checkpoint; fill the disk but a few KiB; save the next one. Report every rank's error, what
+    the folder holds afterwards, and whether the first checkpoint is still the latest and loads."""
+    base = Path(folder)
+    model, optimizer = strategy.setup_module_and_optimizer(small_model(), partial(sgd, momentum=0.9))
+    train(strategy, model, optimizer, 2)
+    state = {"model": model, "optimizer": optimizer}
+    strategy.save_checkpoint(base / "epoch-0", {**state, "step": 0})
+    if strategy.is_global_zero:
+        _fill(base / "filler", leave=8192)
+    strategy.collective.barrier()
+    outcome = attempt(lambda: strategy.save_checkpoint(base / "epoch-1", {**state, "step": 1}))
+    outcomes = strategy.collective.all_gather_object(outcome)
+    strategy.collective.barrier()
+    latest = strategy.latest_checkpoint(base)
+    return {
+        "outcomes": outcomes,
+        "listing": sorted(entry.name for entry in base.iterdir()),
+        "latest": None if latest is None else latest.name,
+        "loaded": attempt(lambda: strategy.load_checkpoint(base / "epoch-0", state)),
+    }
