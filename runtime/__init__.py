@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from runtime.collectives.errors import ReduceOpDtypeError as ReduceOpDtypeError
     from runtime.collectives.handles import CollectiveHandle as CollectiveHandle
     from runtime.collectives.rendezvous import Rendezvous as Rendezvous
+    from runtime.errors import CheckpointDamagedError as CheckpointDamagedError
+    from runtime.errors import CheckpointError as CheckpointError
+    from runtime.errors import CheckpointNoSpaceError as CheckpointNoSpaceError
+    from runtime.errors import CheckpointUntrustedError as CheckpointUntrustedError
     from runtime.errors import DataLoaderWarning as DataLoaderWarning
     from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
     from runtime.errors import MissingDependencyError as MissingDependencyError
@@ -78,7 +82,11 @@ from runtime.launch import launch as launch  # noqa: E402
 _MODULES = {
     "Accelerator": "runtime.accelerators.base",
     "BarrierTimeoutError": "runtime.collectives.errors",
+    "CheckpointDamagedError": "runtime.errors",
+    "CheckpointError": "runtime.errors",
     "CheckpointIO": "runtime.checkpoint",
+    "CheckpointNoSpaceError": "runtime.errors",
+    "CheckpointUntrustedError": "runtime.errors",
     "ClusterEnvironment": "runtime.cluster.base",
     "Collective": "runtime.collectives.base",
     "CollectiveArgumentTypeError": "runtime.collectives.errors",

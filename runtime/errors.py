@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "INSTALL_HINTS",
+    "CheckpointDamagedError",
+    "CheckpointError",
+    "CheckpointNoSpaceError",
+    "CheckpointUntrustedError",
     "DataLoaderWarning",
     "LaunchTimeoutError",
     "MissingDependencyError",
@@ -324,3 +328,65 @@ class PreemptedError(RuntimeError):
         elif not requeued and checkpoint:
             message += "\n  hint: run again to resume from it (strategy.latest_checkpoint finds it)"
         super().__init__(message)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be loaded or saved; ``path`` is the checkpoint (a file or a directory)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # sent between ranks (a failure every rank reports alike) and to the launcher: rebuilt as it is, not
+        # by calling __init__ with the message alone
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[CheckpointError], args: tuple[Any, ...], state: dict[str, Any]) -> CheckpointError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+class CheckpointDamagedError(CheckpointError):
+    """The checkpoint at ``path`` is damaged: ``part`` (a file of it, or ``path`` itself) is not what
+    was written (``problem`` says how: missing, truncated, empty, another size or checksum)."""
+
+    def __init__(self, path: str, part: str, problem: str, hint: str) -> None:
+        self.part = part
+        self.problem = problem
+        where = "it" if part == path else f"its part {part}"
+        super().__init__(path, f"the checkpoint at {path} is damaged: {where} {problem}\n  hint: {hint}")
+
+
+class CheckpointUntrustedError(CheckpointError):
+    """Loading ``part`` of the checkpoint at ``path`` would run code or build objects other than tensors
+    and plain data (``found`` names what it holds); the safe loader refused it."""
+
+    def __init__(self, path: str, part: str, found: str, opt_in: str) -> None:
+        self.part = part
+        self.found = found
+        where = "" if part == path else f" (its part {part})"
+        super().__init__(
+            path,
+            f"refused to load the checkpoint at {path}{where}: it holds {found}, which loading would run; the "
+            "runtime loads only tensors and plain data\n"
+            f"  hint: if you trust this file (you wrote it), load it with {opt_in}",
+        )
+
+
+class CheckpointNoSpaceError(CheckpointError):
+    """Saving the checkpoint at ``path`` ran out of space (``ENOSPC``) or quota (``EDQUOT``) on ``rank``;
+    what the save had written was removed, an earlier checkpoint is untouched."""
+
+    def __init__(self, path: str, rank: int | None, detail: str, removed: str) -> None:
+        self.rank = rank
+        self.detail = detail
+        who = "" if rank is None else f" (rank {rank})"
+        super().__init__(
+            path,
+            f"no space left on the device holding {path}: saving the checkpoint failed{who}: {detail}; {removed}\n"
+            "  hint: free space there (older checkpoints?) or save to another device; earlier checkpoints are intact",
+        )

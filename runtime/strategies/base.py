@@ -379,15 +379,22 @@ class Strategy:
     # -- checkpoints --------------------------------------------------------------------------
 
     def save_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any]) -> None:
-        """Global rank 0 writes ``state`` to ``path``; every rank then waits until it is written.
+        """Global rank 0 writes ``state`` to ``path``; every rank then waits until it is written (and raises
+        rank 0's error alike if the write failed: ``CheckpointNoSpaceError`` for a full disk).
 
         Modules and optimizers in ``state`` are saved as their ``state_dict()`` (modules
         unwrapped first, so the file loads into a plain module).
         """
+        from runtime.strategies.checkpoint_saving import settle_save
+
         checkpoint = {key: self._saveable(value) for key, value in state.items()}
+        failure: BaseException | None = None
         if self.is_global_zero:
-            self.checkpoint_io.save(checkpoint, path)
-        self._collective.barrier()
+            try:
+                self.checkpoint_io.save(checkpoint, path)
+            except Exception as exc:  # noqa: BLE001 (every rank raises it alike, in settle_save)
+                failure = exc
+        settle_save(self, path, failure, None, directory=False)  # the barrier: every rank learns the outcome
 
     def load_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Read the checkpoint on every rank (onto :attr:`root_device`) and return it.
@@ -409,10 +416,11 @@ class Strategy:
         entry: ``folder/epoch-3.ckpt``, or a directory for DeepSpeed and sharded FSDP), or ``None``.
 
         A save cut short (a rank killed while writing) is skipped: its file never got its name, or its
-        directory never got the mark rank 0 adds once every rank has written
-        (:func:`runtime.checkpoint.latest_checkpoint`).
+        directory never got the mark rank 0 adds once every rank has written; so is a damaged one (a file
+        :attr:`checkpoint_io` does not verify, a directory whose files are not as the mark lists), and rank 0
+        says on stderr which and why (:func:`runtime.checkpoint.latest_checkpoint`).
         """
-        return latest_checkpoint(folder)
+        return latest_checkpoint(folder, self.checkpoint_io, report=self.global_rank == 0)
 
     def _saveable(self, value: Any) -> Any:
         if isinstance(value, torch.nn.Module):

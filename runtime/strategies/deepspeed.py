@@ -17,7 +17,7 @@ from typing import Any, Literal
 import attrs
 import torch
 
-from runtime.checkpoint import mark_complete, mark_incomplete
+from runtime.checkpoint import check_directory, entries_before_save, mark_complete, mark_incomplete
 from runtime.errors import MissingDependencyError, RuntimeConfigError, StrategyMisuseError
 from runtime.precision.sharded import EnginePrecision, deepspeed_precision_config
 from runtime.strategies.base import SETUP_CALL, Strategy
@@ -202,23 +202,49 @@ class DeepSpeedStrategy(Strategy):
     def save_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any]) -> None:
         """Every rank writes its partition to the directory ``path`` (DeepSpeed's layout); entries of
         ``state`` other than the engine and its optimizer are saved with it."""
+        from runtime.strategies.checkpoint_saving import settle_save
+        from runtime.strategies.deepspeed_checkpoint import safe_checkpoint_engine
+
         engine = self._engine_in(state)
         extras = {k: v for k, v in state.items() if v is not engine and v is not engine.optimizer}
+        before = entries_before_save(path) if self.is_global_zero else None
         if self.is_global_zero and Path(path).is_dir():
             mark_incomplete(path)  # before any rank writes into it (the barrier)
         self.collective.barrier()
-        engine.save_checkpoint(os.fspath(path), client_state={"entries": extras})
+        tag = f"global_step{engine.global_steps}"  # DeepSpeed's own default tag
+        failure: BaseException | None = None
+        # The engine's writes go through a checkpoint engine that notes a failure (a full disk) instead of
+        # raising it on one rank, which would leave the others in DeepSpeed's closing barrier.
+        with safe_checkpoint_engine(engine, Path(path), weights_only=self.checkpoint_io.weights_only) as swapped:
+            try:
+                engine.save_checkpoint(os.fspath(path), tag=tag, client_state={"entries": extras}, save_latest=False)
+            except Exception as exc:  # noqa: BLE001 (told to every rank by settle_save, then raised)
+                failure = exc
+            failure = failure or swapped.failure
+        if failure is None and self.is_global_zero:
+            try:
+                (Path(path) / "latest").write_text(tag)  # what DeepSpeed's load reads, written once all is
+            except OSError as exc:
+                failure = exc
+        settle_save(self, path, failure, before)  # every rank raises alike if any failed
         self.collective.barrier()
         if self.is_global_zero:
             mark_complete(path)  # every rank's partition is written (latest_checkpoint looks for it)
         self.collective.barrier()
 
     def load_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Load the engine's module and optimizer state from ``path`` and return the other entries."""
+        """Load the engine's module and optimizer state from ``path`` and return the other entries (every file
+        read with ``weights_only=True`` unless :attr:`checkpoint_io` trusts pickles)."""
         engine = self._engine_in(state or {})
         if not Path(path).is_dir():
             raise FileNotFoundError(f"no DeepSpeed checkpoint directory at {path}")
-        loaded_path, client_state = engine.load_checkpoint(os.fspath(path))
+        from runtime.strategies.deepspeed_checkpoint import safe_checkpoint_engine
+
+        check_directory(path)  # every file as the .complete mark lists it
+
+        # as safely as the strategy's checkpoint_io loads a file (weights_only unless the user opted out)
+        with safe_checkpoint_engine(engine, Path(path), weights_only=self.checkpoint_io.weights_only):
+            loaded_path, client_state = engine.load_checkpoint(os.fspath(path))
         if loaded_path is None:
             raise FileNotFoundError(f"no DeepSpeed checkpoint in {path} (it has no 'latest' tag file)")
         return dict((client_state or {}).get("entries", {}))

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from runtime.checkpoint import mark_complete, mark_incomplete
+from runtime.checkpoint import (
+    check_directory,
+    entries_before_save,
+    load_torch_file,
+    mark_complete,
+    mark_incomplete,
+)
 
 if TYPE_CHECKING:
     from runtime.strategies.base import Strategy
@@ -73,14 +79,25 @@ def save_fsdp_checkpoint(strategy: Strategy, path: str | os.PathLike[str], state
             strategy.checkpoint_io.save({**full, **extras}, path)
     else:
         import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.api import CheckpointException
 
+        from runtime.checkpoint.dcp import rank_failures
+        from runtime.strategies.checkpoint_saving import settle_save
+
+        before = entries_before_save(path) if strategy.is_global_zero else None
         if strategy.is_global_zero:
             mark_incomplete(path)  # before any rank writes into it (the barrier)
         strategy.collective.barrier()
-        dcp.save(_state_dicts(modules, optimizers, StateDictOptions()), checkpoint_id=os.fspath(path))
-        if strategy.is_global_zero:
-            torch.save({"extras": extras, "sharded": sorted([*modules, *optimizers])}, Path(path) / _ENTRIES)
-        strategy.collective.barrier()
+        failure: BaseException | None = None
+        try:
+            dcp.save(_state_dicts(modules, optimizers, StateDictOptions()), checkpoint_id=os.fspath(path))
+            if strategy.is_global_zero:
+                torch.save({"extras": extras, "sharded": sorted([*modules, *optimizers])}, Path(path) / _ENTRIES)
+        except CheckpointException as exc:  # a BaseException: every rank gets every rank's failure
+            failure = next(iter(rank_failures(exc).values()))
+        except Exception as exc:  # noqa: BLE001 (told to every rank by settle_save, then raised)
+            failure = exc
+        settle_save(strategy, path, failure, before)  # every rank raises alike if any failed
         if strategy.is_global_zero:
             mark_complete(path)  # every rank's shards are written
     strategy.collective.barrier()
@@ -95,12 +112,18 @@ def load_fsdp_checkpoint(strategy: Strategy, path: str | os.PathLike[str], state
 
     modules, optimizers, _ = _split(state)
     if Path(path).is_dir():
-        import torch.distributed.checkpoint as dcp
+        from runtime.checkpoint.dcp import load_dcp
 
-        entries = torch.load(Path(path) / _ENTRIES, map_location="cpu", weights_only=False)
+        # as safely as the strategy's checkpoint_io loads a file (weights_only unless the user opted out)
+        weights_only = strategy.checkpoint_io.weights_only
+        directory = Path(path)
+        check_directory(directory)  # every file as the .complete mark lists it
+        entries = load_torch_file(
+            directory / _ENTRIES, weights_only=weights_only, map_location="cpu", checkpoint=directory
+        )
         _require(path, [*modules, *optimizers], entries["sharded"])
         loaded = _state_dicts(modules, optimizers, StateDictOptions())
-        dcp.load(loaded, checkpoint_id=os.fspath(path))
+        load_dcp(loaded, directory, weights_only=weights_only)
         checkpoint = {**entries["extras"], **loaded}
         options = StateDictOptions()
     else:
