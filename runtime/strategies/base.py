@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader
 
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.launched_rank import run_launched_rank, run_worker
+from runtime._protocol.peers import record_finished
 from runtime._protocol.rank_environment import rendezvous_timeout, threads_applied
 from runtime._tensor_tree import map_tensors
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
@@ -218,7 +219,9 @@ class Strategy:
             self.setup_environment()
         try:
             with catching(self) as self._preemption:
-                return finish(self, self._preemption, fn(self, *args, **kwargs))
+                result = fn(self, *args, **kwargs)
+                record_finished(self.global_rank)  # a peer still waiting for this rank learns it skipped a call
+                return finish(self, self._preemption, result)
         except BaseException as exc:
             stamp_failure_time(exc)
             raise
