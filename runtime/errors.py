@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
+import types
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -24,6 +26,7 @@ __all__ = [
     "StrategyMisuseError",
     "failure_time",
     "stamp_failure_time",
+    "users_frames_only",
 ]
 
 _FAILURE_TIME = "_runtime_failure_time"
@@ -272,6 +275,22 @@ class RendezvousWaitError(TimeoutError):
             f"rank {rank} waited {timeout:g} s (the rendezvous timeout) in the rendezvous at {where} "
             f"for rank(s) {names}, which did not arrive"
         )
+
+
+def users_frames_only(exc: BaseException) -> BaseException:
+    """``exc`` with the runtime's own frames left out of its traceback (the caller's code kept): for an
+    error whose message says all there is, so the user's line and the message are all that show."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+    kept: list[types.TracebackType] = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(root):
+            kept.append(tb)
+        tb = tb.tb_next
+    trimmed: types.TracebackType | None = None
+    for tb in reversed(kept):
+        trimmed = types.TracebackType(trimmed, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+    return exc.with_traceback(trimmed)
 
 
 class DataLoaderWarning(UserWarning):

@@ -63,7 +63,9 @@ def test_a_peer_killed_mid_training_stopped_answering_it_made_no_misuse() -> Non
     )
     # gloo's own traceback is not chained under it: its words are in the message
     assert "The above exception was the direct cause" not in rank_0.stderr, rank_0.stderr
-    assert len(error) <= 32, rank_0.stderr
+    # and the runtime's frames between the user's call and the error are left out: 45 lines before
+    assert 'peer_gone.py", line 28, in train' in rank_0.stderr and "_raise_if_a_peer_did_not_come" not in rank_0.stderr
+    assert len(error) <= 16, rank_0.stderr
 
 
 def test_when_the_killed_peer_hosted_the_store_it_still_stopped_answering() -> None:
