@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
     from runtime.errors import MissingDependencyError as MissingDependencyError
     from runtime.errors import PeerLostError as PeerLostError
+    from runtime.errors import PeerStoppedAnsweringError as PeerStoppedAnsweringError
     from runtime.errors import PortInUseError as PortInUseError
     from runtime.errors import PreemptedError as PreemptedError
     from runtime.errors import RankFailedError as RankFailedError
@@ -100,6 +101,7 @@ _MODULES = {
     "Launcher": "runtime.launchers.base",
     "MissingDependencyError": "runtime.errors",
     "PeerLostError": "runtime.errors",
+    "PeerStoppedAnsweringError": "runtime.errors",
     "PortInUseError": "runtime.errors",
     "PreemptedError": "runtime.errors",
     "Precision": "runtime.precision.base",

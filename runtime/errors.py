@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
+import types
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -16,6 +18,7 @@ __all__ = [
     "LaunchTimeoutError",
     "MissingDependencyError",
     "PeerLostError",
+    "PeerStoppedAnsweringError",
     "PortInUseError",
     "PreemptedError",
     "RankFailedError",
@@ -27,6 +30,7 @@ __all__ = [
     "StrategyMisuseError",
     "failure_time",
     "stamp_failure_time",
+    "users_frames_only",
 ]
 
 _FAILURE_TIME = "_runtime_failure_time"
@@ -277,6 +281,22 @@ class RendezvousWaitError(TimeoutError):
         )
 
 
+def users_frames_only(exc: BaseException) -> BaseException:
+    """``exc`` with the runtime's own frames left out of its traceback (the caller's code kept): for an
+    error whose message says all there is, so the user's line and the message are all that show."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+    kept: list[types.TracebackType] = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(root):
+            kept.append(tb)
+        tb = tb.tb_next
+    trimmed: types.TracebackType | None = None
+    for tb in reversed(kept):
+        trimmed = types.TracebackType(trimmed, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+    return exc.with_traceback(trimmed)
+
+
 class DataLoaderWarning(UserWarning):
     """A data loader setting that works, but likely not as the user intends (e.g. slow start-up)."""
 
@@ -296,6 +316,43 @@ class StrategyMisuseError(RuntimeError):
         self.argument = argument
         self.fix = fix
         super().__init__(f"strategy.{method}(): {problem}\n  hint: {fix}")
+
+
+class PeerStoppedAnsweringError(RuntimeError):
+    """A peer this rank waited for in a call every rank makes went away without a word: it had not
+    finished its work (it recorded nothing in the rendezvous store), so it was killed, ran out of
+    memory or lost its host. Raised in the rank that saw its connection end.
+
+    ``method`` is the strategy method this rank was in, ``ranks`` the ranks it may have been (one,
+    where that is known; empty where not even that is), ``host`` where they ran (``None``: unknown),
+    ``seen_by`` this rank, ``words`` what the transport said, ``unsure`` why the store could not
+    tell whether the peer finished ("": it told, the peer had not), ``lost_peer`` gloo's address of it
+    (a launcher's blame across hosts reads it).
+    """
+
+    def __init__(self, method: str, ranks: Sequence[int], *, host: str | None, seen_by: int, words: str,
+                 unsure: str = "") -> None:  # fmt: skip
+        self.method = method
+        self.ranks = tuple(ranks)
+        self.host = host
+        self.seen_by = seen_by
+        self.words = words
+        self.lost_peer: object = None
+        where = f" (host {host})" if host else ""
+        if len(self.ranks) == 1:
+            who = f"rank {self.ranks[0]}{where}"
+        elif self.ranks:
+            who = f"one of ranks {', '.join(map(str, self.ranks))}{where}"
+        else:
+            who = "a peer"
+        store = f" ({unsure})" if unsure else ""
+        also = (f"; if its output shows it ended normally, it returned without calling strategy.{method}(): call it "
+                "on every rank") if unsure else ""  # fmt: skip
+        super().__init__(
+            f"{who} stopped answering: rank {seen_by} waited for it in strategy.{method}() and the connection "
+            f"ended ({words}){store}\n"
+            f"  hint: its own output says why: killed (kill -9, the out-of-memory killer), or its host went down{also}"
+        )
 
 
 class StrategyArgumentError(StrategyMisuseError, TypeError, ValueError):

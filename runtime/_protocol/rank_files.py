@@ -162,6 +162,9 @@ class ErrorReport:
 
 def peer_named_by(exc: BaseException) -> LostPeer | None:
     """The peer a communication error says went away (gloo names it by address), with its ranks where known."""
+    known = getattr(exc, "lost_peer", None)  # runtime.errors.PeerStoppedAnsweringError keeps gloo's words there
+    if isinstance(known, LostPeer):
+        return known
     return lost_peer(str(exc)) if is_communication_error(exc) else None
 
 

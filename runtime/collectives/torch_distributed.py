@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from runtime._gloo_interface import SocketInterface, apply_gloo_interface, host_addresses
-from runtime._protocol.peers import announcement, remember_hosts
+from runtime._protocol.peers import announcement, remember_hosts, remember_store
 from runtime._protocol.rank_environment import rendezvous_timeout as default_rendezvous_timeout
 from runtime._protocol.rank_files import mark_as_echo
 from runtime.collectives.base import Collective, CollectiveGroup
@@ -133,6 +133,7 @@ class TorchCollective(Collective):
         store.set(f"{_HOSTS}{rank}", announcement(host_addresses()))
         wait_for_every_rank(store, rank, world_size, rendezvous_timeout, where)
         remember_hosts(dict(enumerate(store.multi_get([f"{_HOSTS}{peer}" for peer in range(world_size)]))))
+        remember_store(store)  # where a rank whose work returned says so (runtime.strategies.guard reads it)
         dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size, **kwargs)
         # gloo returns from joining once this rank's connections are made, while a peer may still be
         # making its own: a rank that then left at once (work without a collective) failed that peer's
@@ -150,6 +151,7 @@ class TorchCollective(Collective):
         if self._owns_group and self.is_initialized:
             dist.destroy_process_group()
         self._owns_group = False
+        remember_store(None)
 
     def _device(self) -> torch.device:
         return self._tensor_device

@@ -23,12 +23,19 @@ from torch.utils.data import DataLoader
 
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.launched_rank import run_launched_rank, run_worker
+from runtime._protocol.peers import record_finished
 from runtime._protocol.rank_environment import rendezvous_timeout, threads_applied
 from runtime._tensor_tree import map_tensors
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
 from runtime.collectives.rendezvous import Rendezvous
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
-from runtime.errors import DataLoaderWarning, RuntimeConfigError, stamp_failure_time
+from runtime.errors import (
+    DataLoaderWarning,
+    PeerStoppedAnsweringError,
+    RuntimeConfigError,
+    stamp_failure_time,
+    users_frames_only,
+)
 from runtime.launchers._supervision.restarts import restart_count
 from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves, settle_preempted
 from runtime.strategies.guard import BUILT, DATALOADER_USES, DataLoaderUse, guard_methods
@@ -199,7 +206,10 @@ class Strategy:
             self._cluster_environment.check_started_by_cluster()  # before waiting for the others
             # A rank some launcher started reports its failure to it (no-op otherwise).
             with threads_applied(self._config):
-                result = run_launched_rank(self.run, fn, *args, **kwargs)
+                try:
+                    result = run_launched_rank(self.run, fn, *args, **kwargs)
+                except PeerStoppedAnsweringError as exc:  # its message says it all: the user's line, not ours
+                    raise users_frames_only(exc) from None
             return settle_preempted(result, self._config)
         if self._build is None:
             raise RuntimeConfigError(
@@ -218,7 +228,9 @@ class Strategy:
             self.setup_environment()
         try:
             with catching(self) as self._preemption:
-                return finish(self, self._preemption, fn(self, *args, **kwargs))
+                result = fn(self, *args, **kwargs)
+                record_finished(self.global_rank)  # a peer still waiting for this rank learns it skipped a call
+                return finish(self, self._preemption, result)
         except BaseException as exc:
             stamp_failure_time(exc)
             raise

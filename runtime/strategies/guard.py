@@ -28,7 +28,7 @@ import attrs
 import torch
 from torch.utils.data import DataLoader
 
-from runtime.errors import StrategyArgumentError, StrategyMisuseError
+from runtime.errors import PeerStoppedAnsweringError, StrategyArgumentError, StrategyMisuseError
 
 if TYPE_CHECKING:
     from runtime.strategies.base import Strategy
@@ -160,7 +160,8 @@ class MethodRule:
     #: Run ``after`` (with ``None``) even when the method raised (teardown: the group is left either way).
     after_on_error: bool = False
     #: Every rank must call it (it communicates): a collective failing inside it, in a run of several
-    #: ranks, is reported as the misuse it most likely is when a peer returned without calling it.
+    #: ranks, is reported as a misuse when a peer returned without calling it, or as the peer that
+    #: stopped answering when its connection ended before it finished (the rendezvous store tells).
     every_rank: bool = False
 
 
@@ -332,24 +333,33 @@ def _raise_if_a_peer_did_not_come(strategy: Strategy, name: str, exc: BaseExcept
     no rank crashed, the launcher blames the rank that returned without calling ``name`` and quotes
     this message's first line.
     """
+    from runtime._protocol.peers import peers_that_finished_or_went
     from runtime._protocol.rank_files import is_communication_error, mark_as_echo
 
     if isinstance(exc, StrategyMisuseError) and getattr(exc, "peer_missing", False) and exc.method != name:
         exc = exc.__cause__ or exc  # raised by a method this one called: name the one the user called
-    elif isinstance(exc, StrategyMisuseError) or not isinstance(exc, Exception) or not is_communication_error(exc):
+    elif (
+        isinstance(exc, (StrategyMisuseError, PeerStoppedAnsweringError))
+        or not isinstance(exc, Exception)
+        or not is_communication_error(exc)
+    ):
         return
     if getattr(strategy, "_lifecycle", BUILT) != SET_UP or strategy.world_size < 2:
         return
     cause = (str(exc).splitlines() or [type(exc).__name__])[0]
     cause = re.sub(r"^\[[^\]]*\]\s*", "", cause)[:120]  # gloo prefixes its source location: "[.../pair.cc:537] "
+    finished, gone = peers_that_finished_or_went(strategy.global_rank, strategy.world_size, name, str(exc), cause)
     misuse = StrategyMisuseError(
         name,
-        f"every rank must call it, and a peer never did (the collective in it failed: {cause})",
+        f"every rank must call it, and {finished or 'a peer'} never did (the collective in it failed: {cause})",
         f"call strategy.{name}() on every rank, not under `if strategy.is_global_zero:` (for checkpoints, rank 0 "
         "alone writes the file anyway); if a peer crashed instead, its own error comes first",
     )
     misuse.peer_missing = True  # type: ignore[attr-defined]
     mark_as_echo(misuse)
+    if gone is not None:
+        mark_as_echo(gone)  # a launcher still blames the rank that crashed, by its exit
+        raise gone from None  # gloo's words are in the message; its frames would bury it
     raise misuse from exc
 
 

@@ -192,3 +192,18 @@ def test_a_user_who_cannot_start_the_cluster_is_told_why() -> None:
     assert done.returncode == CANNOT_RUN, done  # the fixture's skip (or, in CI, failure) with this line
     assert done.stderr.strip().splitlines()[-1].endswith("run as root"), done.stderr
     assert done.stdout == ""
+
+
+PEER_GONE = str(Path(__file__).resolve().parents[1] / "runtime" / "scripts" / "peer_gone.py")
+
+
+def test_a_task_killed_mid_training_stopped_answering_it_made_no_misuse(slurm_cluster: Cluster) -> None:
+    """srun's task 1 killed (kill -9, as the out-of-memory killer does) in training: task 0 names it as
+    the rank that stopped answering, not as a misuse of strategy.backward() (issue 39, point 2)."""
+    name = "resolver-test-peer-gone"
+    job = run_job(slurm_cluster, [*_srun(name, "-n", "2"), sys.executable, PEER_GONE, "sigkill"], name, timeout=180)
+    assert job.returncode != 0, job.output
+    task_0 = "\n".join(task_lines(job.stdout + job.stderr).get(0, []))
+    assert "runtime.errors.PeerStoppedAnsweringError: rank 1 (host " in task_0, job.output
+    assert "stopped answering: rank 0 waited for it in strategy.backward() and the connection ended (" in task_0
+    assert "StrategyMisuseError" not in job.output and "every rank must call it" not in job.output, job.output
