@@ -42,7 +42,7 @@ INPUTS = {
     "dev-urandom": ("/dev/urandom", "too large"),
     "too-big": (None, "too large"),
 }
-LIMIT_SAID = {"nested too deep": f"more than {MAX_NESTING} levels", "too large": "at most 4 MiB"}
+LIMIT_SAID = {"nested too deep": f"more than {MAX_NESTING} levels", "too large": "at most 16 MiB"}
 #: Memory a subprocess may map: far more than resolver needs, far less than an unbounded read takes.
 MEMORY = 2 << 30
 TIMEOUT = 120

@@ -33,15 +33,17 @@ def test_a_single_file_checkpoint_with_a_payload_is_refused_and_trusted_only_on_
     torch.save({"model": Payload(str(marker)), "step": 1}, planted)
     strategy = runtime.build(single_device_config())
     strategy.setup_environment()
+    try:  # torn down at the end: a strategy left set up makes this process a rank for the tests after it
+        with pytest.raises(runtime.CheckpointUntrustedError) as refused:
+            strategy.load_checkpoint(planted)
+        assert not marker.exists()
+        assert str(planted) in str(refused.value) and OPT_IN in str(refused.value)
 
-    with pytest.raises(runtime.CheckpointUntrustedError) as refused:
+        strategy.checkpoint_io = runtime.TorchCheckpointIO(weights_only=False)  # the opt-in: the user trusts it
         strategy.load_checkpoint(planted)
-    assert not marker.exists()
-    assert str(planted) in str(refused.value) and OPT_IN in str(refused.value)
-
-    strategy.checkpoint_io = runtime.TorchCheckpointIO(weights_only=False)  # the opt-in: the user trusts it
-    strategy.load_checkpoint(planted)
-    assert marker.exists()
+        assert marker.exists()
+    finally:
+        strategy.teardown()
 
 
 @pytest.mark.timeout(300)
