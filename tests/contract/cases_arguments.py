@@ -236,7 +236,7 @@ SWEEP: dict[str, Sweep] = {
         lambda c: c.monitored_barrier(timeout=5.0),
         (
             Misuse(
-                lambda c: c.monitored_barrier(timeout="5"), r"monitored_barrier: timeout must be a number of seconds"
+                lambda c: c.monitored_barrier(timeout="5"), r"monitored_barrier: timeout='5' is not a number of seconds"
             ),
             Misuse(
                 lambda c: c.monitored_barrier(wait_all_ranks=None),
