@@ -102,18 +102,25 @@ def test_across_machines_with_mpi4py_rank_zero_broadcasts_its_host():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py is not installed (pip install mpi4py)")
-def test_mpi4py_broadcast_gives_every_rank_rank_zeros_host():
-    """Two ranks that claim to be on separate machines learn rank 0's host name over MPI."""
+def test_mpi4py_broadcast_gives_every_rank_rank_zeros_host(tmp_path: Path) -> None:
+    """Two ranks that claim to be on separate machines learn rank 0's host name over MPI.
+
+    Each rank writes its answer to its own file: under ``PYTHONUNBUFFERED`` a ``print`` is several
+    writes, and mpirun interleaves two ranks' pieces on one line.
+    """
     script = (
-        "import os, socket\n"
+        "import os, socket, sys\n"
         "os.environ['OMPI_COMM_WORLD_LOCAL_SIZE'] = '1'; os.environ['OMPI_COMM_WORLD_LOCAL_RANK'] = '0'\n"
         "import resolver\n"
         "from runtime.cluster.mpi import MPIEnvironment\n"
         "config = resolver.resolve(devices=1, num_nodes=2)\n"
         "assert config.main_address is None, config.main_address\n"
-        "print('HOST', os.environ['OMPI_COMM_WORLD_RANK'], MPIEnvironment(config).main_address, socket.gethostname())\n"
+        "rank = os.environ['OMPI_COMM_WORLD_RANK']\n"
+        "with open(os.path.join(sys.argv[1], 'host-' + rank), 'w') as out:\n"
+        "    out.write(MPIEnvironment(config).main_address + ' ' + socket.gethostname())\n"
     )
-    result = run_job(mpirun_command(2, sys.executable, "-c", script), clean_environment(), cwd=ROOT)
+    result = run_job(mpirun_command(2, sys.executable, "-c", script, str(tmp_path)), clean_environment(), cwd=ROOT)
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
-    hosts = [line.split()[2:] for line in result.stdout.splitlines() if line.startswith("HOST ")]
-    assert len(hosts) == 2 and {found for found, _ in hosts} == {socket.gethostname()}
+    hosts = {path.name: path.read_text().split() for path in tmp_path.glob("host-*")}
+    assert sorted(hosts) == ["host-0", "host-1"], f"{hosts}\n{result.stdout}\n{result.stderr}"
+    assert {found for found, _ in hosts.values()} == {socket.gethostname()}
