@@ -182,7 +182,8 @@ def test_errors_of_the_variable(tmp_path):
     said = _explain_error(tmp_path, "empty")
     assert said.startswith("error: not a rule folder: empty (from variable RESOLVER_RULES): it holds no *.toml")
     said = _explain_error(tmp_path, "train.toml")  # TOML, but a flags file: the rule file's error, and who named it
-    assert "train.toml: unknown key(s) strategy" in said and "a rule file from variable RESOLVER_RULES" in said
+    assert "train.toml: unknown key(s) strategy" in said
+    assert "(a rule file from variable RESOLVER_RULES: fix the file, or take it out of RESOLVER_RULES)" in said
 
 
 def test_errors_of_a_flags_file(tmp_path):
@@ -198,6 +199,10 @@ def test_errors_of_a_flags_file(tmp_path):
         said = _explain_error(tmp_path, config="train.toml")
         assert message in said.splitlines()[0], said
         assert "help: " in said
+    (tmp_path / "broken.toml").write_text('[[rule]]\nid = "x"\nstage = "planed"\nnote = "n"\n')
+    (tmp_path / "train.toml").write_text('rules = ["broken.toml"]\n')
+    said = _explain_error(tmp_path, config="train.toml")
+    assert "unknown stage 'planed'" in said and "take it out of `rules` at train.toml:1" in said
     (tmp_path / "train.toml").write_text('rules = ["site.toml"]\n[flags]\nstrategy = "ddp"\n')
     assert "put the flags and rules in the [flags] table" in _explain_error(tmp_path, config="train.toml")
 

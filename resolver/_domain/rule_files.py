@@ -179,7 +179,8 @@ def named_by(error: RuleTableError, files: Iterable[RuleFile]) -> RuleTableError
         named = os.path.realpath(file.path)
         if broken == named or broken.startswith(named.rstrip(os.sep) + os.sep):
             return RuleTableError(
-                f"{error.message} (a rule file from {file.describe()}: {file.fix[0].lower()}{file.fix[1:]})",
+                f"{error.message} (a rule file from {file.describe()}: fix the file, or take it out of "
+                + (f"{RULES_VARIABLE})" if file.kind == "variable" else f"`rules` at {file.source})"),
                 file=error.file,
                 rule=error.rule,
                 line=error.line,
