@@ -27,6 +27,7 @@ try:
         compile_sources,
         load_rules,
         removed_flag_error,
+        site_evaluator,
     )
     from resolver._engine.errors import ResolutionError
     from resolver._engine.evaluator import Evaluation, Evaluator
@@ -97,20 +98,21 @@ def run_rules(
 ) -> Evaluation:
     """Evaluate the table for already-collected flags; the engine-level entry used by ``resolve``.
 
-    ``sources`` gives the provenance of flags that did not come from the caller (a flags file).
+    ``rules`` is the table exactly as given (the golden checks run the built-in one):
+    ``RESOLVER_RULES`` is ``resolve()``'s to add. ``sources`` gives the provenance of flags that
+    did not come from the caller (a flags file).
     """
-    return _run(flags, environment, rules, reporter, sources)[0]
+    return _run(flags, environment, _evaluator(rules), reporter, sources)[0]
 
 
 def _run(
     flags: Mapping[str, Any] | tuple[Any, ...],
     environment: Environment,
-    rules: RulesArg,
+    evaluator: Evaluator,
     reporter: Reporter | None,
     sources: Mapping[str, Provenance] | None,
 ) -> tuple[Evaluation, FrozenMapping]:
     """:func:`run_rules`, and the flags given (normalized), for ``ResolvedConfig.flags``."""
-    evaluator = _evaluator(rules)
     plan, template = _input_plan(evaluator)
     # A copy of a same-shaped dict (no rehashing, however many variables) that the given flags update.
     values, given = flag_inputs(flags, environment.input_values(plan, template))
@@ -162,17 +164,24 @@ def resolve(
     ``rules`` adds rule files (paths) to the built-in table, or replaces it with a compiled table. Raises
     :class:`ResolutionError` (a ``ValueError``); :class:`ConflictError` when two sources disagree.
     ``config_file`` reads flags from a TOML flags file (:mod:`resolver.flagsfile`); a keyword
-    given here with a value other than its default wins over the file.
+    given here with a value other than its default wins over the file. The site rule files that
+    the ``RESOLVER_RULES`` variable names (separated as ``PATH`` is) and those of the flags file's
+    ``rules`` key are added before ``rules``' own (not to a compiled table, which is the whole table).
     """
+    file: FlagsFile | None = None
+    if config_file is not None:
+        from resolver.flagsfile import FlagsFile, load_flags_file  # imports cattrs when a file is read
+
+        file = config_file if isinstance(config_file, FlagsFile) else load_flags_file(config_file)
+    evaluator = site_evaluator(rules, file.rules if file is not None else ())
     if removed:
-        evaluator = _evaluator(rules)
         for flag, value in sorted(removed.items()):
             error = removed_flag_error(evaluator.table, flag, value)
             if error is not None:
                 raise error
         raise TypeError(f"resolve() got unexpected keyword argument(s): {', '.join(sorted(removed))}")
     if environment is None:
-        environment = Environment.probe(table=_evaluator(rules).table)
+        environment = Environment.probe(table=evaluator.table)
     elif not isinstance(environment, Environment):
         raise ResolutionError(
             f"environment={environment!r:.60} is not an Environment",
@@ -184,13 +193,13 @@ def resolve(
         accelerator, cluster_environment, devices, master_addr, master_port,
         node_rank, num_nodes, plugins, precision, strategy,
     )  # fmt: skip
-    if config_file is None:
-        evaluation, given = _run(flags, environment, rules, reporter, None)
+    if file is None:
+        evaluation, given = _run(flags, environment, evaluator, reporter, None)
     else:
-        from resolver.flagsfile import flags_with_file  # imports cattrs when a file is read
+        from resolver.flagsfile import flags_with_file
 
-        with_file, sources = flags_with_file(by_name(flags), FLAG_DEFAULTS, config_file)
-        evaluation, given = _run(with_file, environment, rules, reporter, sources)
+        with_file, sources = flags_with_file(by_name(flags), FLAG_DEFAULTS, file)
+        evaluation, given = _run(with_file, environment, evaluator, reporter, sources)
     return config_from(evaluation, given)
 
 

@@ -14,7 +14,8 @@ bare flags table (``strategy = "ddp"`` at the top). Keys are the keyword names o
 (``num_nodes``, not ``num-nodes``); an unknown key is refused with the closest known names, a value
 of the wrong type with the file, line and key. A flag given on the command line or as a keyword
 of ``resolve()`` wins over the file; the values taken from the file carry a provenance of kind
-``flags_file`` naming the file.
+``flags_file`` naming the file. ``rules = ["site.toml", "site-rules/"]`` (beside the flags) adds
+rule files and folders, relative to the file's folder, to every resolve that reads the file.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from resolver._domain.config import Provenance
+from resolver._domain.rule_files import RuleFile, listed_rule_files
 from resolver._engine.errors import ResolutionError
 from resolver._engine.input_files import loads_toml, read_text
 from resolver._engine.suggest import did_you_mean
@@ -42,6 +44,8 @@ __all__ = ["FLAGS_FILE_KIND", "FlagsFile", "flags_with_file", "load_flags_file"]
 
 #: The provenance kind of a value read from a flags file.
 FLAGS_FILE_KIND = "flags_file"
+#: The key of the rule files a flags file adds (a keyword of ``resolve()`` too, but no flag).
+RULES_KEY = "rules"
 #: The other top-level parts of a golden scenario, skipped so that a scenario is a flags file.
 _SCENARIO_PARTS = ("description", "environment", "expect")
 
@@ -66,15 +70,17 @@ _TYPE_NAMES: Mapping[Any, str] = {str: "text", int: "an integer", list: "a list"
 
 @attrs.frozen
 class FlagsFile:
-    """The flags a file gives (only those it names), and the file's path as the user wrote it."""
+    """The flags a file gives (only those it names), the file's path as the user wrote it, and the
+    rule files its ``rules`` key adds."""
 
     path: str
     flags: Mapping[str, Any]
+    rules: tuple[RuleFile, ...] = ()
 
     def without(self, names: Iterable[str]) -> FlagsFile:
         """This file less the flags ``names`` (given elsewhere, so overriding the file)."""
         drop = set(names)
-        return FlagsFile(self.path, {k: v for k, v in self.flags.items() if k not in drop})
+        return FlagsFile(self.path, {k: v for k, v in self.flags.items() if k not in drop}, self.rules)
 
     def provenance(self, name: str) -> Provenance:
         return Provenance(FLAGS_FILE_KIND, f"{self.path}: {name}={self.flags[name]!r}")
@@ -204,10 +210,15 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
             )
     else:
         flags, table = document, None
+    flags = dict(flags)
+    rules: tuple[RuleFile, ...] = ()
+    if RULES_KEY in flags:
+        rules = listed_rule_files(flags.pop(RULES_KEY), shown, _where(shown, text, RULES_KEY, table))
     unknown = [k for k in flags if k not in known]
     if unknown:
         _check_removed(shown, text, unknown[0], flags[unknown[0]], table)
-        raise _unknown(shown, text, unknown[0], table, [*known] if table else [*known, "flags"], flags_table=False)
+        names = [*known, RULES_KEY] if table else [*known, RULES_KEY, "flags"]
+        raise _unknown(shown, text, unknown[0], table, names, flags_table=False)
     cls = _flags_class(known)
     converter = _converter(cls)
     for key, value in flags.items():  # one key at a time, so the message names the key and line
@@ -220,7 +231,7 @@ def load_flags_file(path: str | os.PathLike[str], names: Iterable[str] | None = 
                 f"{_where(shown, text, key, table)}: {_key(key, table)} = {value!r:.60} has the wrong type{wanted}",
                 hint=f"write {key} as resolve() takes it (`resolver explain --help` lists the forms of each flag)",
             ) from None
-    return FlagsFile(shown, dict(flags))
+    return FlagsFile(shown, flags, rules)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -251,13 +262,14 @@ def _unknown(
     suggestion = did_you_mean(key, known)
     if flags_table:
         hint = (
-            "put the flags in the [flags] table; besides it a flags file may hold only "
+            f"put the flags and {RULES_KEY} in the [flags] table; besides it a flags file may hold only "
             + ", ".join(_SCENARIO_PARTS)
             + " (the other parts of a golden scenario, not read)"
         )
     else:
-        hint = "the flags are " + ", ".join(k for k in known if k != "flags")
-        hint += " (the keyword names of resolve()), in a [flags] table or at the top of the file"
+        hint = "the flags are " + ", ".join(k for k in known if k not in ("flags", RULES_KEY))
+        hint += f" (the keyword names of resolve()), and {RULES_KEY} (rule files), in a [flags] table or at the top"
+        hint += " of the file"
     return ResolutionError(
         f"{_where(path, text, key, table)}: unknown {'key' if flags_table else 'flag'} {_key(key, table)!r}"
         + (f"; {suggestion}" if suggestion else ""),

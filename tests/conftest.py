@@ -7,6 +7,12 @@ import pytest
 from resolver import Environment
 
 
+@pytest.fixture(autouse=True)
+def _no_site_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The site rules of whoever runs the tests (RESOLVER_RULES) are not the table under test."""
+    monkeypatch.delenv("RESOLVER_RULES", raising=False)
+
+
 @pytest.fixture
 def laptop() -> Environment:
     """A CPU-only machine, no cluster."""

@@ -14,8 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import resolver._domain.functions  # noqa: F401 - importing it registers the built-in functions the rules call
 from resolver._domain.flags import flag_rules_source, flags_fingerprint
+from resolver._domain.rule_files import (
+    RULES_VARIABLE,
+    RuleFile,
+    cache_key,
+    given_rule_files,
+    named_by,
+    site_rule_files,
+)
 from resolver._engine.compiled import CompiledTable
-from resolver._engine.errors import ResolutionError
+from resolver._engine.errors import ResolutionError, RuleTableError
 from resolver._engine.evaluator import Evaluator
 from resolver._engine.table import RuleSource, read_folder, read_sources
 from resolver._store.cache import cached_table, compile_code
@@ -32,6 +40,9 @@ __all__ = [
     "compile_sources",
     "load_rules",
     "removed_flag_error",
+    "rule_files_in_use",
+    "site_evaluator",
+    "table_in_use",
 ]
 
 RulesArg = CompiledTable | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
@@ -105,32 +116,55 @@ def _evaluator_for(files: tuple[tuple[str, int, int], ...]) -> Evaluator:
 
 
 def _evaluator(rules: RulesArg) -> Evaluator:
+    """The evaluator of ``rules`` exactly: a compiled table as it is, else the built-in table (with
+    the installed plugins' files) and the files ``rules`` names (no site rules: :func:`site_evaluator`)."""
     if rules is None:
         return _builtin_evaluator()
     if isinstance(rules, CompiledTable):
         return _table_evaluator(rules)
-    items = (
-        [rules] if isinstance(rules, (str, os.PathLike)) else list(rules) if isinstance(rules, Iterable) else [rules]
-    )
-    wrong = [item for item in items if not isinstance(item, (str, os.PathLike))]
-    if wrong:
-        raise ResolutionError(
-            f"rules={wrong[0]!r} is not a rule file",
-            hint="pass rules as a path, a list of paths, or a table from resolver.load_rules()",
-        )
-    if not items:
-        return _builtin_evaluator()
-    from pathlib import Path
+    return _files_evaluator(given_rule_files(rules))
 
-    key = []
-    for item in items:
-        path = Path(item).resolve()
-        try:
-            st = path.stat()
-        except OSError as exc:
-            raise ResolutionError(f"cannot read rule file {path}: {exc.strerror}") from exc
-        key.append((str(path), st.st_mtime_ns, st.st_size))
-    return _evaluator_for(tuple(key))
+
+def _files_evaluator(files: Sequence[RuleFile]) -> Evaluator:
+    if not files:
+        return _builtin_evaluator()
+    try:
+        return _evaluator_for(tuple(cache_key(file) for file in files))
+    except RuleTableError as error:  # an error in a file a variable or a flags file named says which
+        raise named_by(error, files) from None
+
+
+def rule_files_in_use(
+    rules: RulesArg = None, file_rules: Sequence[RuleFile] = (), *, spelling: str = "rules="
+) -> tuple[RuleFile, ...]:
+    """The rule files ``resolve()`` adds to the built-in table, each with what named it: those of
+    ``RESOLVER_RULES``, then a flags file's (``file_rules``), then those of ``rules`` (``spelling``:
+    how the caller names it, ``--rules`` on the command line), each file once. None for a compiled
+    table, which is the whole table."""
+    if isinstance(rules, CompiledTable):
+        return ()
+    files = (*site_rule_files(), *file_rules, *given_rule_files(rules, spelling))
+    if len(files) < 2:
+        return files
+    named: dict[str, RuleFile] = {}  # a file named twice (by the variable and a flags file) is read once
+    for file in files:
+        named.setdefault(os.path.realpath(file.path), file)
+    return tuple(named.values())
+
+
+def site_evaluator(rules: RulesArg = None, file_rules: Sequence[RuleFile] = ()) -> Evaluator:
+    """The evaluator ``resolve()`` runs: :func:`rule_files_in_use`'s files on the built-in table,
+    or a compiled table as it is."""
+    if rules is None and not file_rules and RULES_VARIABLE not in os.environ:  # most resolves: no lookup
+        return _builtin_evaluator()
+    if isinstance(rules, CompiledTable):
+        return _table_evaluator(rules)
+    return _files_evaluator(rule_files_in_use(rules, file_rules))
+
+
+def table_in_use(files: Sequence[RuleFile]) -> CompiledTable:
+    """The built-in table with ``files`` (from :func:`rule_files_in_use`)."""
+    return _files_evaluator(files).table
 
 
 _TABLE_EVALUATORS: dict[int, tuple[CompiledTable, Evaluator]] = {}

@@ -196,13 +196,14 @@ class _RuleCompiler:
                 between = tuple(c.slot for c in when[:2])
             for name in between:
                 self._read(raw, name, reads)
-        for name in reads:
-            slot = self.data.slot(name)
-            assert slot is not None
-            if self.stage_index[slot.stage] > self.stage_index[stage]:
-                raise raw.error(
-                    f"reads slot {name!r}, which stage {slot.stage!r} decides after this rule's stage {stage!r}"
-                )
+        decided_at = [(name, self._stage_of(name)) for name in reads]
+        late = [(name, decided) for name, decided in decided_at if self.stage_index[decided] > self.stage_index[stage]]
+        if late:
+            name, decided = late[0]
+            raise raw.error(
+                f"reads slot {name!r}, which stage {decided!r} decides after this rule's stage {stage!r}; "
+                + self._stage_to_use(spec, stage, max((d for _, d in late), key=self.stage_index.__getitem__))
+            )
         for name, _ in sets:
             slot = self.data.slots[name]
             if slot.stage != stage:
@@ -223,6 +224,23 @@ class _RuleCompiler:
             reads=tuple(dict.fromkeys(reads)),
             templates=templates,
         )
+
+    def _stage_to_use(self, spec: Any, stage: str, needed: str) -> str:
+        """The fix for a rule that reads a slot decided after its stage: the earliest stage that has
+        every slot it reads, unless the rule sets a slot of its own stage (then it cannot move)."""
+        owned = sorted(spec.set or {})
+        where = "docs/rule-format.md lists the stage of each slot"
+        if owned:
+            return (
+                f"the stage to read it from is {needed!r}, but the rule sets {owned[0]!r} of stage {stage!r} (a rule "
+                f"sets only slots of its own stage): read slots decided at {stage!r} or before instead ({where})"
+            )
+        return f'write stage = "{needed}", the earliest stage that has every slot it reads ({where})'
+
+    def _stage_of(self, name: str) -> str:
+        slot = self.data.slot(name)
+        assert slot is not None  # every name read was looked up by _read
+        return slot.stage
 
     def _read(self, raw: RawRule, name: str, reads: list[str]) -> Slot:
         slot = self.data.slot(name)

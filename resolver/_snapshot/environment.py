@@ -228,7 +228,8 @@ class Environment:
 
         Every registered probe reads its fact (GPUs are counted from the NVIDIA driver's files,
         respecting ``CUDA_VISIBLE_DEVICES``; package availability uses ``importlib.util.find_spec``,
-        no import). The snapshot keeps the variables ``table`` reads (default: the built-in table)
+        no import). The snapshot keeps the variables ``table`` reads (default: the built-in table
+        with the site rules ``RESOLVER_RULES`` names)
         plus the built-in relevant ones, and the text of each file a ``file.NAME`` slot names.
 
         Facts that cannot change within a process (which packages are importable, the driver's
@@ -236,10 +237,10 @@ class Environment:
         other facts are read on every call. ``refresh=True`` reads the kept facts again (after
         installing a package into the running process, say).
         """
-        if table is None:
-            from resolver._domain.rule_tables import builtin_table
+        if table is None:  # the table resolve() uses when given no rules
+            from resolver._domain.rule_tables import rule_files_in_use, table_in_use
 
-            table = builtin_table()
+            table = table_in_use(rule_files_in_use())
         env = os.environ if environ is None else environ
         read = _variables_read(table)
         # Only the names are looked at first: os.environ decodes a value when it is read.

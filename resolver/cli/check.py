@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from resolver._engine.errors import ResolutionError
 from resolver.cli.options import add_config, add_flags, timeout_option
-from resolver.cli.shared import EXIT_ERROR, EXIT_OK, check_removed, environment_for, resolve_args
+from resolver.cli.shared import EXIT_ERROR, EXIT_OK, check_removed, environment_for, resolve_args, rule_files_for
 
 if TYPE_CHECKING:
     from resolver.cli.options import Parser
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     """``resolver check``: resolve, then prove the setup works (``runtime.preflight``)."""
     try:
         check_removed(args)
-        config = resolve_args(args, environment=environment_for(None, args.rules), rules=args.rules or None)
+        config = resolve_args(args, environment=environment_for(None, rule_files_for(args)), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR

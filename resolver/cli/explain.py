@@ -7,19 +7,37 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from resolver._domain.config import DECIDED_FIELDS, ResolvedConfig, display, get_converter
+from resolver._domain.rule_tables import table_in_use
 from resolver._engine.errors import ResolutionError
 from resolver._engine.reporter import RecordingReporter
-from resolver.api import builtin_table, load_rules
 from resolver.cli.options import add_config, add_flags
-from resolver.cli.shared import EXIT_CODES, EXIT_ERROR, EXIT_OK, check_removed, environment_for, resolve_args
+from resolver.cli.shared import (
+    EXIT_CODES,
+    EXIT_ERROR,
+    EXIT_OK,
+    check_removed,
+    environment_for,
+    resolve_args,
+    rule_files_for,
+)
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
+    from resolver._domain.rule_files import RuleFile
     from resolver._snapshot.environment import Environment
     from resolver.cli.options import Parser
 
-__all__ = ["EXPLAIN_SCHEMA_VERSION", "add_options", "error_data", "explain_json", "explain_text", "run"]
+__all__ = [
+    "EXPLAIN_SCHEMA_VERSION",
+    "add_options",
+    "error_data",
+    "explain_json",
+    "explain_text",
+    "rule_files_text",
+    "run",
+]
 
 #: Bumped whenever a key of ``resolver explain --format json`` changes meaning or disappears.
 EXPLAIN_SCHEMA_VERSION = 1
@@ -72,32 +90,41 @@ def run(args: argparse.Namespace) -> int:
     environment: Environment | None = None
     config: ResolvedConfig | None = None
     failure: ResolutionError | None = None
+    files: tuple[RuleFile, ...] = ()
     try:
-        environment = environment_for(args.simulate, args.rules)
+        files = rule_files_for(args)
+        environment = environment_for(args.simulate, files)
         check_removed(args)
         config = resolve_args(args, environment=environment, rules=args.rules or None, reporter=trace)
     except ResolutionError as error:
         failure = error
     if args.format == "json":
-        print(explain_json(config, trace, failure, environment=environment, verbose=args.verbose))
+        print(explain_json(config, trace, failure, environment=environment, verbose=args.verbose, rule_files=files))
     elif args.format == "dot":
         from resolver.cli.decision_graph import decision_graph
 
-        table = load_rules(args.rules) if args.rules else builtin_table()
+        table = table_in_use(files)
         assert trace is not None
         sys.stdout.write(decision_graph(trace, table, error=failure, everything=args.verbose))
         if failure is not None:
             print(failure.diagnostic(), file=sys.stderr)
     elif failure is not None:
-        print(failure.diagnostic(), file=sys.stderr)
+        print("\n".join([failure.diagnostic(), *rule_files_text(files)]), file=sys.stderr)
     else:
         assert config is not None
-        print(explain_text(config, trace, verbose=args.verbose))
+        print(explain_text(config, trace, verbose=args.verbose, rule_files=files))
     return EXIT_OK if failure is None else EXIT_ERROR
 
 
-def explain_text(config: ResolvedConfig, trace: RecordingReporter | None = None, *, verbose: bool = False) -> str:
-    """One line per field: name, value, and where the value came from."""
+def explain_text(
+    config: ResolvedConfig,
+    trace: RecordingReporter | None = None,
+    *,
+    verbose: bool = False,
+    rule_files: Sequence[RuleFile] = (),
+) -> str:
+    """One line per field: name, value, and where the value came from; then the notes, and the
+    rule files added to the built-in table with what named each."""
     rows = [(name, display(getattr(config, name)), config.provenance[name].describe()) for name in _FIELDS]
     if verbose and trace is not None:
         rows.append(("", "", ""))
@@ -113,7 +140,17 @@ def explain_text(config: ResolvedConfig, trace: RecordingReporter | None = None,
         lines.append("")
         lines.append("notes:")
         lines += [f"  - {note}" for note in config.notes]
-    return "\n".join(lines)
+    return "\n".join(lines + rule_files_text(rule_files))
+
+
+def rule_files_text(rule_files: Sequence[RuleFile]) -> list[str]:
+    """The rule files added to the built-in table, a line each with what named it (none: no lines)."""
+    if not rule_files:
+        return []
+    width = max(len(file.path) for file in rule_files) + 2
+    return ["", "rule files (added to the built-in table):"] + [
+        f"  {file.path:<{width}}{file.describe()}" for file in rule_files
+    ]
 
 
 def error_data(error: ResolutionError) -> dict[str, Any]:
@@ -138,13 +175,16 @@ def explain_json(
     *,
     environment: Environment | None = None,
     verbose: bool = False,
+    rule_files: Sequence[RuleFile] = (),
 ) -> str:
-    """The JSON of ``resolver explain``: schema version, snapshot used, config or error.
+    """The JSON of ``resolver explain``: schema version, snapshot used, rule files added to the
+    built-in table (each with its ``path``, ``kind`` and ``source``), config or error.
 
     ``decisions`` (every intermediate slot, in order) is there only with ``verbose``.
     """
     converter = get_converter()
     data: dict[str, Any] = {"schema_version": EXPLAIN_SCHEMA_VERSION, "ok": error is None}
+    data["rule_files"] = [file.to_dict() for file in rule_files]
     if environment is not None:
         data["environment"] = environment.to_dict()
     if config is not None:

@@ -86,17 +86,17 @@ class _RuleFilesAction(argparse._AppendAction):
 
 
 def _help_domains(parser: Parser) -> Mapping[str, Any]:
-    """The domains of the table the command would load: the built-in one plus the --rules files
-    given before --help (a file that does not load leaves the built-in values; running says why)."""
-    if parser.rule_files:
-        from resolver._engine.errors import ResolutionError, RuleTableError
-        from resolver.api import load_rules
+    """The domains of the table the command would load: the built-in one plus the files of
+    RESOLVER_RULES and the --rules files given before --help (a file that does not load leaves the
+    built-in values; running says why)."""
+    from resolver._engine.errors import ResolutionError, RuleTableError
 
-        try:
-            return load_rules(parser.rule_files).domains
-        except (OSError, RuleTableError, ResolutionError):
-            pass
-    return builtin_table().domains
+    try:
+        from resolver._domain.rule_tables import rule_files_in_use, table_in_use
+
+        return table_in_use(rule_files_in_use(parser.rule_files, spelling="--rules")).domains
+    except (OSError, RuleTableError, ResolutionError):
+        return builtin_table().domains
 
 
 def _flag_help(flag: Flag, parser: Parser) -> str:
@@ -138,7 +138,7 @@ def add_flags(parser: Parser, *, can_simulate: bool = True) -> None:
         action=_RuleFilesAction,
         default=[],
         metavar="FILE",
-        help="an extra rule file (or folder) on top of the built-in table (repeatable)",
+        help="an extra rule file (or folder) on top of the built-in table and those of RESOLVER_RULES (repeatable)",
     )
     if can_simulate:
         parser.help_texts[where.add_argument("--simulate", metavar="SPEC")] = _simulate_help

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from resolver.cli.options import Parser
 
-__all__ = ["add_options", "rules_markdown", "run"]
+__all__ = ["add_options", "rules_markdown", "run", "slot_stages_markdown"]
 
 SUMMARY = "write the rule table as Markdown (docs/rules.md)"
 DESCRIPTION = (
@@ -208,6 +208,21 @@ def _files(table: CompiledTable) -> list[str]:
         named = ", ".join(f"`{s}`" for s in stages)
         lines.append(f"| `{_cell(_file_name(file))}` | {len(rules)} | {slots} | {named} |")
     return lines
+
+
+def slot_stages_markdown(table: CompiledTable) -> str:
+    """The stage that decides each slot, as the Markdown table of ``docs/rule-format.md`` (a test
+    compares the two): a rule may read a slot only at that stage or a later one."""
+    lines = ["| stage | the slots it decides (a rule reading one belongs to this stage or a later one) |", "|---|---|"]
+    for index, plan in enumerate(table.stages):
+        names = sorted(name for name, slot in table.slots.items() if slot.stage == plan.name)
+        if index == 0:  # the inputs: any variable may be read, so their kinds, not the built-in names
+            kinds = sorted({name.partition(".")[0] for name in names})
+            cell = "the inputs, filled before any rule runs: " + ", ".join(f"`{kind}.*`" for kind in kinds)
+        else:
+            cell = ", ".join(f"`{name}`" for name in names)
+        lines.append(f"| `{plan.name}` | {cell} |")
+    return "\n".join(lines) + "\n"
 
 
 def rules_markdown(table: CompiledTable) -> str:

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from resolver._engine.errors import ResolutionError
 from resolver.cli.options import add_config, add_flags, timeout_option
-from resolver.cli.shared import EXIT_CODES, EXIT_ERROR, EXIT_USAGE, check_removed, environment_for, resolve_args
+from resolver.cli.shared import (
+    EXIT_CODES,
+    EXIT_ERROR,
+    EXIT_USAGE,
+    check_removed,
+    environment_for,
+    resolve_args,
+    rule_files_for,
+)
 
 if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig
@@ -152,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     for line in read_as:
         print(f"resolver: {line}", file=sys.stderr)
     try:
-        config = resolve_args(args, environment=environment_for(None, args.rules), rules=args.rules or None)
+        config = resolve_args(args, environment=environment_for(None, rule_files_for(args)), rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
