@@ -108,10 +108,12 @@ def _port_fix(port: int, source: str) -> str:
 
 
 def _foreign(address: str, port: int, rank: int, source: str, what: str) -> RendezvousFailed:
+    """This rank's verdict on a main port that another program answers. It blames no rank: the fault is
+    the port's (rank 0, which cannot listen there, or a rank 0 elsewhere, names its side in the report)."""
     host = socket.gethostname()
     return RendezvousFailed(_fail(
         f"rank {rank} on {host}: {address}:{port} (from {source}) is answered by something that is not this "
-        f"job's rank 0: {what}", _port_fix(port, source), rank))  # fmt: skip
+        f"job's rank 0: {what}", _port_fix(port, source), rank, blame=()))  # fmt: skip
 
 
 def _client(address: str, port: int, world_size: int, timeout: float, rank: int, source: str) -> dist.TCPStore:
