@@ -286,8 +286,8 @@ R = '[[rule]]\nid = "r"\nstage = "planned"\n'
             2,
         ),
         (
-            R + 'set = { device_ids = { fn = "first_ids", args = [{ const = "x" }] } }\n',
-            "function 'first_ids': argument 'n' takes int, but the rule passes 'x'",
+            R + 'set = { threads_per_rank = { fn = "share", args = [{ const = "x" }, { const = 2 }] } }\n',
+            "function 'share': argument 'total' takes int, but the rule passes 'x'",
             2,
         ),
         ('[slot."my.flag"]\nstage = "planned"\nnullable = "no"\n', "slot.my.flag.nullable: expected true or false", 1),

@@ -150,8 +150,9 @@ def count(ids: Sequence[Any]) -> int:
 
 
 @register_function("first_ids")
-def first_ids(n: int) -> tuple[int, ...]:
-    """Device ids ``0..n-1`` (at most :data:`~resolver._engine.integers.MAX_DEVICES`)."""
+def first_ids(n: int | str) -> tuple[int, ...]:
+    """Device ids ``0..n-1`` (at most :data:`~resolver._engine.integers.MAX_DEVICES`); ``n`` may be a
+    cluster's variable (``SLURM_NTASKS_PER_NODE``), integer text."""
     number = to_int(n)
     if number > MAX_DEVICES:
         raise InvalidInput(f"{number} devices: {_LIMIT_WHY}", f"ask for at most {MAX_DEVICES} devices per node")

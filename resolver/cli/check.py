@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         if not report.ok:
             for check in report.failed:
                 print(f"resolver check: rank {config.global_rank}: {check.name}: {check.detail}", file=sys.stderr)
+                if check.fix:
+                    print(f"  = help: {check.fix}", file=sys.stderr)
         return EXIT_OK if report.ok else EXIT_ERROR
     print(report.to_json() if args.format == "json" else report.to_text())
     return EXIT_OK if report.ok else EXIT_ERROR

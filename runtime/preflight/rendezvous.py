@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import socket
+import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -95,10 +96,57 @@ def _holds(address: str) -> bool:
     return False
 
 
+def _port_fix(port: int, source: str) -> str:
+    """The fix for a main port that something other than this job's rank 0 answers, by where it came from."""
+    if source == "MASTER_PORT":
+        return (f"another program (or another run) holds port {port} on rank 0's host: set MASTER_PORT to a free "
+                "port, or unset it where the launcher picks the job's own (srun, mpirun, resolver run)")  # fmt: skip
+    if source == "master_port":
+        return f"another program (or another run) holds port {port} on rank 0's host: pass a free --master-port"
+    return (f"another program (or another run) holds port {port} on rank 0's host: set MASTER_PORT to a free "
+            "port, or stop what holds it")  # fmt: skip
+
+
+def _foreign(address: str, port: int, rank: int, source: str, what: str) -> RendezvousFailed:
+    """This rank's verdict on a main port that another program answers. It blames no rank: the fault is
+    the port's (rank 0, which cannot listen there, or a rank 0 elsewhere, names its side in the report)."""
+    host = socket.gethostname()
+    return RendezvousFailed(_fail(
+        f"rank {rank} on {host}: {address}:{port} (from {source}) is answered by something that is not this "
+        f"job's rank 0: {what}", _port_fix(port, source), rank, blame=()))  # fmt: skip
+
+
+def _client(address: str, port: int, world_size: int, timeout: float, rank: int, source: str) -> dist.TCPStore:
+    """A rank's store client, within ``timeout``: torch's client waits without end for the first answer
+    of whatever accepted its connection (a foreign listener that stays silent, a host that vanished),
+    so it connects in a daemon thread that this rank leaves behind (it ends with the process)."""
+    made: list[dist.TCPStore] = []
+    failed: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            made.append(dist.TCPStore(address, port, world_size, is_master=False,
+                                      timeout=timedelta(seconds=timeout), wait_for_workers=False))  # fmt: skip
+        except BaseException as exc:  # handed to the rank's thread, which says what it means
+            failed.append(exc)
+
+    thread = threading.Thread(target=connect, name=f"check-store-{address}:{port}", daemon=True)
+    thread.start()
+    thread.join(timeout + 2.0)  # torch's own retries end about a second after its timeout
+    if made:
+        return made[0]
+    if failed:
+        raise failed[0]
+    silence = f"it accepted the connection but sent nothing a rendezvous store sends in {timeout:.1f} s"
+    raise _foreign(address, port, rank, source, silence)
+
+
 def _store(address: str, port: int, rank: int, world_size: int, timeout: float, source: str) -> dist.TCPStore:
     host = socket.gethostname()
     try:
-        return dist.TCPStore(address, port, world_size, is_master=rank == 0,
+        if rank != 0:
+            return _client(address, port, world_size, timeout, rank, source)
+        return dist.TCPStore(address, port, world_size, is_master=True,
                              timeout=timedelta(seconds=timeout), wait_for_workers=False)  # fmt: skip
     except (dist.DistError, RuntimeError, OSError) as exc:
         if rank == 0 and not port_is_free(port):
@@ -113,6 +161,9 @@ def _store(address: str, port: int, rank: int, world_size: int, timeout: float, 
                 f"set MASTER_ADDR (or --master-addr) to rank 0's host ({host}) or one of its addresses", rank,
             )) from None  # fmt: skip
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if rank != 0:  # it connected (_why_unreachable), so what answered is no store of this job
+            answer = f"it answered, but not as a rendezvous store ({first})"
+            raise _foreign(address, port, rank, source, answer) from None
         raise RendezvousFailed(_fail(
             f"rank {rank} on {host} reached {address}:{port} but no rendezvous store answered there: {first}",
             "something else listens on that port, or MASTER_ADDR/MASTER_PORT name another run's rank 0", rank,
