@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
     for line in read_as:
         print(f"resolver: {line}", file=sys.stderr)
     try:
-        config = resolve_args(args, environment=environment_for(None, args.rules), rules=args.rules or None)
+        environment = environment_for(None, args.rules)
+        config = resolve_args(args, environment=environment, rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
@@ -187,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
             role=args.role or "default",
             run_id=args.run_id,
             max_restarts=args.max_restarts,
+            environment=environment,  # what a rank resolves a script's launch() flags against, with the rules
+            rules=args.rules or (),
         )
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
