@@ -24,7 +24,7 @@ from runtime._protocol.launched_rank import run_launched_rank
 from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
-from runtime._protocol.spawned_rank import spawning
+from runtime._protocol.spawned_rank import SPAWNED_RANK_VARIABLE, spawning
 from runtime.errors import RuntimeConfigError
 from runtime.launchers._supervision.capacity import FORKED_RANK_MEMORY, TORCH_RANK_MEMORY
 from runtime.launchers._supervision.rank_group import rank_group
@@ -51,6 +51,7 @@ def _rank_process_main(
     """
     if streams is not None:
         streams.connect()  # the launcher's rank output pump reads them
+    os.environ.pop(SPAWNED_RANK_VARIABLE, None)  # this rank's start is over: its own spawned children are not ranks
     os.environ.update(variables)
     os.environ.update(store_socket_variables(store_socket))
     rank = int(variables["RANK"])
