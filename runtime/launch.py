@@ -10,6 +10,7 @@ from resolver._domain.flags import collect_flags
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.launched_rank import run_launched_rank
 from runtime._protocol.rank_environment import launched_config
+from runtime._protocol.spawned_rank import check_not_reimported
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime._rank.worker import run_checked_worker
 from runtime.build import build
@@ -65,6 +66,7 @@ def launch(
     flags are not resolved again: ``fn`` runs as the rank that config names. This is what
     happens when the subprocess launcher re-runs a script and it reaches this call again.
     """
+    check_not_reimported()  # a spawned rank re-importing a script whose launch() is not under `if __name__ ...`
     flags = collect_flags(locals())
     launched = launched_config()
     if launched is not None:
@@ -73,7 +75,7 @@ def launch(
             from resolver.flagsfile import flags_with_file
 
             flags = flags_with_file(flags, FLAG_DEFAULTS, config_file)[0]
-        result = run_launched_rank(run_checked_worker, launched, flags, fn, *args, **kwargs)
+        result = run_launched_rank(run_checked_worker, launched, flags, max_restarts, fn, *args, **kwargs)
         return exit_if_preempted(result, launched.global_rank)  # type: ignore[no-any-return]
     import resolver
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from resolver._domain.config import ResolvedConfig
 from runtime._protocol.ports import check_rendezvous_port
 from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables, rendezvous_timeout
+from runtime._protocol.run_context import RUN_CONTEXT_VARIABLE, RunContext
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers._supervision.rank_group import rank_group
@@ -21,6 +22,7 @@ from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signal
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 if TYPE_CHECKING:
+    from resolver._snapshot.environment import Environment
     from runtime.cluster.base import ClusterEnvironment
 
 __all__ = ["PREEMPTED_EXIT_CODE", "TIMEOUT_EXIT_CODE", "run_script"]
@@ -58,6 +60,8 @@ def run_script(
     role: str = "default",
     run_id: str | None = None,
     max_restarts: int = 0,
+    environment: Environment | None = None,
+    rules: Sequence[str] = (),
 ) -> int:
     """Run ``python script args...`` once per local rank of ``config``; return the exit code.
 
@@ -76,6 +80,11 @@ def run_script(
     into per-rank log files (see :class:`~runtime.launchers._supervision.rank_output.RankOutput`).
     When ``config.launcher`` is ``None`` the cluster already started one process per rank, so
     the script runs once, as this process's rank.
+
+    ``environment`` and ``rules`` are the machine snapshot and rule files ``config`` was resolved with
+    (default: this machine, probed now, and the built-in rules): a script's ``launch()`` that names flags
+    ``config`` left at their default is resolved with them again in each rank, so that every rank
+    agrees (see :mod:`runtime._protocol.run_context`).
 
     With ``max_restarts`` (torchrun's ``--max-restarts``), a rank's failure is reported and every rank
     is started again (``TORCHELASTIC_RESTART_COUNT`` counts the attempts), at most that many times; a
@@ -118,10 +127,11 @@ def run_script(
     # One process on this machine (config.launcher is None there too) is this run's to restart.
     started_by = config.cluster_environment if started_by_cluster and config.cluster_environment != "local" else None
     check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)
+    context = _run_context(environment, rules, max_restarts)
     slurm_task = started_by_cluster and config.cluster_environment == "slurm"
     signals = launching_signals(config.strategy_options, started_by_slurm=slurm_task)
     with forwarding(signals):  # the ranks take a pre-emption signal this process gets (SLURM signals both)
-        problem = _Attempts(config, ranks, command, cluster, run_id, role, output, timeout).run(
+        problem = _Attempts(config, ranks, command, cluster, run_id, role, output, timeout, context).run(
             max_restarts, restarts_ours=started_by is None
         )
     if isinstance(problem, RankFailedError) and problem.exit_code == PREEMPTED_EXIT_CODE:
@@ -140,6 +150,15 @@ def run_script(
     return _exit_code(problem.exit_code) if isinstance(problem, RankFailedError) else 1
 
 
+def _run_context(environment: Environment | None, rules: Sequence[str], max_restarts: int) -> RunContext:
+    if environment is None:
+        from resolver._snapshot.environment import Environment
+        from resolver.api import builtin_table, load_rules
+
+        environment = Environment.probe(table=load_rules(list(rules)) if rules else builtin_table())
+    return RunContext.of(environment, rules, max_restarts)
+
+
 @dataclass
 class _Attempts:
     """The rank processes of one ``run_script``, started again after a failure (``max_restarts``)."""
@@ -152,6 +171,7 @@ class _Attempts:
     role: str
     output: RankOutput | None
     timeout: float | None
+    context: RunContext
 
     def run(self, max_restarts: int, *, restarts_ours: bool) -> Exception | int | None:
         """The problem that ended the run (``None``: none), or 130 after Ctrl-C."""
@@ -172,6 +192,7 @@ class _Attempts:
                     if restarts_ours:  # ranks it starts itself, one alone too: as torchrun's (a cluster's keep its own)
                         variables.update(elastic_variables(rank, self.run_id, self.role))
                     variables.update(restart)
+                    variables[RUN_CONTEXT_VARIABLE] = self.context.to_json()
                     environment = {**os.environ, **variables}
                     group.popen(rank.global_rank, self.command, environment, output=pump, local_rank=rank.local_rank)
                 try:

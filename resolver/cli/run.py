@@ -160,7 +160,9 @@ def run(args: argparse.Namespace) -> int:
     for line in read_as:
         print(f"resolver: {line}", file=sys.stderr)
     try:
-        config = resolve_args(args, environment=environment_for(None, rule_files_for(args)), rules=args.rules or None)
+        rule_files = rule_files_for(args)
+        environment = environment_for(None, rule_files)
+        config = resolve_args(args, environment=environment, rules=args.rules or None)
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
@@ -195,6 +197,9 @@ def run(args: argparse.Namespace) -> int:
             role=args.role or "default",
             run_id=args.run_id,
             max_restarts=args.max_restarts,
+            environment=environment,  # what a rank resolves a script's launch() flags against, with the rules
+            # the flags file's and --rules' files (a rank reads RESOLVER_RULES itself, from its environment)
+            rules=[rule_file.path for rule_file in rule_files if rule_file.kind != "variable"],
         )
     except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)

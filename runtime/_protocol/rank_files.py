@@ -39,6 +39,7 @@ __all__ = [
     "describe_exception",
     "is_communication_error",
     "mark_as_echo",
+    "mark_as_plain",
     "peer_named_by",
     "split_waiting",
     "timeout_error",
@@ -113,6 +114,15 @@ def rendezvous_may_be_abandoned() -> bool:
     """Whether a supervisor in this process may call :func:`abandon_rendezvous` (a rank runs in
     the launching process). Elsewhere nobody can, so a rank waits for its peers without polling."""
     return os.getpid() in _supervisors
+
+
+_PLAIN = "_runtime_plain"
+
+
+def mark_as_plain(exc: BaseException) -> None:
+    """Report ``exc`` without its traceback: its message names the cause and the fix, and its frames
+    are the runtime's own (a ``launch()`` that does not fit the run that started the rank)."""
+    setattr(exc, _PLAIN, True)
 
 
 def mark_as_echo(exc: BaseException) -> None:
@@ -300,7 +310,7 @@ class RankFiles:
             "rank": rank,
             "time": failure_time(exc),
             "summary": summary,
-            "traceback": text,
+            "traceback": "" if getattr(exc, _PLAIN, False) else text,
             "communication": is_communication_error(exc),
             "rendezvous_timeout": rendezvous_wait_timeout(exc),
             "lost_peer": None if (lost := peer_named_by(exc)) is None else lost.to_json(),

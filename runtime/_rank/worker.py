@@ -4,12 +4,16 @@ resolve again, it checks the call is the one it was started for and runs as the 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resolver._domain.flag_values import given_flags
 from resolver._engine.errors import ResolutionError
 from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_worker
+from runtime._protocol.rank_environment import CONFIG_VARIABLE
+from runtime._protocol.run_context import RunContext
+from runtime._rank.script_flags import check_script_restarts, config_with_script_flags
 from runtime.build import build
 
 if TYPE_CHECKING:
@@ -21,18 +25,36 @@ R = TypeVar("R")
 
 
 def run_checked_worker(
-    launched: ResolvedConfig, flags: Mapping[str, Any], fn: Callable[..., R], *args: Any, **kwargs: Any
+    launched: ResolvedConfig,
+    flags: Mapping[str, Any],
+    max_restarts: int,
+    fn: Callable[..., R],
+    *args: Any,
+    **kwargs: Any,
 ) -> R:
     """Run ``fn`` as the rank ``launched`` names, if this launch() is the one the rank was started for.
 
-    The worker does not resolve: it compares the flags of the launch() it reached with the flags
-    recorded in the config it was given (``ResolvedConfig.flags``). A launch() without flags takes
-    whatever started the worker (``resolver run --devices 2 script.py``).
+    A worker a launcher of the runtime started does not resolve: it compares the flags of the launch()
+    it reached with the flags recorded in the config it was given (``ResolvedConfig.flags``). A launch()
+    without flags takes whatever started the worker (``resolver run --devices 2 script.py``). In a rank
+    of ``resolver run``, the launch()'s flags join the command line's
+    (:func:`~runtime._rank.script_flags.config_with_script_flags`), and its ``max_restarts`` must be the
+    command line's.
     """
+    context = RunContext.from_environment()
+    if context is not None:
+        check_script_restarts(max_restarts, launched, context)
     try:
         given = given_flags(flags)
     except ResolutionError:
         given = None  # flags that do not even read as flags: not the launch() that started this worker
+    if context is not None and given is not None:
+        config = config_with_script_flags(launched, given, context)
+        if config is not launched:
+            # What the rank runs with, and what runtime.launched_config() answers from now on.
+            os.environ[CONFIG_VARIABLE] = config.to_json()
+        check_worker_entry(config, f"launch({_shown(given)})", accepts_any=True)
+        return run_worker(build, fn, *args, **kwargs)
     recorded = dict(launched.flags)
     if given is not None:
         # Where this node sits in the rendezvous (resolver run --node-rank/--master-addr/--master-port)

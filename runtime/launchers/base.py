@@ -25,6 +25,7 @@ from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_en
 from runtime._protocol.ports import listen_on_rendezvous_port
 from runtime._protocol.rank_environment import launched_config
 from runtime._protocol.rank_files import RankFiles
+from runtime._protocol.spawned_rank import check_not_reimported
 from runtime.errors import RuntimeConfigError
 from runtime.launchers._supervision.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime.preemption import exit_if_preempted, forwarding, launching_signals, raise_if_preempted
@@ -70,6 +71,7 @@ class Launcher(ABC):
 
     def launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(*args, **kwargs)`` in every local rank; return this node's first rank's result."""
+        check_not_reimported()  # a spawned rank importing a script whose launch is not under `if __name__ ...`
         if launched_config() is not None:
             # A worker (re-run script, or a `resolver run` rank): this must be the launch it was
             # started for. Checked inside run_launched_rank so that a wrong call is reported.

@@ -7,6 +7,7 @@ copies the calling process, so closures work, but it is unsafe once CUDA is init
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import pickle
@@ -23,6 +24,7 @@ from runtime._protocol.launched_rank import run_launched_rank
 from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
+from runtime._protocol.spawned_rank import SPAWNED_RANK_VARIABLE, spawning
 from runtime.errors import RuntimeConfigError
 from runtime.launchers._supervision.capacity import FORKED_RANK_MEMORY, TORCH_RANK_MEMORY
 from runtime.launchers._supervision.rank_group import rank_group
@@ -49,6 +51,7 @@ def _rank_process_main(
     """
     if streams is not None:
         streams.connect()  # the launcher's rank output pump reads them
+    os.environ.pop(SPAWNED_RANK_VARIABLE, None)  # this rank's start is over: its own spawned children are not ranks
     os.environ.update(variables)
     os.environ.update(store_socket_variables(store_socket))
     rank = int(variables["RANK"])
@@ -76,6 +79,8 @@ class MultiprocessingLauncher(Launcher):
     """Starts local ranks with the :mod:`torch.multiprocessing` ``start_method``."""
 
     start_method = "spawn"
+    #: Whether a rank process imports the main script afresh (spawn), so that it can reach its launch() again.
+    reimports_main = True
     supports_restarts = True
     #: The least memory each rank holds of its own (a fresh interpreter that imports torch).
     rank_memory = TORCH_RANK_MEMORY
@@ -107,8 +112,11 @@ class MultiprocessingLauncher(Launcher):
                     name=f"rank-{config.global_rank}",
                     daemon=False,  # ranks may start DataLoader workers
                 )
+                # A spawned rank re-imports the main script: it can tell a re-run launch() through this.
+                reporting = spawning(config.global_rank, group.reports.directory) if self.reimports_main else None
                 try:
-                    self._start(process, fn)
+                    with reporting or contextlib.nullcontext():
+                        self._start(process, fn)
                 except OSError as exc:
                     group.raise_if_refused(exc, config.global_rank)
                     raise
@@ -147,6 +155,7 @@ class ForkLauncher(MultiprocessingLauncher):
     """Copies of the calling process (``fork``): fast, works in notebooks, not after CUDA init."""
 
     start_method = "fork"
+    reimports_main = False
     rank_memory = FORKED_RANK_MEMORY  # a copy of this process: only what it writes is its own
 
     def check_start_method(self) -> None:
