@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from runtime._protocol.rank_environment import launched_config
 from runtime.errors import RuntimeConfigError
 
-__all__ = ["LAUNCHER_RANK_VARIABLES", "is_global_zero", "launcher_global_rank"]
+__all__ = ["LAUNCHER_RANK_VARIABLES", "answer_from_variables", "is_global_zero", "launcher_global_rank"]
 
 #: The variables in which a launcher gives each process its global rank, and who sets each. Read in
 #: this order, the first set wins: a launcher started inside a SLURM job (torchrun, or mpirun in a
@@ -34,16 +34,21 @@ def launcher_global_rank(environ: Mapping[str, str] | None = None) -> int | None
     """The global rank the first set variable of :data:`LAUNCHER_RANK_VARIABLES` gives, else ``None``."""
     environ = os.environ if environ is None else environ
     for name, launcher in LAUNCHER_RANK_VARIABLES:
-        text = environ.get(name, "").strip()
-        if not text:
-            continue
-        if not text.isdigit():  # isdigit: no sign, no spaces inside
-            raise RuntimeConfigError(
-                f"{name}={environ[name]!r} is not a global rank (a whole number from 0)"
-                f"\n  hint: {name} is set by {launcher} for each process it starts: unset it in your shell"
-            )
-        return int(text)
+        rank = _whole_number(environ, name, "a global rank", f"{name} is set by {launcher} for each process it starts")
+        if rank is not None:
+            return rank
     return None
+
+
+def _whole_number(environ: Mapping[str, str], name: str, what: str, who: str) -> int | None:
+    text = environ.get(name, "").strip()
+    if not text:  # unset, or set to nothing
+        return None
+    if not text.isdigit():  # no sign, no spaces inside
+        raise RuntimeConfigError(
+            f"{name}={environ[name]!r} is not {what} (a whole number from 0)\n  hint: {who}: unset it in your shell"
+        )
+    return int(text)
 
 
 def is_global_zero() -> bool:
@@ -54,7 +59,8 @@ def is_global_zero() -> bool:
     ``runtime.launch`` launcher started, by its :func:`~runtime.launched_config`; in a process
     another launcher started (torchrun, srun, mpirun, ...), by that launcher's rank variable
     (:data:`LAUNCHER_RANK_VARIABLES`); otherwise this process is the only one, or the one that
-    launches the others: ``True``. A rank variable that is set but not a whole number raises
+    launches the ranks of its machine: ``True`` on the first machine (``NODE_RANK``, else
+    ``GROUP_RANK``, unset or 0). A rank variable that is set but not a whole number raises
     :class:`~runtime.errors.RuntimeConfigError`.
     """
     # No strategy can be set up where the strategies' module was never imported (and torch with it).
@@ -67,5 +73,19 @@ def is_global_zero() -> bool:
     launched = launched_config()
     if launched is not None:
         return launched.global_rank == 0
-    rank = launcher_global_rank()
-    return rank is None or rank == 0
+    return answer_from_variables(os.environ)
+
+
+def answer_from_variables(environ: Mapping[str, str]) -> bool:
+    """:func:`is_global_zero` in a process no launcher of this library started: the launcher's rank
+    variable; without one, this process launches the ranks of its machine (or is the only one), and
+    is global rank 0 unless ``NODE_RANK`` (else ``GROUP_RANK``) puts the machine after the first, as
+    in a multi-node run started by hand."""
+    rank = launcher_global_rank(environ)
+    if rank is not None:
+        return rank == 0
+    for name in ("NODE_RANK", "GROUP_RANK"):
+        node = _whole_number(environ, name, "a machine's index", f"{name} numbers the machines of a multi-node run")
+        if node is not None:
+            return node == 0
+    return True

@@ -20,7 +20,7 @@ import pytest
 
 import resolver
 import runtime
-from runtime.global_zero import LAUNCHER_RANK_VARIABLES, launcher_global_rank
+from runtime.global_zero import LAUNCHER_RANK_VARIABLES, answer_from_variables, launcher_global_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 240
@@ -160,6 +160,16 @@ def test_the_rank_read_from_a_launchers_variables_is_the_rank_the_resolver_gives
     for rank in (0, 1):
         variables = JOBS[job](rank)
         assert launcher_global_rank(variables) == _resolved_rank(variables, devices=2, strategy="ddp") == rank
+        assert answer_from_variables(variables) is (rank == 0)
+
+
+@pytest.mark.parametrize("node", [0, 1])
+def test_the_launching_process_of_a_machine_after_the_first_is_not_global_zero(node: int) -> None:
+    """A multi-node run started by hand (docs/runtime.md): NODE_RANK=N python train.py on each machine."""
+    for variables in ({"NODE_RANK": str(node)}, {"GROUP_RANK": str(node)}):
+        rendezvous = {**variables, "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+        resolved = _resolved_rank(rendezvous, devices=2, num_nodes=2, strategy="ddp")
+        assert answer_from_variables(rendezvous) is (resolved == 0) is (node == 0)
 
 
 def test_every_rank_variable_of_the_rule_tables_clusters_is_read() -> None:
@@ -180,3 +190,5 @@ def test_a_rank_variable_that_is_not_a_rank_is_named_with_who_sets_it() -> None:
     )
     assert launcher_global_rank({"RANK": " ", "SLURM_PROCID": "1"}) == 1  # an empty variable is not set
     assert launcher_global_rank({}) is None
+    with pytest.raises(runtime.RuntimeConfigError, match=r"NODE_RANK='-1' is not a machine's index"):
+        answer_from_variables({"NODE_RANK": "-1"})
