@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build (or reuse) the separate virtual environment the XLA tests run in; print its directory last.
 #
-# torch_xla 2.9.0 needs exactly torch 2.9.0, while the project's `runtime` extra pins the main
-# environment's torch. So this environment installs torch and torch_xla at the versions below, the
+# torch_xla 2.9.0 needs exactly torch 2.9.0: the lower end of the torch range the project's `runtime`
+# extra declares (tests/test_torch_range.py keeps the two equal; the main environment tests the upper
+# end). So this environment installs torch and torch_xla at the versions below, the
 # project's other dependencies read from pyproject.toml (every `torch` requirement left out), and
 # the project itself with --no-deps. It lives under ~/.cache/resolver-ci/, keyed by the pinned
 # versions, the dependency list and the build recipe (build_env below), and is reused while the

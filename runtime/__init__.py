@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from runtime.errors import RuntimeConfigError as RuntimeConfigError
     from runtime.errors import StrategyArgumentError as StrategyArgumentError
     from runtime.errors import StrategyMisuseError as StrategyMisuseError
+    from runtime.global_zero import is_global_zero as is_global_zero
     from runtime.launchers._supervision.rank_output import RankOutput as RankOutput
     from runtime.launchers.base import Launcher as Launcher
     from runtime.precision.base import Precision as Precision
@@ -119,6 +120,7 @@ _MODULES = {
     "TorchCheckpointIO": "runtime.checkpoint",
     "XLACheckpointIO": "runtime.strategies.xla",  # needs torch_xla: importing it without raises ImportError
     "check": "runtime.preflight",
+    "is_global_zero": "runtime.global_zero",
     "launched_config": "runtime._protocol.rank_environment",
     "register_accelerator": "runtime.registry",
     "register_cluster_environment": "runtime.registry",

@@ -159,7 +159,14 @@ def threads_applied(config: ResolvedConfig) -> Iterator[None]:
 
 
 def launched_config(environ: Mapping[str, str] | None = None) -> ResolvedConfig | None:
-    """This process's config when a launcher (or ``resolver run``) started it, else ``None``."""
+    """This process's config (``RESOLVER_CONFIG``) where ``resolver run`` or a launcher of
+    ``runtime.launch`` started it (a rank the ``subprocess`` launcher re-runs the script for, a
+    ``spawn`` or ``fork`` rank), also while the launching process runs rank 0's work.
+
+    ``None`` everywhere else: under plain ``python`` (the process that calls ``runtime.launch``
+    before and after the launch included) and in every process torchrun, srun or mpirun started
+    directly. To ask "is this global rank 0?" anywhere, use :func:`runtime.is_global_zero`.
+    """
     text = (os.environ if environ is None else environ).get(CONFIG_VARIABLE)
     if not text:
         return None

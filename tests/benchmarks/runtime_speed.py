@@ -170,7 +170,7 @@ import sys
 sys.path[:0] = [{repo!r}, {here!r}]
 import runtime, runtime_speed
 rate, cpu = runtime.launch(runtime_speed._runtime_train)
-if runtime.launched_config().global_rank == 0:
+if runtime.is_global_zero():
     print("RATE", rate, cpu, flush=True)
 """
 
