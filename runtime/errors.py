@@ -85,17 +85,25 @@ class MissingDependencyError(ImportError):
 
 
 class PortInUseError(OSError):
-    """The rendezvous port (``MASTER_PORT``) is taken by another process on this machine."""
+    """The rendezvous port (``MASTER_PORT``) is taken by another process on this machine.
 
-    def __init__(self, address: str, port: int, source: str) -> None:
+    ``source`` names where the port came from (``MASTER_PORT``, ``--master-port``, ``master_port``,
+    a flags file); the hint tells how to change it there. ``holder`` names the process that
+    listens on it, where that can be told (:func:`runtime._protocol.port_holder.port_holder`).
+    """
+
+    def __init__(self, address: str, port: int, source: str, holder: str | None = None) -> None:
         self.address = address
         self.port = port
         self.source = source
+        self.holder = holder
+        from runtime._protocol.ports import busy_port_fix
+
+        by = f" ({holder})" if holder else ""
         super().__init__(
-            f"port {port} on {address} (from {source}) is already in use by another process, "
+            f"port {port} on {address} (from {source}) is already in use by another process{by}, "
             "so rank 0 cannot host the rendezvous there\n"
-            "  hint: set MASTER_PORT to a free port, or unset it to let the runtime pick one "
-            "(multi-node runs must set the same MASTER_PORT on every node)"
+            f"  hint: {busy_port_fix(source, port)}"
         )
 
 

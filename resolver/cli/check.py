@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from resolver._engine.errors import ResolutionError
 from resolver.cli.options import add_config, add_flags, timeout_option
-from resolver.cli.shared import EXIT_ERROR, EXIT_OK, check_removed, environment_for, resolve_args
+from resolver.cli.shared import EXIT_ERROR, EXIT_OK, as_typed, check_removed, environment_for, resolve_args
 
 if TYPE_CHECKING:
     from resolver.cli.options import Parser
@@ -71,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_ERROR
     try:
-        report = check_config(config, timeout=args.timeout)
+        given = config.provenance.get("main_port") if config.main_port else None
+        port_source = as_typed("master_port") if given is not None and given.kind == "flag" else None
+        report = check_config(config, timeout=args.timeout, port_source=port_source)
     except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from resolver._engine.errors import ResolutionError
 from resolver.cli.options import add_config, add_flags, timeout_option
-from resolver.cli.shared import EXIT_CODES, EXIT_ERROR, EXIT_USAGE, check_removed, environment_for, resolve_args
+from resolver.cli.shared import (
+    EXIT_CODES,
+    EXIT_ERROR,
+    EXIT_USAGE,
+    as_typed,
+    check_removed,
+    environment_for,
+    resolve_args,
+)
 
 if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig
@@ -188,7 +196,11 @@ def run(args: argparse.Namespace) -> int:
             run_id=args.run_id,
             max_restarts=args.max_restarts,
         )
-    except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
+    except runtime.PortInUseError as exc:  # its hint names the option typed, not resolve()'s keyword
+        print(f"error: {runtime.PortInUseError(exc.address, exc.port, as_typed(exc.source), exc.holder)}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_ERROR
+    except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
 

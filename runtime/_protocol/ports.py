@@ -23,8 +23,10 @@ import stat
 
 __all__ = [
     "STORE_SOCKET_VARIABLE",
+    "busy_port_fix",
     "check_rendezvous_port",
     "find_free_port",
+    "host_holds",
     "handed_store_socket",
     "listen_on_rendezvous_port",
     "port_is_free",
@@ -55,6 +57,41 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def busy_port_fix(source: str, port: int) -> str:
+    """How to give the rendezvous another port, where ``source`` (the flag, option, flags file or
+    variable the port came from) set it."""
+    every_node = "(a multi-node run must give every node the same port)"
+    if source.startswith("--"):  # a command-line option
+        return f"pass {source} a free port, or leave {source} out to let the runtime pick one {every_node}"
+    if source == "master_port":  # the keyword of resolve() / launch()
+        return f"pass master_port= a free port, or leave it out to let the runtime pick one {every_node}"
+    path, colon, key = source.rpartition(": ")
+    if colon and key == "master_port":  # a flags file (--config)
+        return f"set master_port in {path} to a free port, or remove it to let the runtime pick one {every_node}"
+    if source == "MASTER_PORT":
+        return "set MASTER_PORT to a free port, or unset it to let the runtime pick one " + every_node
+    if source.startswith("a free port"):  # picked here, then taken before rank 0 listened: a race
+        return "run it again: the runtime picks another free port"
+    return (f"set MASTER_PORT to a free port (the port now comes from {source}), or stop what holds port {port} "
+            f"(`ss -ltnp sport = :{port}`)")  # fmt: skip
+
+
+def host_holds(address: str) -> bool:
+    """Whether this host holds ``address`` (it can bind to it); False for a name that does not resolve."""
+    try:
+        infos = socket.getaddrinfo(address.strip("[]"), None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    for family, _, _, _, where in infos:
+        with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as probe:
+            try:
+                probe.bind((where[0], 0))
+                return True
+            except OSError:
+                continue
+    return False
+
+
 def check_rendezvous_port(address: str, port: int, source: str, node_rank: int) -> None:
     """Raise :class:`~runtime.errors.PortInUseError` when node 0 cannot host the rendezvous on ``port``.
 
@@ -62,10 +99,11 @@ def check_rendezvous_port(address: str, port: int, source: str, node_rank: int) 
     anyone who set ``MASTER_PORT`` on purpose) expect this exact one. ``source`` says where the
     port came from, for the message.
     """
+    from runtime._protocol.port_holder import port_holder
     from runtime.errors import PortInUseError
 
     if node_rank == 0 and not port_is_free(port):
-        raise PortInUseError(address, port, source)
+        raise PortInUseError(address, port, source, port_holder(port))
 
 
 def listen_on_rendezvous_port(
@@ -78,6 +116,7 @@ def listen_on_rendezvous_port(
     :class:`~runtime.errors.PortInUseError` when the port is taken (``source`` says where it came
     from), as :func:`check_rendezvous_port` does.
     """
+    from runtime._protocol.port_holder import port_holder
     from runtime.errors import PortInUseError
 
     if node_rank != 0:
@@ -99,7 +138,7 @@ def listen_on_rendezvous_port(
             sock.close()
             continue
         return sock
-    raise PortInUseError(address, port, source)
+    raise PortInUseError(address, port, source, port_holder(port))
 
 
 def _is_loopback(address: str) -> bool:

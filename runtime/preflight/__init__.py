@@ -25,12 +25,15 @@ __all__ = ["DEFAULT_TIMEOUT", "Check", "CheckReport", "RankState", "check", "che
 DEFAULT_TIMEOUT = 10.0
 
 
-def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT) -> CheckReport:
+def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT,
+                 port_source: str | None = None) -> CheckReport:  # fmt: skip
     """Check ``config``: start its local ranks (a launcher resolved), or, where someone else started
     the ranks (``config.launcher`` is None: srun, mpirun, torchrun), run as this process's rank.
 
     In a rank started by someone else, rank 0 returns the whole run's report; another rank returns
-    its own view (its checks; the others' are rank 0's to report).
+    its own view (its checks; the others' are rank 0's to report). ``port_source`` names where the
+    main port came from as the user gave it (``--master-port`` on a command line), for messages;
+    by default, as the config's provenance says (``master_port``, ``MASTER_PORT``, a flags file).
     """
     timeout = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["check"])
     if config.launcher == "xla":  # torch_xla starts and numbers the replicas: the check runs in them
@@ -47,11 +50,11 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT) ->
     if config.launcher is not None:
         from runtime.preflight.local import check_locally
 
-        return check_locally(config, timeout=timeout)
-    return _check_this_rank(config, timeout)
+        return check_locally(config, timeout=timeout, port_source=port_source)
+    return _check_this_rank(config, timeout, port_source)
 
 
-def _check_this_rank(config: ResolvedConfig, timeout: float) -> CheckReport:
+def _check_this_rank(config: ResolvedConfig, timeout: float, port_source: str | None) -> CheckReport:
     import time
 
     from runtime.preflight.rank import check_rank
@@ -59,7 +62,7 @@ def _check_this_rank(config: ResolvedConfig, timeout: float) -> CheckReport:
 
     started = time.monotonic()
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
-    address, port, source = None, None, cluster.main_port_source
+    address, port, source = None, None, port_source or cluster.main_port_source
     if config.cluster_environment == "horovod":  # horovodrun's rendezvous is its driver's, not rank 0's
         from runtime.preflight.horovod import check_store_address
 

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,8 @@ from resolver._domain.config import ResolvedConfig
 from runtime._protocol.rank_environment import rank_config, rank_variables
 from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY, check_room_for
 from runtime.launchers._supervision.signals import sigterm_guard
-from runtime.preflight.report import STEPS, CheckReport, RankState, merge
+from runtime.preflight.prestart import before_ranks
+from runtime.preflight.report import SKIP, STEPS, Check, CheckReport, RankState, merge
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 __all__ = ["check_locally"]
@@ -49,12 +51,17 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
-    """Start this node's ranks of ``config`` with the check and return the merged report."""
+def check_locally(config: ResolvedConfig, *, timeout: float, port_source: str | None = None) -> CheckReport:
+    """Start this node's ranks of ``config`` with the check and return the merged report.
+    ``port_source``: where the main port came from, as the caller's user gave it (``--master-port``)."""
     started = time.monotonic()
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     address, port = cluster.main_address, cluster.main_port
+    source = port_source or cluster.main_port_source
     ranks = [rank_config(config, local) for local in range(config.num_devices)]
+    cannot = before_ranks(config, [rank.global_rank for rank in ranks], address, port, source)
+    if cannot is not None:  # found without starting a rank, as `resolver run` finds it
+        return _not_started(config, cannot, time.monotonic() - started)
     check_room_for(
         len(ranks), TORCH_RANK_MEMORY, "check ranks", on_cpu=config.accelerator == "cpu"
     )  # before starting any
@@ -62,7 +69,7 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
     try:
         # SIGTERM (like Ctrl-C) unwinds through the finally blocks: every rank stopped, the folder removed.
         with sigterm_guard(str(folder)):
-            states = _run_ranks(ranks, address, port, cluster.main_port_source, folder, timeout)
+            states = _run_ranks(ranks, address, port, source, folder, timeout)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     summary = config.summary()
@@ -70,6 +77,13 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
         summary = f"node {config.node_rank}'s ranks (rank 0's node reports the whole run): {summary}"
     return merge([states[r] for r in sorted(states)], config.world_size, timeout=timeout, summary=summary,
                  seconds=time.monotonic() - started)  # fmt: skip
+
+
+def _not_started(config: ResolvedConfig, cannot: Check, seconds: float) -> CheckReport:
+    """The report of a check that found, before starting any rank, that the rendezvous cannot work."""
+    later = [Check(name, SKIP, "not run: an earlier check failed") for name in STEPS[1:]]
+    return CheckReport((cannot, *later), config.world_size, (socket.gethostname(),) * config.world_size,
+                       config.summary(), seconds)  # fmt: skip
 
 
 def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str, folder: Path,

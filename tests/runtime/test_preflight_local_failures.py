@@ -1,0 +1,90 @@
+"""``resolver check`` (and ``resolver run``) on this machine with a rendezvous that cannot work: a
+busy port, a main address that does not resolve or is not this host's. Found before a rank starts,
+named with where the value came from (the option typed, the variable) and what holds the port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.test_preflight import HOST, _by_name, _check, _env
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port this test process listens on."""
+    with socket.socket() as holder:
+        holder.bind(("", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def test_check_on_a_busy_master_port_names_the_option_and_the_process_holding_it(busy_port):
+    code, report, err, _ = _check("--devices", "2", "--master-port", str(busy_port), timeout="30")
+    assert code == 1, err
+    failed = _by_name(report)["rendezvous"]
+    assert failed["blame"] == [0]
+    assert f"rank 0 on {HOST} cannot listen on port {busy_port} (from --master-port)" in failed["detail"]
+    assert f"(pid {os.getpid()}: " in failed["detail"]  # this test's process holds it
+    assert "no rank was started" in failed["detail"] and "hung" not in failed["detail"]
+    assert failed["fix"].startswith("pass --master-port a free port, or leave --master-port out")
+    assert [c["status"] for c in report["checks"][1:]] == ["skip"] * 8
+
+
+def test_check_on_a_busy_port_from_master_port_hints_the_variable(busy_port):
+    code, report, err, _ = _check("--devices", "2", timeout="30", env=_env(MASTER_PORT=str(busy_port)))
+    assert code == 1, err
+    failed = _by_name(report)["rendezvous"]
+    assert f"cannot listen on port {busy_port} (from MASTER_PORT)" in failed["detail"]
+    assert failed["fix"].startswith("set MASTER_PORT to a free port, or unset it")
+
+
+def test_check_with_a_main_address_that_does_not_resolve_starts_no_rank():
+    code, report, err, _ = _check("--devices", "2", timeout="30", env=_env(MASTER_ADDR="nosuchhost.invalid"))
+    assert code == 1, err
+    failed = _by_name(report)["rendezvous"]
+    assert failed["blame"] == [0, 1]
+    assert (
+        f"ranks 0-1 on {HOST}: this host ({HOST}) cannot resolve the main address 'nosuchhost.invalid'"
+        in (failed["detail"])
+    )
+    assert "frame #" not in json.dumps(report) + err
+
+
+def test_check_with_a_main_address_of_another_machine_starts_no_rank():
+    # TEST-NET-1 (RFC 5737): never an address of this host
+    code, report, err, _ = _check("--devices", "2", timeout="30", env=_env(MASTER_ADDR="192.0.2.1"))
+    assert code == 1, err
+    failed = _by_name(report)["rendezvous"]
+    assert f"rank 0 on {HOST}: the main address 192.0.2.1 is not an address of this host" in failed["detail"]
+    assert "MASTER_ADDR" in failed["fix"]
+
+
+@pytest.mark.parametrize(
+    ("given", "env", "source", "hint"),
+    [
+        (["--master-port"], {}, "--master-port", "pass --master-port a free port"),
+        ([], {"MASTER_PORT": ""}, "MASTER_PORT", "set MASTER_PORT to a free port"),
+    ],
+)
+def test_run_on_a_busy_port_hints_where_the_port_came_from(busy_port, tmp_path: Path, given, env, source, hint):
+    script = tmp_path / "train.py"
+    script.write_text("print('ran')\n")
+    args = [*given, str(busy_port)] if given else []
+    env = _env(**{k: str(busy_port) for k in env})
+    done = subprocess.run([sys.executable, "-m", "resolver", "run", *args, "--devices", "2", "--accelerator", "cpu",
+                           str(script)], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert f"error: port {busy_port} on 127.0.0.1 (from {source}) is already in use by another process" in done.stderr
+    assert f"(pid {os.getpid()}: " in done.stderr
+    assert f"  hint: {hint}" in done.stderr
+    assert "ran" not in done.stdout
