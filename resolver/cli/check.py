@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import runtime
         from runtime.preflight import check_config
+        from runtime.preflight.prestart import quiet_torch_log
     except ImportError as exc:
         print(
             f"error: `resolver check` needs the runtime (torch): {exc}\n"
@@ -70,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    # before torch loads here (a rank under srun, torchrun) or in the ranks started here: the check
+    # reports each failure itself, without c10d's retry warnings and their C++ stacks
+    quiet_torch_log(os.environ)
     try:
         given = config.provenance.get("main_port") if config.main_port else None
         port_source = as_typed("master_port") if given is not None and given.kind == "flag" else None

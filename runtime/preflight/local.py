@@ -24,7 +24,8 @@ from resolver._domain.config import ResolvedConfig
 from runtime._protocol.rank_environment import rank_config, rank_variables
 from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY, check_room_for
 from runtime.launchers._supervision.signals import sigterm_guard
-from runtime.preflight.prestart import before_ranks
+from runtime.preflight.prestart import before_ranks, quiet_torch_log
+from runtime.preflight.rank_output import last_meaningful_line
 from runtime.preflight.report import SKIP, STEPS, Check, CheckReport, RankState, merge
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
@@ -45,10 +46,9 @@ def _read_state(path: Path, rank: int) -> RankState:
 
 def _last_line(path: Path) -> str:
     try:
-        lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+        return last_meaningful_line(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return ""
-    return lines[-1][:300] if lines else ""
 
 
 def check_locally(config: ResolvedConfig, *, timeout: float, port_source: str | None = None) -> CheckReport:
@@ -97,6 +97,7 @@ def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str
             r = rank.global_rank
             environ = {**os.environ, **rank_variables(rank, address, port)}
             environ["RESOLVER_CHECK_SOURCE"] = source
+            quiet_torch_log(environ)
             logs[r] = folder / f"rank-{r}.log"
             with open(logs[r], "wb") as log:
                 processes[r] = subprocess.Popen(

@@ -10,7 +10,7 @@ is not this host's. No rank is started then: the others would only wait for rank
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 
 from resolver._domain.config import ResolvedConfig
 from runtime._gloo_interface import choose_gloo_interface
@@ -18,7 +18,11 @@ from runtime._protocol.port_holder import port_holder
 from runtime._protocol.ports import busy_port_fix, host_holds, port_is_free
 from runtime.preflight.report import FAIL, Check
 
-__all__ = ["before_ranks"]
+__all__ = ["QUIET_TORCH_LOG", "before_ranks", "quiet_torch_log"]
+
+#: What keeps torch's C++ log (c10d's ``TCPStore ... retrying`` warnings, each with a stack of ``frame #N``
+#: lines) out of a check's ranks: the check reports each failure itself, from the Python error.
+QUIET_TORCH_LOG = {"TORCH_CPP_LOG_LEVEL": "FATAL"}
 
 _NOT_STARTED = "no rank was started: the others could only wait for rank 0"
 
@@ -58,3 +62,11 @@ def before_ranks(config: ResolvedConfig, ranks: Sequence[int], address: str, por
 
 def _span(ranks: Sequence[int]) -> str:
     return f"ranks {min(ranks)}-{max(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}"
+
+
+def quiet_torch_log(environ: MutableMapping[str, str]) -> None:
+    """Quiet torch's C++ log in the process ``environ`` is given to (this one: before torch is
+    imported), unless the user chose a level (``TORCH_CPP_LOG_LEVEL`` set: theirs stays)."""
+    for name, value in QUIET_TORCH_LOG.items():
+        if not environ.get(name, "").strip():
+            environ[name] = value

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime._protocol.ports import find_free_port
+from runtime.preflight.rank_output import last_meaningful_line
 from tests.runtime.test_preflight import HOST, _by_name, _check, _env
 
 pytestmark = pytest.mark.timeout(240)
@@ -88,3 +90,44 @@ def test_run_on_a_busy_port_hints_where_the_port_came_from(busy_port, tmp_path: 
     assert f"(pid {os.getpid()}: " in done.stderr
     assert f"  hint: {hint}" in done.stderr
     assert "ran" not in done.stdout
+
+
+def test_a_rank_started_by_someone_else_prints_no_cpp_log_of_torchs_retries():
+    # rank 0 of two, started by hand (as srun or torchrun start it), told to host the rendezvous at an
+    # address of another machine: torch's store retries, logging each try with a C++ stack
+    env = _env(MASTER_ADDR="192.0.2.1", MASTER_PORT=str(find_free_port()), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+               TORCHELASTIC_RUN_ID="check", GROUP_RANK="0", RANK="0", LOCAL_RANK="0")  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "2",
+                           "--timeout", "3"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL rendezvous  rank 0 on" in done.stdout
+    assert "the main address 192.0.2.1 is not an address of this host" in done.stdout
+    output = done.stdout + done.stderr
+    assert "frame #" not in output and "[c10d]" not in output and "TCPStore" not in output
+
+
+def test_the_line_quoted_from_a_rank_is_its_error_not_a_cpp_frame():
+    # what torch prints (with its C++ log on) when a store cannot be reached, then the rank's own error
+    program = ("import datetime, torch.distributed as dist\n"
+               "try:\n"
+               "    dist.TCPStore('nosuchhost.invalid', 1, 2, is_master=False, timeout=datetime.timedelta(seconds=1))\n"
+               "except Exception as exc:\n"
+               "    print(f'rank 1 gave up: {type(exc).__name__}', flush=True)\n"
+               "    raise SystemExit(1)\n")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env=_env(TORCH_CPP_LOG_LEVEL="WARNING"))  # fmt: skip
+    output = done.stdout + done.stderr
+    assert "frame #" in output  # the stack the rank's log can end with
+    assert last_meaningful_line(output) == "rank 1 gave up: DistNetworkError"
+    assert last_meaningful_line(output.replace("rank 1 gave up: DistNetworkError", "")).startswith("[c10d] ")
+    assert last_meaningful_line("frame #30: _start + 0x21 (0x55f9bcc66081 in python3)\n") == ""
+
+
+def test_rank_0_started_by_someone_else_names_a_main_address_that_does_not_resolve():
+    env = _env(MASTER_ADDR="nosuchhost.invalid", MASTER_PORT=str(find_free_port()), WORLD_SIZE="2",
+               LOCAL_WORLD_SIZE="2", TORCHELASTIC_RUN_ID="check", GROUP_RANK="0", RANK="0", LOCAL_RANK="0")  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "2",
+                           "--timeout", "3"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (f"FAIL rendezvous  rank 0 on {HOST}: this host cannot resolve the main address 'nosuchhost.invalid'"
+            in done.stdout)  # fmt: skip
