@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from resolver._domain.config import ResolvedConfig
@@ -106,7 +107,7 @@ def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str
                     env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True,  # its own process group: stopped whole, children included
                 )  # fmt: skip
-        stopped = _watch(processes, timeout)
+        stopped = _watch(processes, timeout, lambda: _host_left(processes, folder))
     finally:
         for process in processes.values():  # an interrupt, SIGTERM or an error above: stop and reap every rank
             if process.poll() is None:
@@ -116,19 +117,32 @@ def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str
     if everyone.exists():  # rank 0's view of every rank (other nodes' ranks included)
         for data in json.loads(everyone.read_text(encoding="utf-8")):
             states[int(data["rank"])] = RankState.from_dict(data)
+    host_left = _host_left(processes, folder)
     for r, process in processes.items():
         state = _read_state(folder / f"rank-{r}.json", r)
         exit_code = process.returncode
         finished = state.current == "done" and r not in stopped
         last = "" if finished else _last_line(logs[r])  # its error, when it ended before the end
+        waited = 0 if host_left and r in stopped and state.current in (None, STEPS[0]) else None
         states[r] = RankState(r, state.host if state.host != "?" else os.uname().nodename, state.checks,
-                              state.current, exit_code, r in stopped, output=last)  # fmt: skip
+                              state.current, exit_code, r in stopped, output=last, waited_for=waited)  # fmt: skip
     return states
 
 
-def _watch(processes: dict[int, subprocess.Popen[bytes]], timeout: float) -> set[int]:
-    """Wait for every rank; stop those still running ``timeout + GRACE`` s after the first exit, or
-    when the whole check's bound passes. Returns the ranks stopped."""
+def _host_left(processes: dict[int, subprocess.Popen[bytes]], folder: Path) -> bool:
+    """Whether rank 0, the rendezvous's host, started here and exited without passing the rendezvous:
+    then the ranks still starting or in the rendezvous can only wait for it."""
+    if 0 not in processes or processes[0].poll() is None:
+        return False
+    state = _read_state(folder / "rank-0.json", 0)
+    return not any(check.name == STEPS[0] and check.ok for check in state.checks)
+
+
+def _watch(processes: dict[int, subprocess.Popen[bytes]], timeout: float,
+           hopeless: Callable[[], bool] = lambda: False) -> set[int]:  # fmt: skip
+    """Wait for every rank; stop those still running ``timeout + GRACE`` s after the first exit, at
+    once when ``hopeless()`` says they can only wait (rank 0 left the rendezvous), or when the whole
+    check's bound passes. Returns the ranks stopped."""
     overall = time.monotonic() + STARTUP_ALLOWANCE + timeout * len(STEPS) + 30
     first_exit: float | None = None
     stopped: set[int] = set()
@@ -139,7 +153,7 @@ def _watch(processes: dict[int, subprocess.Popen[bytes]], timeout: float) -> set
         now = time.monotonic()
         if first_exit is None and len(running) < len(processes):
             first_exit = now
-        if now > overall or (first_exit is not None and now > first_exit + timeout + GRACE):
+        if now > overall or (first_exit is not None and (now > first_exit + timeout + GRACE or hopeless())):
             for r in running:
                 _stop(processes[r])
                 stopped.add(r)

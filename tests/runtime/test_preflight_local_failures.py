@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -131,3 +132,19 @@ def test_rank_0_started_by_someone_else_names_a_main_address_that_does_not_resol
     assert done.returncode == 1, done.stdout + done.stderr
     assert (f"FAIL rendezvous  rank 0 on {HOST}: this host cannot resolve the main address 'nosuchhost.invalid'"
             in done.stdout)  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", ["die", "raise"])
+def test_when_rank_0_ends_in_the_rendezvous_the_others_are_stopped_as_waiting_for_it_not_hung(fault):
+    # a long timeout: without rank 0 the others could only wait it out, and be called hung
+    env = _env(RESOLVER_CHECK_FAULT=f"0:{fault}@rendezvous")
+    code, report, err, _ = _check("--devices", "3", timeout="60", env=env)
+    assert code == 1, err
+    failed = _by_name(report)["rendezvous"]
+    assert failed["blame"] == [0]
+    assert f"rank 0 ({HOST}) exited with code {3 if fault == 'die' else 1} during rendezvous" in failed["detail"]
+    for rank in (1, 2):
+        assert re.search(f"rank {rank} \\({HOST}\\) (was waiting for rank 0 in rendezvous: stopped when it ended|"
+                         "was still starting: stopped when rank 0 ended, as it could only wait for rank 0)",
+                         failed["detail"]), failed["detail"]  # fmt: skip
+    assert "hung" not in failed["detail"]
