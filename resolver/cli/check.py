@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from resolver._engine.errors import ResolutionError
 from resolver.cli.options import add_config, add_flags, timeout_option
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         given = config.provenance.get("main_port") if config.main_port else None
         port_source = as_typed("master_port") if given is not None and given.kind == "flag" else None
-        report = check_config(config, timeout=args.timeout, port_source=port_source)
+        report = check_config(config, timeout=args.timeout, port_source=port_source, reporter=_show_step)
     except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -93,3 +93,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK if report.ok else EXIT_ERROR
     print(report.to_json() if args.format == "json" else report.to_text())
     return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def _show_step(check: Any, seconds: float) -> None:
+    """Each step on stderr as it passes (the report, on stdout, follows at the end)."""
+    from runtime.preflight.progress import progress_line
+
+    print(progress_line(check, seconds), file=sys.stderr, flush=True)

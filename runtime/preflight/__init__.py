@@ -18,6 +18,7 @@ from runtime.preflight.report import Check, CheckReport, RankState, merge
 if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig
     from resolver._snapshot.environment import Environment
+    from runtime.preflight.progress import StepReporter
 
 __all__ = ["DEFAULT_TIMEOUT", "Check", "CheckReport", "RankState", "check", "check_config"]
 
@@ -25,8 +26,8 @@ __all__ = ["DEFAULT_TIMEOUT", "Check", "CheckReport", "RankState", "check", "che
 DEFAULT_TIMEOUT = 10.0
 
 
-def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT,
-                 port_source: str | None = None) -> CheckReport:  # fmt: skip
+def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT, port_source: str | None = None,
+                 reporter: StepReporter | None = None) -> CheckReport:  # fmt: skip
     """Check ``config``: start its local ranks (a launcher resolved), or, where someone else started
     the ranks (``config.launcher`` is None: srun, mpirun, torchrun), run as this process's rank.
 
@@ -34,6 +35,8 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT,
     its own view (its checks; the others' are rank 0's to report). ``port_source`` names where the
     main port came from as the user gave it (``--master-port`` on a command line), for messages;
     by default, as the config's provenance says (``master_port``, ``MASTER_PORT``, a flags file).
+    ``reporter`` is told each step as the ranks this process started pass it (with the seconds since
+    the check began), before the report: :func:`~runtime.preflight.progress.progress_line` writes it.
     """
     timeout = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["check"])
     if config.launcher == "xla":  # torch_xla starts and numbers the replicas: the check runs in them
@@ -50,7 +53,7 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT,
     if config.launcher is not None:
         from runtime.preflight.local import check_locally
 
-        return check_locally(config, timeout=timeout, port_source=port_source)
+        return check_locally(config, timeout=timeout, port_source=port_source, reporter=reporter)
     return _check_this_rank(config, timeout, port_source)
 
 

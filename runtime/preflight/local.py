@@ -26,6 +26,7 @@ from runtime._protocol.rank_environment import rank_config, rank_variables
 from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY, check_room_for
 from runtime.launchers._supervision.signals import sigterm_guard
 from runtime.preflight.prestart import before_ranks, quiet_torch_log
+from runtime.preflight.progress import Progress, StepReporter
 from runtime.preflight.rank_output import last_meaningful_line
 from runtime.preflight.report import SKIP, STEPS, Check, CheckReport, RankState, merge
 from runtime.registry import CLUSTER_ENVIRONMENTS
@@ -52,9 +53,11 @@ def _last_line(path: Path) -> str:
         return ""
 
 
-def check_locally(config: ResolvedConfig, *, timeout: float, port_source: str | None = None) -> CheckReport:
+def check_locally(config: ResolvedConfig, *, timeout: float, port_source: str | None = None,
+                  reporter: StepReporter | None = None) -> CheckReport:  # fmt: skip
     """Start this node's ranks of ``config`` with the check and return the merged report.
-    ``port_source``: where the main port came from, as the caller's user gave it (``--master-port``)."""
+    ``port_source``: where the main port came from, as the caller's user gave it (``--master-port``);
+    ``reporter``: told each step as every rank here has passed it."""
     started = time.monotonic()
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     address, port = cluster.main_address, cluster.main_port
@@ -70,7 +73,7 @@ def check_locally(config: ResolvedConfig, *, timeout: float, port_source: str | 
     try:
         # SIGTERM (like Ctrl-C) unwinds through the finally blocks: every rank stopped, the folder removed.
         with sigterm_guard(str(folder)):
-            states = _run_ranks(ranks, address, port, source, folder, timeout)
+            states = _run_ranks(ranks, address, port, source, folder, timeout, reporter)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     summary = config.summary()
@@ -88,7 +91,7 @@ def _not_started(config: ResolvedConfig, cannot: Check, seconds: float) -> Check
 
 
 def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str, folder: Path,
-               timeout: float) -> dict[int, RankState]:  # fmt: skip
+               timeout: float, reporter: StepReporter | None = None) -> dict[int, RankState]:  # fmt: skip
     """Start ``ranks`` with their files in ``folder``, wait for them (stopping any that hang), and read
     their states; no rank is left running however this ends."""
     processes: dict[int, subprocess.Popen[bytes]] = {}
@@ -107,7 +110,9 @@ def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str
                     env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True,  # its own process group: stopped whole, children included
                 )  # fmt: skip
-        stopped = _watch(processes, timeout, lambda: _host_left(processes, folder))
+        progress = None if reporter is None else Progress(
+            list(processes), lambda r: _read_state(folder / f"rank-{r}.json", r), reporter)  # fmt: skip
+        stopped = _watch(processes, timeout, lambda: _host_left(processes, folder), progress)
     finally:
         for process in processes.values():  # an interrupt, SIGTERM or an error above: stop and reap every rank
             if process.poll() is None:
@@ -139,7 +144,7 @@ def _host_left(processes: dict[int, subprocess.Popen[bytes]], folder: Path) -> b
 
 
 def _watch(processes: dict[int, subprocess.Popen[bytes]], timeout: float,
-           hopeless: Callable[[], bool] = lambda: False) -> set[int]:  # fmt: skip
+           hopeless: Callable[[], bool] = lambda: False, progress: Progress | None = None) -> set[int]:  # fmt: skip
     """Wait for every rank; stop those still running ``timeout + GRACE`` s after the first exit, at
     once when ``hopeless()`` says they can only wait (rank 0 left the rendezvous), or when the whole
     check's bound passes. Returns the ranks stopped."""
@@ -147,6 +152,8 @@ def _watch(processes: dict[int, subprocess.Popen[bytes]], timeout: float,
     first_exit: float | None = None
     stopped: set[int] = set()
     while True:
+        if progress is not None:
+            progress()
         running = [r for r, p in processes.items() if p.poll() is None]
         if not running:
             return stopped

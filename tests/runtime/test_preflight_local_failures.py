@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,3 +150,30 @@ def test_when_rank_0_ends_in_the_rendezvous_the_others_are_stopped_as_waiting_fo
                          "was still starting: stopped when rank 0 ended, as it could only wait for rank 0)",
                          failed["detail"]), failed["detail"]  # fmt: skip
     assert "hung" not in failed["detail"]
+
+
+def test_each_step_is_shown_as_it_passes_before_the_report():
+    # rank 1 hangs in the speed step: the check runs on for the timeout, and the steps before it
+    # are on the screen meanwhile
+    env = _env(RESOLVER_CHECK_FAULT="1:hang@speed", TMPDIR=tempfile.mkdtemp(prefix="check-test-"))
+    check = subprocess.Popen([sys.executable, "-m", "resolver", "check", "--accelerator", "cpu", "--devices", "2",
+                              "--timeout", "20"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)  # fmt: skip
+    try:
+        assert check.stderr is not None
+        shown = []
+        for line in check.stderr:
+            shown.append(line.rstrip())
+            if line.startswith("resolver check: ok   ring"):
+                assert check.poll() is None, "the step was shown only after the check ended"
+                break
+        out, err = check.communicate(timeout=180)
+    finally:
+        if check.poll() is None:
+            check.kill()
+            check.communicate()
+        shutil.rmtree(env["TMPDIR"], ignore_errors=True)
+    steps = [line.split()[3] for line in shown if line.startswith("resolver check: ok ")]
+    assert steps == ["rendezvous", "agreement", "barrier", "all_reduce", "broadcast", "all_gather", "ring"], shown
+    assert check.returncode == 1
+    assert "FAIL speed" in out  # the report still follows, on stdout
