@@ -35,8 +35,9 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT, po
     its own view (its checks; the others' are rank 0's to report). ``port_source`` names where the
     main port came from as the user gave it (``--master-port`` on a command line), for messages;
     by default, as the config's provenance says (``master_port``, ``MASTER_PORT``, a flags file).
-    ``reporter`` is told each step as the ranks this process started pass it (with the seconds since
-    the check began), before the report: :func:`~runtime.preflight.progress.progress_line` writes it.
+    ``reporter`` is told each step as the ranks this process started pass it (in a rank started by
+    someone else: as rank 0 passes it), with the seconds since the check began, before the report:
+    :func:`~runtime.preflight.progress.progress_line` writes it.
     """
     timeout = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["check"])
     if config.launcher == "xla":  # torch_xla starts and numbers the replicas: the check runs in them
@@ -54,10 +55,11 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT, po
         from runtime.preflight.local import check_locally
 
         return check_locally(config, timeout=timeout, port_source=port_source, reporter=reporter)
-    return _check_this_rank(config, timeout, port_source)
+    return _check_this_rank(config, timeout, port_source, reporter)
 
 
-def _check_this_rank(config: ResolvedConfig, timeout: float, port_source: str | None) -> CheckReport:
+def _check_this_rank(config: ResolvedConfig, timeout: float, port_source: str | None,
+                     reporter: StepReporter | None) -> CheckReport:  # fmt: skip
     import time
 
     from runtime.preflight.rank import check_rank
@@ -76,7 +78,8 @@ def _check_this_rank(config: ResolvedConfig, timeout: float, port_source: str | 
                          seconds=time.monotonic() - started)  # fmt: skip
         (address, port), source = found, "a free port of rank 0's host, passed through horovodrun's store"
     state, everyone = check_rank(config, address or cluster.main_address, port or cluster.main_port,
-                                 timeout=timeout, source=source)  # fmt: skip
+                                 timeout=timeout, source=source,
+                                 reporter=reporter if config.global_rank == 0 else None)  # fmt: skip
     seconds = time.monotonic() - started
     if everyone is not None:
         return merge(everyone, config.world_size, timeout=timeout, summary=config.summary(), seconds=seconds)

@@ -105,6 +105,7 @@ def test_a_rank_started_by_someone_else_prints_no_cpp_log_of_torchs_retries():
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL rendezvous  rank 0 on" in done.stdout
     assert "the main address 192.0.2.1 is not an address of this host" in done.stdout
+    assert "resolver check: FAIL rendezvous" in done.stderr  # rank 0 shows each step as it ends
     output = done.stdout + done.stderr
     assert "frame #" not in output and "[c10d]" not in output and "TCPStore" not in output
 
