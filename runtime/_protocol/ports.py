@@ -23,7 +23,6 @@ import stat
 
 __all__ = [
     "STORE_SOCKET_VARIABLE",
-    "busy_port_fix",
     "check_rendezvous_port",
     "find_free_port",
     "host_holds",
@@ -55,25 +54,6 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def busy_port_fix(source: str, port: int) -> str:
-    """How to give the rendezvous another port, where ``source`` (the flag, option, flags file or
-    variable the port came from) set it."""
-    every_node = "(a multi-node run must give every node the same port)"
-    if source.startswith("--"):  # a command-line option
-        return f"pass {source} a free port, or leave {source} out to let the runtime pick one {every_node}"
-    if source == "master_port":  # the keyword of resolve() / launch()
-        return f"pass master_port= a free port, or leave it out to let the runtime pick one {every_node}"
-    path, colon, key = source.rpartition(": ")
-    if colon and key == "master_port":  # a flags file (--config)
-        return f"set master_port in {path} to a free port, or remove it to let the runtime pick one {every_node}"
-    if source == "MASTER_PORT":
-        return "set MASTER_PORT to a free port, or unset it to let the runtime pick one " + every_node
-    if source.startswith("a free port"):  # picked here, then taken before rank 0 listened: a race
-        return "run it again: the runtime picks another free port"
-    return (f"set MASTER_PORT to a free port (the port now comes from {source}), or stop what holds port {port} "
-            f"(`ss -ltnp sport = :{port}`)")  # fmt: skip
 
 
 def host_holds(address: str) -> bool:

@@ -15,7 +15,8 @@ from collections.abc import MutableMapping, Sequence
 from resolver._domain.config import ResolvedConfig
 from runtime._gloo_interface import choose_gloo_interface
 from runtime._protocol.port_holder import port_holder
-from runtime._protocol.ports import busy_port_fix, host_holds, port_is_free
+from runtime._protocol.ports import host_holds, port_is_free
+from runtime.errors import busy_port_fix
 from runtime.preflight.report import FAIL, Check
 
 __all__ = ["QUIET_TORCH_LOG", "before_ranks", "quiet_torch_log"]
