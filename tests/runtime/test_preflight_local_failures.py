@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from runtime._protocol.ports import find_free_port
+from runtime.errors import PortInUseError
 from runtime.preflight.rank_output import last_meaningful_line
 from tests.runtime.test_preflight import HOST, _by_name, _check, _env
 
@@ -178,3 +179,20 @@ def test_each_step_is_shown_as_it_passes_before_the_report():
     assert steps == ["rendezvous", "agreement", "barrier", "all_reduce", "broadcast", "all_gather", "ring"], shown
     assert check.returncode == 1
     assert "FAIL speed" in out  # the report still follows, on stdout
+
+
+@pytest.mark.parametrize(
+    ("source", "fix"),
+    [
+        ("--master-port", "pass --master-port a free port, or leave --master-port out"),
+        ("master_port", "pass master_port= a free port, or leave it out"),
+        ("/jobs/flags.toml: master_port", "set master_port in /jobs/flags.toml to a free port, or remove it"),
+        ("MASTER_PORT", "set MASTER_PORT to a free port, or unset it"),
+        ("a free port picked by the runtime", "run it again: the runtime picks another free port"),
+    ],
+)
+def test_a_busy_ports_fix_is_given_where_the_port_came_from(source, fix):
+    error = PortInUseError("127.0.0.1", 29500, source, "pid 7: python serve.py")
+    assert str(error).startswith(f"port 29500 on 127.0.0.1 (from {source}) is already in use by another process "
+                                 "(pid 7: python serve.py), so rank 0 cannot host the rendezvous there")  # fmt: skip
+    assert str(error).split("\n  hint: ")[1].startswith(fix)
