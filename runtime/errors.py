@@ -28,6 +28,7 @@ __all__ = [
     "SilentRank",
     "StrategyArgumentError",
     "StrategyMisuseError",
+    "busy_port_fix",
     "failure_time",
     "stamp_failure_time",
     "users_frames_only",
@@ -85,18 +86,43 @@ class MissingDependencyError(ImportError):
 
 
 class PortInUseError(OSError):
-    """The rendezvous port (``MASTER_PORT``) is taken by another process on this machine."""
+    """The rendezvous port (``MASTER_PORT``) is taken by another process on this machine.
 
-    def __init__(self, address: str, port: int, source: str) -> None:
+    ``source`` names where the port came from (``MASTER_PORT``, ``--master-port``, ``master_port``,
+    a flags file); the hint tells how to change it there. ``holder`` names the process that
+    listens on it, where that can be told (:func:`runtime._protocol.port_holder.port_holder`).
+    """
+
+    def __init__(self, address: str, port: int, source: str, holder: str | None = None) -> None:
         self.address = address
         self.port = port
         self.source = source
+        self.holder = holder
+        by = f" ({holder})" if holder else ""
         super().__init__(
-            f"port {port} on {address} (from {source}) is already in use by another process, "
+            f"port {port} on {address} (from {source}) is already in use by another process{by}, "
             "so rank 0 cannot host the rendezvous there\n"
-            "  hint: set MASTER_PORT to a free port, or unset it to let the runtime pick one "
-            "(multi-node runs must set the same MASTER_PORT on every node)"
+            f"  hint: {busy_port_fix(source, port)}"
         )
+
+
+def busy_port_fix(source: str, port: int) -> str:
+    """How to give the rendezvous another port, where ``source`` (the flag, option, flags file or
+    variable the port came from) set it."""
+    every_node = "(a multi-node run must give every node the same port)"
+    if source.startswith("--"):  # a command-line option
+        return f"pass {source} a free port, or leave {source} out to let the runtime pick one {every_node}"
+    if source == "master_port":  # the keyword of resolve() / launch()
+        return f"pass master_port= a free port, or leave it out to let the runtime pick one {every_node}"
+    path, colon, key = source.rpartition(": ")
+    if colon and key == "master_port":  # a flags file (--config)
+        return f"set master_port in {path} to a free port, or remove it to let the runtime pick one {every_node}"
+    if source == "MASTER_PORT":
+        return "set MASTER_PORT to a free port, or unset it to let the runtime pick one " + every_node
+    if source.startswith("a free port"):  # picked here, then taken before rank 0 listened: a race
+        return "run it again: the runtime picks another free port"
+    return (f"set MASTER_PORT to a free port (the port now comes from {source}), or stop what holds port {port} "
+            f"(`ss -ltnp sport = :{port}`)")  # fmt: skip
 
 
 class RankFailedError(RuntimeError):

@@ -4,12 +4,21 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from resolver._engine.errors import ResolutionError
 from resolver.cli.options import add_config, add_flags, timeout_option
-from resolver.cli.shared import EXIT_ERROR, EXIT_OK, check_removed, environment_for, resolve_args, rule_files_for
+from resolver.cli.shared import (
+    EXIT_ERROR,
+    EXIT_OK,
+    as_typed,
+    check_removed,
+    environment_for,
+    resolve_args,
+    rule_files_for,
+)
 
 if TYPE_CHECKING:
     from resolver.cli.options import Parser
@@ -63,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import runtime
         from runtime.preflight import check_config
+        from runtime.preflight.prestart import quiet_torch_log
     except ImportError as exc:
         print(
             f"error: `resolver check` needs the runtime (torch): {exc}\n"
@@ -70,8 +80,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    # before torch loads here (a rank under srun, torchrun) or in the ranks started here: the check
+    # reports each failure itself, without c10d's retry warnings and their C++ stacks
+    quiet_torch_log(os.environ)
     try:
-        report = check_config(config, timeout=args.timeout)
+        given = config.provenance.get("main_port") if config.main_port else None
+        port_source = as_typed("master_port") if given is not None and given.kind == "flag" else None
+        report = check_config(config, timeout=args.timeout, port_source=port_source, reporter=_show_step)
     except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -88,3 +103,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK if report.ok else EXIT_ERROR
     print(report.to_json() if args.format == "json" else report.to_text())
     return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def _show_step(check: Any, seconds: float) -> None:
+    """Each step on stderr as it passes (the report, on stdout, follows at the end)."""
+    from runtime.preflight.progress import progress_line
+
+    print(progress_line(check, seconds), file=sys.stderr, flush=True)

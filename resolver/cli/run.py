@@ -13,6 +13,7 @@ from resolver.cli.shared import (
     EXIT_CODES,
     EXIT_ERROR,
     EXIT_USAGE,
+    as_typed,
     check_removed,
     environment_for,
     resolve_args,
@@ -201,7 +202,11 @@ def run(args: argparse.Namespace) -> int:
             # the flags file's and --rules' files (a rank reads RESOLVER_RULES itself, from its environment)
             rules=[rule_file.path for rule_file in rule_files if rule_file.kind != "variable"],
         )
-    except (runtime.PortInUseError, runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
+    except runtime.PortInUseError as exc:  # its hint names the option typed, not resolve()'s keyword
+        print(f"error: {runtime.PortInUseError(exc.address, exc.port, as_typed(exc.source), exc.holder)}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_ERROR
+    except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
 

@@ -23,6 +23,7 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_OK",
     "EXIT_USAGE",
+    "as_typed",
     "check_removed",
     "environment_for",
     "resolve_args",
@@ -87,3 +88,12 @@ def check_removed(args: argparse.Namespace) -> None:
         error = removed_flag_error(builtin_table(), name, value, cli=True, spelling=spelling)
         if error is not None:
             raise error
+
+
+def as_typed(source: str) -> str:
+    """Where a value came from, as the user typed it: a flag the runtime names as ``resolve()`` takes it
+    (``master_port``) is the command line's option (``--master-port``) here; any other source as it is."""
+    for flag in FLAGS:
+        if flag.name == source:
+            return flag.cli_spellings()[0]
+    return source

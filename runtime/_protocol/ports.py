@@ -25,6 +25,7 @@ __all__ = [
     "STORE_SOCKET_VARIABLE",
     "check_rendezvous_port",
     "find_free_port",
+    "host_holds",
     "handed_store_socket",
     "listen_on_rendezvous_port",
     "port_is_free",
@@ -55,6 +56,22 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def host_holds(address: str) -> bool:
+    """Whether this host holds ``address`` (it can bind to it); False for a name that does not resolve."""
+    try:
+        infos = socket.getaddrinfo(address.strip("[]"), None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    for family, _, _, _, where in infos:
+        with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as probe:
+            try:
+                probe.bind((where[0], 0))
+                return True
+            except OSError:
+                continue
+    return False
+
+
 def check_rendezvous_port(address: str, port: int, source: str, node_rank: int) -> None:
     """Raise :class:`~runtime.errors.PortInUseError` when node 0 cannot host the rendezvous on ``port``.
 
@@ -62,10 +79,11 @@ def check_rendezvous_port(address: str, port: int, source: str, node_rank: int) 
     anyone who set ``MASTER_PORT`` on purpose) expect this exact one. ``source`` says where the
     port came from, for the message.
     """
+    from runtime._protocol.port_holder import port_holder
     from runtime.errors import PortInUseError
 
     if node_rank == 0 and not port_is_free(port):
-        raise PortInUseError(address, port, source)
+        raise PortInUseError(address, port, source, port_holder(port))
 
 
 def listen_on_rendezvous_port(
@@ -78,6 +96,7 @@ def listen_on_rendezvous_port(
     :class:`~runtime.errors.PortInUseError` when the port is taken (``source`` says where it came
     from), as :func:`check_rendezvous_port` does.
     """
+    from runtime._protocol.port_holder import port_holder
     from runtime.errors import PortInUseError
 
     if node_rank != 0:
@@ -99,7 +118,7 @@ def listen_on_rendezvous_port(
             sock.close()
             continue
         return sock
-    raise PortInUseError(address, port, source)
+    raise PortInUseError(address, port, source, port_holder(port))
 
 
 def _is_loopback(address: str) -> bool:

@@ -18,6 +18,7 @@ from runtime.preflight.report import Check, CheckReport, RankState, merge
 if TYPE_CHECKING:
     from resolver._domain.config import ResolvedConfig
     from resolver._snapshot.environment import Environment
+    from runtime.preflight.progress import StepReporter
 
 __all__ = ["DEFAULT_TIMEOUT", "Check", "CheckReport", "RankState", "check", "check_config"]
 
@@ -25,12 +26,18 @@ __all__ = ["DEFAULT_TIMEOUT", "Check", "CheckReport", "RankState", "check", "che
 DEFAULT_TIMEOUT = 10.0
 
 
-def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT) -> CheckReport:
+def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT, port_source: str | None = None,
+                 reporter: StepReporter | None = None) -> CheckReport:  # fmt: skip
     """Check ``config``: start its local ranks (a launcher resolved), or, where someone else started
     the ranks (``config.launcher`` is None: srun, mpirun, torchrun), run as this process's rank.
 
     In a rank started by someone else, rank 0 returns the whole run's report; another rank returns
-    its own view (its checks; the others' are rank 0's to report).
+    its own view (its checks; the others' are rank 0's to report). ``port_source`` names where the
+    main port came from as the user gave it (``--master-port`` on a command line), for messages;
+    by default, as the config's provenance says (``master_port``, ``MASTER_PORT``, a flags file).
+    ``reporter`` is told each step as the ranks this process started pass it (in a rank started by
+    someone else: as rank 0 passes it), with the seconds since the check began, before the report:
+    :func:`~runtime.preflight.progress.progress_line` writes it.
     """
     timeout = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["check"])
     if config.launcher == "xla":  # torch_xla starts and numbers the replicas: the check runs in them
@@ -47,11 +54,12 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT) ->
     if config.launcher is not None:
         from runtime.preflight.local import check_locally
 
-        return check_locally(config, timeout=timeout)
-    return _check_this_rank(config, timeout)
+        return check_locally(config, timeout=timeout, port_source=port_source, reporter=reporter)
+    return _check_this_rank(config, timeout, port_source, reporter)
 
 
-def _check_this_rank(config: ResolvedConfig, timeout: float) -> CheckReport:
+def _check_this_rank(config: ResolvedConfig, timeout: float, port_source: str | None,
+                     reporter: StepReporter | None) -> CheckReport:  # fmt: skip
     import time
 
     from runtime.preflight.rank import check_rank
@@ -59,7 +67,7 @@ def _check_this_rank(config: ResolvedConfig, timeout: float) -> CheckReport:
 
     started = time.monotonic()
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
-    address, port, source = None, None, cluster.main_port_source
+    address, port, source = None, None, port_source or cluster.main_port_source
     if config.cluster_environment == "horovod":  # horovodrun's rendezvous is its driver's, not rank 0's
         from runtime.preflight.horovod import check_store_address
 
@@ -70,7 +78,8 @@ def _check_this_rank(config: ResolvedConfig, timeout: float) -> CheckReport:
                          seconds=time.monotonic() - started)  # fmt: skip
         (address, port), source = found, "a free port of rank 0's host, passed through horovodrun's store"
     state, everyone = check_rank(config, address or cluster.main_address, port or cluster.main_port,
-                                 timeout=timeout, source=source)  # fmt: skip
+                                 timeout=timeout, source=source,
+                                 reporter=reporter if config.global_rank == 0 else None)  # fmt: skip
     seconds = time.monotonic() - started
     if everyone is not None:
         return merge(everyone, config.world_size, timeout=timeout, summary=config.summary(), seconds=seconds)

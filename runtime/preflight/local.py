@@ -13,17 +13,22 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from resolver._domain.config import ResolvedConfig
 from runtime._protocol.rank_environment import rank_config, rank_variables
 from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY, check_room_for
 from runtime.launchers._supervision.signals import sigterm_guard
-from runtime.preflight.report import STEPS, CheckReport, RankState, merge
+from runtime.preflight.prestart import before_ranks, quiet_torch_log
+from runtime.preflight.progress import Progress, StepReporter
+from runtime.preflight.rank_output import last_meaningful_line
+from runtime.preflight.report import SKIP, STEPS, Check, CheckReport, RankState, merge
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 __all__ = ["check_locally"]
@@ -43,18 +48,24 @@ def _read_state(path: Path, rank: int) -> RankState:
 
 def _last_line(path: Path) -> str:
     try:
-        lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+        return last_meaningful_line(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return ""
-    return lines[-1][:300] if lines else ""
 
 
-def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
-    """Start this node's ranks of ``config`` with the check and return the merged report."""
+def check_locally(config: ResolvedConfig, *, timeout: float, port_source: str | None = None,
+                  reporter: StepReporter | None = None) -> CheckReport:  # fmt: skip
+    """Start this node's ranks of ``config`` with the check and return the merged report.
+    ``port_source``: where the main port came from, as the caller's user gave it (``--master-port``);
+    ``reporter``: told each step as every rank here has passed it."""
     started = time.monotonic()
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     address, port = cluster.main_address, cluster.main_port
+    source = port_source or cluster.main_port_source
     ranks = [rank_config(config, local) for local in range(config.num_devices)]
+    cannot = before_ranks(config, [rank.global_rank for rank in ranks], address, port, source)
+    if cannot is not None:  # found without starting a rank, as `resolver run` finds it
+        return _not_started(config, cannot, time.monotonic() - started)
     check_room_for(
         len(ranks), TORCH_RANK_MEMORY, "check ranks", on_cpu=config.accelerator == "cpu"
     )  # before starting any
@@ -62,7 +73,7 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
     try:
         # SIGTERM (like Ctrl-C) unwinds through the finally blocks: every rank stopped, the folder removed.
         with sigterm_guard(str(folder)):
-            states = _run_ranks(ranks, address, port, cluster.main_port_source, folder, timeout)
+            states = _run_ranks(ranks, address, port, source, folder, timeout, reporter)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     summary = config.summary()
@@ -72,8 +83,15 @@ def check_locally(config: ResolvedConfig, *, timeout: float) -> CheckReport:
                  seconds=time.monotonic() - started)  # fmt: skip
 
 
+def _not_started(config: ResolvedConfig, cannot: Check, seconds: float) -> CheckReport:
+    """The report of a check that found, before starting any rank, that the rendezvous cannot work."""
+    later = [Check(name, SKIP, "not run: an earlier check failed") for name in STEPS[1:]]
+    return CheckReport((cannot, *later), config.world_size, (socket.gethostname(),) * config.world_size,
+                       config.summary(), seconds)  # fmt: skip
+
+
 def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str, folder: Path,
-               timeout: float) -> dict[int, RankState]:  # fmt: skip
+               timeout: float, reporter: StepReporter | None = None) -> dict[int, RankState]:  # fmt: skip
     """Start ``ranks`` with their files in ``folder``, wait for them (stopping any that hang), and read
     their states; no rank is left running however this ends."""
     processes: dict[int, subprocess.Popen[bytes]] = {}
@@ -83,6 +101,7 @@ def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str
             r = rank.global_rank
             environ = {**os.environ, **rank_variables(rank, address, port)}
             environ["RESOLVER_CHECK_SOURCE"] = source
+            quiet_torch_log(environ)
             logs[r] = folder / f"rank-{r}.log"
             with open(logs[r], "wb") as log:
                 processes[r] = subprocess.Popen(
@@ -91,7 +110,9 @@ def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str
                     env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True,  # its own process group: stopped whole, children included
                 )  # fmt: skip
-        stopped = _watch(processes, timeout)
+        progress = None if reporter is None else Progress(
+            list(processes), lambda r: _read_state(folder / f"rank-{r}.json", r), reporter)  # fmt: skip
+        stopped = _watch(processes, timeout, lambda: _host_left(processes, folder), progress)
     finally:
         for process in processes.values():  # an interrupt, SIGTERM or an error above: stop and reap every rank
             if process.poll() is None:
@@ -101,30 +122,45 @@ def _run_ranks(ranks: list[ResolvedConfig], address: str, port: int, source: str
     if everyone.exists():  # rank 0's view of every rank (other nodes' ranks included)
         for data in json.loads(everyone.read_text(encoding="utf-8")):
             states[int(data["rank"])] = RankState.from_dict(data)
+    host_left = _host_left(processes, folder)
     for r, process in processes.items():
         state = _read_state(folder / f"rank-{r}.json", r)
         exit_code = process.returncode
         finished = state.current == "done" and r not in stopped
         last = "" if finished else _last_line(logs[r])  # its error, when it ended before the end
+        waited = 0 if host_left and r in stopped and state.current in (None, STEPS[0]) else None
         states[r] = RankState(r, state.host if state.host != "?" else os.uname().nodename, state.checks,
-                              state.current, exit_code, r in stopped, output=last)  # fmt: skip
+                              state.current, exit_code, r in stopped, output=last, waited_for=waited)  # fmt: skip
     return states
 
 
-def _watch(processes: dict[int, subprocess.Popen[bytes]], timeout: float) -> set[int]:
-    """Wait for every rank; stop those still running ``timeout + GRACE`` s after the first exit, or
-    when the whole check's bound passes. Returns the ranks stopped."""
+def _host_left(processes: dict[int, subprocess.Popen[bytes]], folder: Path) -> bool:
+    """Whether rank 0, the rendezvous's host, started here and exited without passing the rendezvous:
+    then the ranks still starting or in the rendezvous can only wait for it."""
+    if 0 not in processes or processes[0].poll() is None:
+        return False
+    state = _read_state(folder / "rank-0.json", 0)
+    return not any(check.name == STEPS[0] and check.ok for check in state.checks)
+
+
+def _watch(processes: dict[int, subprocess.Popen[bytes]], timeout: float,
+           hopeless: Callable[[], bool] = lambda: False, progress: Progress | None = None) -> set[int]:  # fmt: skip
+    """Wait for every rank; stop those still running ``timeout + GRACE`` s after the first exit, at
+    once when ``hopeless()`` says they can only wait (rank 0 left the rendezvous), or when the whole
+    check's bound passes. Returns the ranks stopped."""
     overall = time.monotonic() + STARTUP_ALLOWANCE + timeout * len(STEPS) + 30
     first_exit: float | None = None
     stopped: set[int] = set()
     while True:
+        if progress is not None:
+            progress()
         running = [r for r, p in processes.items() if p.poll() is None]
         if not running:
             return stopped
         now = time.monotonic()
         if first_exit is None and len(running) < len(processes):
             first_exit = now
-        if now > overall or (first_exit is not None and now > first_exit + timeout + GRACE):
+        if now > overall or (first_exit is not None and (now > first_exit + timeout + GRACE or hopeless())):
             for r in running:
                 _stop(processes[r])
                 stopped.add(r)

@@ -33,6 +33,7 @@ from runtime.preflight.report import FAIL, SKIP, STEPS, Check, RankState
 from runtime.preflight.speed import measure
 
 if TYPE_CHECKING:
+    from runtime.preflight.progress import StepReporter
     from runtime.strategies.base import Strategy
 
 __all__ = ["check_rank"]
@@ -48,12 +49,16 @@ class _Progress:
         self.state = RankState(rank, socket.gethostname())
         self.path = path
         self.store: Any = None
+        self.reporter: StepReporter | None = None  # told each step as this rank finishes it
+        self.started = time.monotonic()
 
     def enter(self, step: str) -> None:
         self._update(current=step)
 
     def record(self, check: Check) -> None:
         self._update(checks=(*self.state.checks, check))
+        if self.reporter is not None:
+            self.reporter(check, time.monotonic() - self.started)
 
     def _update(self, **changes: Any) -> None:
         self.state = attrs.evolve(self.state, **changes)
@@ -108,13 +113,15 @@ def _setup_collective(config: ResolvedConfig, store: dist.TCPStore, address: str
 
 
 def check_rank(config: ResolvedConfig, address: str, port: int, *, timeout: float, state_file: str | None = None,
-               source: str = "MASTER_ADDR/MASTER_PORT",
-               strategy: Strategy | None = None) -> tuple[RankState, list[RankState] | None]:  # fmt: skip
+               source: str = "MASTER_ADDR/MASTER_PORT", strategy: Strategy | None = None,
+               reporter: StepReporter | None = None) -> tuple[RankState, list[RankState] | None]:  # fmt: skip
     """Run every step as the rank ``config`` names; return its state and, on rank 0, every rank's
     final state as the store gave them (``None`` on the other ranks). ``strategy``: this rank's,
-    already set up by a launcher (the XLA replicas'), for the engine step."""
+    already set up by a launcher (the XLA replicas'), for the engine step; ``reporter``: told each
+    step as this rank finishes it."""
     rank, world = config.global_rank, config.world_size
     progress = _Progress(rank, state_file)
+    progress.reporter = reporter
     progress.enter("rendezvous")
     fault_at(rank, "rendezvous")
     store = None

@@ -80,6 +80,20 @@ def _why_unreachable(address: str, port: int, deadline: float, rank: int, source
     return _fail(detail, fix, rank)
 
 
+def _why_not_host(address: str) -> Check | None:
+    """Rank 0's failure when the main address does not resolve here (torch's store would retry
+    resolving it until the timeout, twice); None otherwise."""
+    try:
+        socket.getaddrinfo(address.strip("[]"), None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        host = socket.gethostname()
+        why = getattr(exc, "strerror", None) or str(exc)
+        return _fail(f"rank 0 on {host}: this host cannot resolve the main address '{address}' ({why}), so rank 0 "
+                     "cannot host the rendezvous there", f"set MASTER_ADDR (or --master-addr) to rank 0's host "
+                     f"({host}) or one of its addresses", 0)  # fmt: skip
+    return None
+
+
 def _holds(address: str) -> bool:
     """Whether this host holds ``address`` (it can bind to it); True where that cannot be told."""
     try:
@@ -180,10 +194,9 @@ def meet(address: str, port: int, rank: int, world_size: int, timeout: float,
     """
     start = time.monotonic()
     deadline = start + timeout
-    if rank != 0:
-        problem = _why_unreachable(address, port, deadline, rank, source)
-        if problem is not None:
-            raise RendezvousFailed(problem)
+    problem = _why_unreachable(address, port, deadline, rank, source) if rank != 0 else _why_not_host(address)
+    if problem is not None:
+        raise RendezvousFailed(problem)
     store = _store(address, port, rank, world_size, max(0.1, deadline - time.monotonic()), source)
     store.set(f"{ARRIVED}{rank}", socket.gethostname())
     if rank == 0:

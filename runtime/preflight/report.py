@@ -102,6 +102,9 @@ class RankState:
     silent: bool = False
     #: The last line the rank printed, when it died or hung (its error, usually).
     output: str = ""
+    #: The rank this one could only wait for, when it was stopped because that rank had ended (rank 0
+    #: gone from the rendezvous); None when it was stopped (``stopped``) at the timeout: it hung.
+    waited_for: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=False)
@@ -207,6 +210,12 @@ def _where(ranks: Iterable[int], hosts: Mapping[int, str]) -> str:
 def _ended(state: RankState, timeout: float) -> str:
     step = state.current or "start-up"
     said = f' (its last line: "{state.output}")' if state.output else ""
+    if state.stopped and state.waited_for is not None:
+        waited = state.waited_for
+        if state.current is None:
+            return (f"rank {state.rank} ({state.host}) was still starting: stopped when rank {waited} ended, "
+                    f"as it could only wait for rank {waited}")  # fmt: skip
+        return f"rank {state.rank} ({state.host}) was waiting for rank {waited} in {step}: stopped when it ended"
     if state.stopped:
         return f"rank {state.rank} ({state.host}) hung in {step}: stopped after the {timeout:g} s timeout{said}"
     if state.exit is not None and state.exit < 0:

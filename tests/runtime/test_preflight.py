@@ -151,10 +151,10 @@ def test_a_busy_main_port_is_named_on_rank_0():
     failed = _by_name(report)["rendezvous"]
     assert failed["blame"] == [0]
     assert (
-        f"rank 0 on {HOST} cannot listen on port {port} (from master_port): another process uses it"
+        f"rank 0 on {HOST} cannot listen on port {port} (from --master-port): another process uses it"
         in (failed["detail"])
     )
-    assert "pick a free port" in failed["fix"]
+    assert "pass --master-port a free port" in failed["fix"]
 
 
 def test_ranks_started_by_someone_else_that_differ_are_shown_as_a_table_before_any_collective():
