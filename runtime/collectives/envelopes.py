@@ -19,7 +19,10 @@ received in the order their receives were posted, as the engine matches unchecke
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,7 +32,7 @@ from runtime.collectives.core import CollectiveCore, CollectiveGroup
 from runtime.collectives.errors import CollectiveMisuseError
 from runtime.collectives.handles import CollectiveHandle
 
-__all__ = ["TAG_LIMIT", "ReceiveOrder", "expectation_tag", "offer_tag", "post_checked_receive", "post_checked_send"]
+__all__ = ["TAG_LIMIT", "PendingReceives", "expectation_tag", "offer_tag", "post_checked_receive", "post_checked_send"]
 
 #: User tags are below this; the signatures travel on tags above it.
 TAG_LIMIT = 1 << 29
@@ -92,32 +95,39 @@ class _Receipt:
         self.collective, self.tensor, self.group, self.tag = collective, tensor, group, tag
         self.mine = Signature.of(tensor)
         self.offer = _signature_vector(collective, self.mine)  # overwritten by the sender's
+        self.offered: CollectiveHandle[torch.Tensor] | None = None  # None: the offer is already here
+        self.before: threading.Event | None = None  # the previous receive from the same sender and tag
+        self.src = -1
         self.sent: Signature | None = None
         self.answer: CollectiveHandle[None] | None = None
         self.data: CollectiveHandle[torch.Tensor] | None = None
         self.error: BaseException | None = None
         self.posted = threading.Event()
+        self._claim = threading.Lock()
 
     def answer_to(self, src: int) -> None:
+        self.src = src
         self.answer = self.collective._isend(
             _signature_vector(self.collective, self.mine), src, self.group, expectation_tag(self.tag)
         )
 
-    def post_data(self, src: int, offer: CollectiveHandle[torch.Tensor] | None, before: threading.Event | None) -> None:
-        """Wait for the offer (and the data receive posted before this one), then post the data receive."""
+    def post_data(self) -> None:
+        """Wait for the offer (and the data receive posted before this one), then post the data receive.
+        Whichever comes first does it: a poster thread, or the caller's ``wait()``."""
+        if not self._claim.acquire(blocking=False):
+            return
         try:
-            if offer is not None:
-                offer.wait()
-            if before is not None:
-                before.wait()
-            self.sent = _decoded(self.offer)
-            sent = self.sent
+            if self.offered is not None:
+                self.offered.wait()
+            if self.before is not None:
+                self.before.wait()
+            self.sent = sent = _decoded(self.offer)
             target = self.tensor
             if sent != self.mine:  # received and discarded: the engine must get the size the sender sends
                 assert sent.dtype is not None  # a sender always offers a tensor
                 target = torch.empty(sent.shape, dtype=sent.dtype, device=self.collective.device)
-            self.data = self.collective._irecv(target, src, self.group, self.tag)
-        except BaseException as exc:  # noqa: BLE001  (raised on the caller's wait, not in this thread)
+            self.data = self.collective._irecv(target, self.src, self.group, self.tag)
+        except BaseException as exc:  # noqa: BLE001  (raised on the caller's wait, not in a poster thread)
             self.error = exc
         finally:
             self.posted.set()
@@ -128,7 +138,8 @@ class _Receipt:
         assert self.data is not None and self.answer is not None
         return self.data.is_completed() and self.answer.is_completed()
 
-    def finish(self, operation: str, src: int) -> torch.Tensor:
+    def finish(self, operation: str) -> torch.Tensor:
+        self.post_data()
         self.posted.wait()
         if self.error is not None:
             raise self.error
@@ -137,18 +148,26 @@ class _Receipt:
         self.answer.wait()
         if self.sent != self.mine:
             raise CollectiveMisuseError(
-                f"{operation} from rank {src}: it sends {self.sent.describe()}, but the receiving tensor has "
+                f"{operation} from rank {self.src}: it sends {self.sent.describe()}, but the receiving tensor has "
                 f"{self.mine.describe()}; the tensor was left unchanged{_HINT}"
             )
         return self.tensor
 
 
-class ReceiveOrder:
-    """The last data receive posted (or about to be) per group, sender and tag, so that the next waits for it."""
+class PendingReceives:
+    """A collective's checked receives under way: the last one per group, sender and tag (the next waits
+    for its data receive to be posted), and the threads that post data receives once offers arrive.
+
+    A poster thread that finished waits for the next receive; one more starts whenever every thread
+    is busy, so a receive whose offer is late never holds up another.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last: dict[tuple[Any, ...], threading.Event] = {}
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._pid = os.getpid()
 
     def enter(self, group: CollectiveGroup, src: int, tag: int, posted: threading.Event) -> threading.Event | None:
         key = (group.ranks, id(group.handle), src, tag)
@@ -157,10 +176,28 @@ class ReceiveOrder:
             self._last[key] = posted
             return None if before is None or before.is_set() else before  # one entry per key: the table stays small
 
+    def submit(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child has none of its parent's threads
+                self._pid, self._idle, self._tasks = os.getpid(), 0, queue.SimpleQueue()
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1  # that thread takes this task
+            tasks = self._tasks
+        tasks.put(task)
+        if start:
+            threading.Thread(target=self._post, args=(tasks,), name="runtime-irecv", daemon=True).start()
+
+    def _post(self, tasks: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            tasks.get()()
+            with self._lock:
+                self._idle += 1
+
 
 def post_checked_receive(
     collective: CollectiveCore,
-    order: ReceiveOrder,
+    pending: PendingReceives,
     operation: str,
     tensor: torch.Tensor,
     src: int | None,
@@ -172,22 +209,16 @@ def post_checked_receive(
     """Post a checked receive; return its handle (``wait()`` raises on a mismatch) and the sender.
 
     ``src=None`` (``recv_any``) waits here for the first offer, which names the sender.
-    ``background``: the data receive is posted by a thread once the offer arrived (``irecv``);
-    otherwise here, before returning (``recv``, ``recv_any``).
+    ``background``: a poster thread posts the data receive once the offer arrived (``irecv``), unless
+    ``wait()`` comes first; otherwise ``wait()`` does (``recv``, ``recv_any``).
     """
     receipt = _Receipt(collective, tensor, group, tag)
-    offer: CollectiveHandle[torch.Tensor] | None = None
     if src is None:
         src = collective._recv(receipt.offer, None, group, offer_tag(tag))
     else:
-        offer = collective._irecv(receipt.offer, src, group, offer_tag(tag))
+        receipt.offered = collective._irecv(receipt.offer, src, group, offer_tag(tag))
     receipt.answer_to(src)
-    before = order.enter(group, src, tag, receipt.posted)
+    receipt.before = pending.enter(group, src, tag, receipt.posted)
     if background:
-        threading.Thread(
-            target=receipt.post_data, args=(src, offer, before), name=f"runtime-{operation}", daemon=True
-        ).start()
-    else:
-        receipt.post_data(src, offer, before)
-    sender = src
-    return CollectiveHandle(operation, lambda: receipt.finish(operation, sender), poll=receipt.is_completed), sender
+        pending.submit(receipt.post_data)
+    return CollectiveHandle(operation, lambda: receipt.finish(operation), poll=receipt.is_completed), src

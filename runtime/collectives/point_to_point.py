@@ -6,7 +6,7 @@ import torch
 
 from runtime.collectives.arguments import as_rank, overlap_problem, root_problem, tensor_problem, type_name
 from runtime.collectives.core import CollectiveCore, CollectiveGroup, first, noted
-from runtime.collectives.envelopes import TAG_LIMIT, ReceiveOrder, post_checked_receive, post_checked_send
+from runtime.collectives.envelopes import TAG_LIMIT, PendingReceives, post_checked_receive, post_checked_send
 from runtime.collectives.errors import CollectiveArgumentTypeError, CollectiveMisuseError
 from runtime.collectives.handles import CollectiveHandle
 
@@ -22,7 +22,7 @@ class PointToPoint(CollectiveCore):
 
     def __init__(self) -> None:
         super().__init__()
-        self._receive_order = ReceiveOrder()
+        self._pending_receives = PendingReceives()
 
     @noted
     def send(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup | None = None, tag: int = 0) -> None:
@@ -55,7 +55,7 @@ class PointToPoint(CollectiveCore):
         if not self.check_across_ranks:
             self._recv(tensor, src, g, tag)
             return tensor
-        handle, _ = post_checked_receive(self, self._receive_order, "recv", tensor, src, g, tag, background=False)
+        handle, _ = post_checked_receive(self, self._pending_receives, "recv", tensor, src, g, tag, background=False)
         return handle.wait()
 
     @noted
@@ -75,7 +75,7 @@ class PointToPoint(CollectiveCore):
         if not self.check_across_ranks:
             return tensor, self._recv(tensor, None, g, tag)
         handle, sender = post_checked_receive(
-            self, self._receive_order, "recv_any", tensor, None, g, tag, background=False
+            self, self._pending_receives, "recv_any", tensor, None, g, tag, background=False
         )
         return handle.wait(), sender
 
@@ -107,7 +107,7 @@ class PointToPoint(CollectiveCore):
         src, tag = int(src), int(tag)
         if not self.check_across_ranks:
             return self._irecv(tensor, src, g, tag)
-        handle, _ = post_checked_receive(self, self._receive_order, "irecv", tensor, src, g, tag, background=True)
+        handle, _ = post_checked_receive(self, self._pending_receives, "irecv", tensor, src, g, tag, background=True)
         return handle
 
 

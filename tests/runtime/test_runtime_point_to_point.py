@@ -101,6 +101,13 @@ def orders_as_torch_does(strategy: runtime.Strategy) -> dict[str, object]:
     else:
         c.send(torch.full((2,), 3.0), dst=peer)
         out["irecv before send"] = c.recv(torch.zeros(2), src=peer).tolist()
+    # rank 0 starts receiving before rank 1 sends anything: rank 1 answers only what it received
+    if rank == 0:
+        pending = c.irecv(torch.zeros(2), src=peer, tag=3)
+        c.send(torch.full((2,), 2.0), dst=peer, tag=4)
+        out["answer"] = pending.wait().tolist()
+    else:
+        c.send(c.recv(torch.zeros(2), src=peer, tag=4) * 5, dst=peer, tag=3)
     # the sender waits for its isend while the receiver does something else before waiting
     if rank == 0:
         c.isend(torch.full((3,), 1.0), dst=peer, tag=2).wait()
@@ -124,5 +131,6 @@ def test_checked_messages_allow_the_orders_torch_allows() -> None:
     result = runtime.launch(orders_as_torch_does, accelerator="cpu", devices=2, strategy="ddp_fork", timeout=30)
     zero, one = result["gathered"]
     assert zero["irecv before send"] == [3.0, 3.0] and one["irecv before send"] == [7.0, 7.0]
+    assert zero["answer"] == [10.0, 10.0]
     assert one["isend waited first"] == [1.0, 1.0, 1.0]
     assert one["same tag"] == [[2.0, 2.0], [1.0]]
