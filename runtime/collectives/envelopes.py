@@ -5,16 +5,19 @@ Every checked message carries two small signature vectors beside the data, each 
 
 - the sender posts, without waiting: its tensor's signature (the *offer*), a receive for the
   receiver's signature (the *expectation*), and the data itself;
-- the receiver posts, without waiting: its buffer's signature and a receive for the offer. Once the
-  offer arrived (a thread waits for it when the receiving call is asynchronous), it receives the
-  data into the buffer when the signatures agree, or into a scratch tensor of the offered shape
-  when they do not, so that the engine never sees a size it did not expect.
+- the receiver posts, without waiting: a receive for the offer and its buffer's signature. Once the
+  offer arrived it receives the data into the buffer when the signatures agree, or into a scratch
+  tensor of the offered shape when they do not, so that the engine never sees a size it did not
+  expect. For ``irecv`` a poster thread waits for the offer (see :class:`PendingReceives`), so the
+  data moves before the caller's ``wait()``, as with the engine's own ``irecv``.
 
 Both ends then hold both signatures and reach the same verdict: the data arrived, or both raise a
 :class:`~runtime.collectives.errors.CollectiveMisuseError` naming both shapes. ``send`` is a posted
 send waited on, ``recv`` a posted receive waited on, so ``send``/``recv``/``isend``/``irecv`` pair in
 any combination. The data of several messages between the same two ranks with the same tag is
-received in the order their receives were posted, as the engine matches unchecked messages.
+received in the order their receives were posted, as the engine matches unchecked messages. Each
+end posts in the order its peer's matching operations come (offer, expectation, data), so that an
+engine that ignores tags (torch's nccl) still matches one message at a time between two ranks.
 """
 
 from __future__ import annotations
