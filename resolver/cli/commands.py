@@ -25,6 +25,7 @@ COMMANDS = {
     "env": "resolver.cli.env",
     "golden": "resolver.cli.golden",
     "rules": "resolver.cli.rules",
+    "completion": "resolver.cli.completion",
 }
 
 TOP_DESCRIPTION = "Resolve distributed-training flags against a machine, and say why."
@@ -42,6 +43,7 @@ examples:
   resolver env
   resolver golden tests/golden
   resolver rules --output docs/rules.md
+  resolver completion bash
 
 `resolver COMMAND --help` describes each command, with examples.
 """

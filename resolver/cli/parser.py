@@ -85,6 +85,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     _check_command(parser, words)
     args, unknown = parser.parse_known_args(argv)
     args.argv = argv
+    args.build_parser = _parser  # the whole command line's parser, built when asked (resolver completion)
     # the options written on the command line, which win over a --config file's flags
     args.given_flags = _given_flags(argv, args.command) if getattr(args, "config", None) is not None else set()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
