@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resolver._domain.flags import collect_flags
+from runtime._protocol.exit_report import launch_failed
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.launched_rank import run_launched_rank
 from runtime._protocol.rank_environment import launched_config
@@ -14,6 +15,7 @@ from runtime._protocol.spawned_rank import check_not_reimported
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime._rank.worker import run_checked_worker
 from runtime.build import build
+from runtime.errors import MissingDependencyError, RuntimeConfigError
 from runtime.preemption import exit_if_preempted
 
 if TYPE_CHECKING:
@@ -79,14 +81,19 @@ def launch(
         return exit_if_preempted(result, launched.global_rank)  # type: ignore[no-any-return]
     import resolver
 
-    options = dict(strategy_options or {})
-    if timeout is not None:
-        options["timeout"] = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["timeout"])
-    if max_restarts:
-        options["max_restarts"] = max_restarts
-    with collector_paused():
-        config = resolver.resolve(
-            **flags, environment=environment, rules=rules, config_file=config_file, reporter=reporter
-        )
-        built = build(config, **options)  # `strategy` is the flag's name
+    config = None
+    try:  # bad input ends an uncaught launch with its message, not a traceback (exit_report)
+        options = dict(strategy_options or {})
+        if timeout is not None:
+            options["timeout"] = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["timeout"])
+        if max_restarts:
+            options["max_restarts"] = max_restarts
+        with collector_paused():
+            config = resolver.resolve(
+                **flags, environment=environment, rules=rules, config_file=config_file, reporter=reporter
+            )
+            built = build(config, **options)  # `strategy` is the flag's name
+    except (resolver.ResolutionError, RuntimeConfigError, MissingDependencyError) as exc:
+        rank = None if config is None else config.global_rank
+        raise launch_failed(exc, rank=rank, environment=environment, rules=rules) from exc.__cause__  # as it was
     return built.launch(fn, *args, **kwargs)

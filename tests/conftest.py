@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from resolver import Environment
+
+# The tests compare the commands' plain text: a CI runner's FORCE_COLOR must not colour what they run.
+os.environ.pop("FORCE_COLOR", None)
 
 
 @pytest.fixture(autouse=True)

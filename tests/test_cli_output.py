@@ -67,7 +67,7 @@ def test_every_command_line_in_the_usage_doc_is_valid():
 def test_top_level_help_lists_every_command_and_version():
     result = run_resolver("--help")
     for command in subcommands():
-        assert re.search(rf"^    {command} ", result.stdout, re.M), command
+        assert re.search(rf"^    {command}\b", result.stdout, re.M), command  # a long name: help on the next line
     assert "--version" in result.stdout
     examples = result.stdout.split("examples:\n", 1)[1].split("\n\n")[0].strip().splitlines()
     assert len(examples) >= len(subcommands())

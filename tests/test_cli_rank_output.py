@@ -92,6 +92,26 @@ def test_tee_without_a_log_dir_makes_a_folder_and_says_where(tmp_path: Path) -> 
     assert sorted(done.stdout.decode().splitlines()) == ["[rank 0]: out 0", "[rank 1]: out 1"]  # console: all
 
 
+def test_no_prefix_shows_each_ranks_lines_whole_and_bare(tmp_path: Path) -> None:
+    (tmp_path / "chatty.py").write_text(CHATTY)
+
+    done = resolver_run("--devices", "2", "--no-prefix", "chatty.py", cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    lines = done.stdout.split(b"\n")
+    assert b"[rank" not in done.stdout and b"[rank" not in done.stderr
+    for rank in (0, 1):  # whole lines still: each rank's, in its order, none mixed with the other's
+        mine = [line for line in lines if line.startswith(f"rank {rank} ".encode())]
+        assert mine == [f"rank {rank} line {i}".encode() for i in range(300)] + [
+            f"rank {rank} ends without a newline".encode()
+        ]
+    assert lines.count(b"\xff\xfe not utf-8") == 2 and len(lines) == 2 * 302 + 1
+    assert sorted(line for line in done.stderr.decode().splitlines() if "warns" in line) == [
+        "rank 0 warns",
+        "rank 1 warns",
+    ]
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

@@ -29,7 +29,7 @@ def test_an_unknown_command_names_the_closest():
     result = run_resolver("explian", "--devices", "2")
     assert result.returncode == 2
     assert "resolver: error: unknown command 'explian'; did you mean 'explain'?" in result.stderr
-    assert "choose from explain, run, check, env, golden, rules" in result.stderr
+    assert "choose from explain, run, check, config, env, golden, rules, completion" in result.stderr
 
 
 def test_an_option_close_to_nothing_gets_no_suggestion():

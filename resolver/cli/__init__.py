@@ -18,6 +18,7 @@ from resolver._engine.errors import ResolutionError, RuleTableError
 from resolver.cli.commands import command_module
 from resolver.cli.parser import _parse
 from resolver.cli.shared import EXIT_ERROR
+from resolver.cli.terminal_color import color_choice, install
 
 __all__ = ["main"]
 
@@ -34,8 +35,14 @@ def _before_exit() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command in ``argv`` (default: this process's command line, which then exits)."""
+    # on a terminal (or as --color, NO_COLOR, FORCE_COLOR say); before parsing, for its usage errors too
+    guess = color_choice(sys.argv[1:] if argv is None else argv)
+    uncolor = install(guess)
     try:
         args = _parse(argv)  # inside: the options come from the rule table, which a broken plugin breaks
+        if args.color != guess:  # the guess read a script's own --color (resolver run SCRIPT --color ...)
+            uncolor()
+            uncolor = install(args.color)
         code = command_module(args.command).run(args)
         sys.stdout.flush()  # here, so that a closed pipe is seen below and not at exit
         if argv is None and args.command == "explain":
@@ -57,3 +64,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ResolutionError as error:
         print(error.diagnostic(), file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        uncolor()

@@ -21,9 +21,11 @@ COMMANDS = {
     "explain": "resolver.cli.explain",
     "run": "resolver.cli.run",
     "check": "resolver.cli.check",
+    "config": "resolver.cli.config",
     "env": "resolver.cli.env",
     "golden": "resolver.cli.golden",
     "rules": "resolver.cli.rules",
+    "completion": "resolver.cli.completion",
 }
 
 TOP_DESCRIPTION = "Resolve distributed-training flags against a machine, and say why."
@@ -37,9 +39,11 @@ examples:
   resolver explain --simulate my-cluster-node.toml --format json
   resolver run --devices 2 --strategy ddp train.py --epochs 3
   resolver check --devices 2 --strategy ddp
+  resolver config --devices 2 --strategy ddp train.toml
   resolver env
   resolver golden tests/golden
   resolver rules --output docs/rules.md
+  resolver completion bash
 
 `resolver COMMAND --help` describes each command, with examples.
 """

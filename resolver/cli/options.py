@@ -14,7 +14,7 @@ from resolver._domain.timeouts import parse_timeout
 from resolver._engine.integers import parse_int
 from resolver.api import builtin_table
 
-__all__ = ["Parser", "add_config", "add_flags", "removed_flags_given", "timeout_option"]
+__all__ = ["Parser", "add_config", "add_flags", "cli_value", "flag_values", "removed_flags_given", "timeout_option"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -75,6 +75,19 @@ def _devices(text: str) -> int | str:
 _CLI_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "devices": _devices}
 
 
+def cli_value(flag: Flag, text: str) -> Any:
+    """A flag's value from text, as its command-line option reads it (a ``ValueError`` when it cannot);
+    a repeatable flag takes its values separated by commas."""
+    if flag.repeatable:
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return text if flag.cli_type is None else _CLI_TYPES[flag.cli_type](text)
+
+
+def flag_values(flag: Flag, domains: Mapping[str, Any]) -> list[str]:
+    """The values a flag's help lists: those of its domains in a table's ``domains``."""
+    return sorted({value for name in flag.listed_domains for value in domains.get(name, ())})
+
+
 class _RuleFilesAction(argparse._AppendAction):
     """``--rules FILE``: appended as usual, and noted on the parser for the help printed after it."""
 
@@ -104,8 +117,7 @@ def _flag_help(flag: Flag, parser: Parser) -> str:
     (with the --rules files given before --help), and its default."""
     text = flag.help
     if flag.listed_domains:
-        domains = _help_domains(parser)
-        values = sorted({value for name in flag.listed_domains for value in domains.get(name, ())})
+        values = flag_values(flag, _help_domains(parser))
         text += f"; {'any' if flag.repeatable else 'one'} of: {', '.join(values)}"
     if flag.default not in (None, ()):
         text += f" (default: {flag.default})"

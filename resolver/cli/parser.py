@@ -13,6 +13,7 @@ from typing import Any
 
 from resolver.cli.commands import COMMANDS, TOP_DESCRIPTION, TOP_EPILOG, command_module
 from resolver.cli.options import Parser, removed_flags_given
+from resolver.cli.terminal_color import add_color_option
 
 
 class _VersionAction(argparse.Action):
@@ -52,7 +53,9 @@ def _parser(command: str | None = None) -> Parser:
         if command is None or name == command:
             module = command_module(name)
             summary: dict[str, Any] = {"help": module.SUMMARY} if command is None else {}  # `resolver --help`
-            module.add_options(sub.add_parser(name, about=functools.partial(_command_help, module), **summary))
+            command_parser = sub.add_parser(name, about=functools.partial(_command_help, module), **summary)
+            module.add_options(command_parser)
+            add_color_option(command_parser)  # every command's output may be coloured
     return parser
 
 
@@ -82,6 +85,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     _check_command(parser, words)
     args, unknown = parser.parse_known_args(argv)
     args.argv = argv
+    args.build_parser = _parser  # the whole command line's parser, built when asked (resolver completion)
     # the options written on the command line, which win over a --config file's flags
     args.given_flags = _given_flags(argv, args.command) if getattr(args, "config", None) is not None else set()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

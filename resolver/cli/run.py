@@ -32,7 +32,7 @@ DESCRIPTION = (
     "with torchrun-compatible variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). "
     "With -m, SCRIPT is a module, run as python -m would. Everything after SCRIPT (its --help "
     "too) is the script's own. Each line a rank prints is shown whole, prefixed with its rank "
-    "([rank 1]: ...); --log-dir also keeps one log file per rank."
+    "([rank 1]: ...; --no-prefix leaves the prefix out); --log-dir also keeps one log file per rank."
 )
 EXAMPLES = (
     "resolver run --devices 2 --strategy ddp train.py --epochs 3",
@@ -114,6 +114,11 @@ def _tee(text: str) -> int:
 
 def _add_rank_output_options(parser: argparse.ArgumentParser) -> None:
     output = parser.add_argument_group("rank output (every line is shown whole, prefixed with its rank: [rank 1]: ...)")
+    output.add_argument(
+        "--no-prefix",
+        action="store_true",
+        help="show each rank's lines without the [rank N]: prefix (still whole lines; the log files never have it)",
+    )
     output.add_argument(
         "--log-dir",
         "--log_dir",
@@ -218,7 +223,10 @@ def _rank_output(args: argparse.Namespace, config: ResolvedConfig) -> Any:
     from runtime import RankOutput
 
     output = RankOutput(
-        tee=3 if args.tee is None else args.tee, local_ranks_filter=args.local_ranks_filter, redirects=args.redirects
+        prefix=not args.no_prefix,
+        tee=3 if args.tee is None else args.tee,
+        local_ranks_filter=args.local_ranks_filter,
+        redirects=args.redirects,
     )
     output.check(config.num_devices)
     log_dir = args.log_dir

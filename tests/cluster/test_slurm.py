@@ -139,9 +139,18 @@ def test_more_tasks_than_devices_fail_on_every_rank_at_once(slurm_cluster: Clust
     conflict = "SLURM started 3 task(s) (SLURM_NTASKS=3) but num_nodes=1 x devices=2 = 2"
     hint = "make them agree: #SBATCH --nodes=1 --ntasks-per-node=2, or pass num_nodes and devices that multiply to 3"
     by_task = task_lines(job.stdout + job.stderr)
-    for task in range(3):
-        text = "\n".join(by_task.get(task, []))
-        assert conflict in text and hint in text, f"task {task}:\n{job.output}"
+    if entry == "resolver run":  # each task's resolver run prints its diagnostic, as on one machine
+        for task in range(3):
+            text = "\n".join(by_task.get(task, []))
+            assert conflict in text and hint in text, f"task {task}:\n{job.output}"
+    else:  # issue 39, point 13: the whole error once (rank 0), one line from each other task, no traceback
+        assert f"runtime.launch() ({TRAIN}:" in by_task[0][0], job.output
+        assert conflict in by_task[0][1] and hint in by_task[0][-1] and len(by_task[0]) == 7, job.output
+        for task in (1, 2):
+            assert by_task[task] == [
+                f"rank {task}: error[slurm.tasks_vs_world]: {conflict} (rank 0 prints the whole error)"
+            ], job.output
+        assert "Traceback" not in job.output and "File " not in job.output, job.output
     assert "RANK_REPORT" not in job.stdout
 
 
