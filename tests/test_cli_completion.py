@@ -1,17 +1,21 @@
 """`resolver completion bash|zsh|fish`: the script each shell loads completes the commands, the options,
 their choices and each flag's values (issue 39, point 14b). Each script runs in its real shell: bash's
 completion function as `complete -F` calls it, fish's `complete -C`, zsh's Tab on a terminal; a shell
-that is not installed is skipped."""
+that is not installed is skipped, or fails under CI (``RESOLVER_REQUIRE_SHELLS=1``, set by ``.ci/run``,
+which installs them)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import pty
 import select
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_support import resolver_command, run_resolver
@@ -19,8 +23,25 @@ from cli_support import resolver_command, run_resolver
 from resolver.api import builtin_table
 
 STRATEGIES = sorted(builtin_table().domains["strategy_flag"])
-needs = {shell: pytest.mark.skipif(shutil.which(shell) is None, reason=f"{shell} is not installed") for shell in
-         ("bash", "zsh", "fish")}  # fmt: skip
+REQUIRED = os.environ.get("RESOLVER_REQUIRE_SHELLS") == "1"
+
+
+def _needs(shell: str) -> Callable[[Any], Any]:
+    """Skip a test when ``shell`` is missing; fail it instead where CI requires every shell."""
+    if shutil.which(shell) is not None or not REQUIRED:
+        return pytest.mark.skipif(shutil.which(shell) is None, reason=f"{shell} is not installed")
+
+    def failing(test: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(test)
+        def missing(*args: Any, **kwargs: Any) -> None:
+            pytest.fail(f"RESOLVER_REQUIRE_SHELLS=1 but {shell} is not installed (apt-get install {shell})")
+
+        return missing
+
+    return failing
+
+
+needs = {shell: _needs(shell) for shell in ("bash", "zsh", "fish")}
 
 
 def shell_environment() -> dict[str, str]:
