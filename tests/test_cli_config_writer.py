@@ -152,3 +152,30 @@ def test_on_a_terminal_input_that_ends_writes_nothing(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "the input ended before devices was answered; train.toml not written" in done.stderr
     assert not (tmp_path / "train.toml").exists()
+
+
+def test_rules_given_are_written_relative_to_the_file_and_apply_when_it_is_read(tmp_path: Path) -> None:
+    """`--rules` is written as the file's `rules` key (relative to the file's folder), so `--config`
+    applies the same site rules; a rule file that cannot be read writes nothing."""
+    (tmp_path / "site.toml").write_text('[[rule]]\nid = "site.note"\nstage = "placed"\nnote = "site rule seen"\n')
+    (tmp_path / "conf").mkdir()
+
+    done = run_resolver(
+        "config", "--rules", "site.toml", "--devices", "2", "conf/train.toml", cwd=tmp_path, env=CPU_ONLY
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert tomllib.loads((tmp_path / "conf" / "train.toml").read_text())["flags"] == {
+        "devices": 2,
+        "rules": ["../site.toml"],
+    }
+    explained = run_resolver("explain", "--config", "conf/train.toml", cwd=tmp_path, env=CPU_ONLY)
+    assert explained.returncode == 0, explained.stderr
+    assert "site rule seen" in explained.stdout
+    assert "site.toml  flags file conf/train.toml:" in explained.stdout
+
+    missing = run_resolver("config", "--rules", "nope.toml", "--devices", "2", "other.toml", cwd=tmp_path, env=CPU_ONLY)
+    assert missing.returncode == 1
+    assert "Traceback" not in missing.stderr
+    assert "cannot read rule file nope.toml (from argument --rules)" in missing.stderr
+    assert not (tmp_path / "other.toml").exists()

@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from resolver._domain.flags import FLAGS, Flag
+from resolver._domain.rule_files import RuleFile, listed_rule_files
+from resolver._domain.rule_tables import rule_files_in_use
 from resolver._engine.errors import ResolutionError
 from resolver.api import builtin_table, load_rules, resolve
 from resolver.cli.options import add_flags, cli_value, flag_values
@@ -65,11 +67,20 @@ def add_options(config: Parser) -> None:
     config.add_argument("file", metavar="FILE", help="the flags file to write (- prints it)")
 
 
-def flags_file_text(flags: Mapping[str, Any]) -> str:
-    """A flags file holding ``flags`` (keyword names of ``resolve()``), as ``resolver config`` writes it."""
+def flags_file_text(flags: Mapping[str, Any], rules: Sequence[str] = ()) -> str:
+    """A flags file holding ``flags`` (keyword names of ``resolve()``) and the rule files ``rules`` (paths
+    relative to the file's folder), as ``resolver config`` writes it."""
     import tomli_w
 
-    return _HEADER + tomli_w.dumps({"flags": dict(flags)})
+    table = {**flags, "rules": list(rules)} if rules else dict(flags)
+    return _HEADER + tomli_w.dumps({"flags": table})
+
+
+def _rules_beside(file: str, rules: Sequence[str] | None) -> list[str]:
+    """``--rules``' paths (as typed, from here) relative to the folder of the flags file ``file``, as its
+    ``rules`` key holds them (``-``: this folder)."""
+    folder = os.path.dirname(os.path.abspath(file)) if file != "-" else os.getcwd()
+    return [os.path.relpath(os.path.abspath(path), folder) for path in rules or ()]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         check_removed(args)
-        environment = environment_for(args.simulate, args.rules)
+        environment = environment_for(args.simulate, rule_files_in_use(args.rules, spelling="--rules"))
         config = _resolved(given, args, environment)  # the command line's flags alone first
         if asking:
             _ask(given, args, environment)
@@ -108,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     except EOFError as stop:
         print(f"\nresolver config: {stop}; {args.file} not written", file=sys.stderr)
         return EXIT_ERROR
-    text = flags_file_text(given)
+    text = flags_file_text(given, _rules_beside(args.file, args.rules))
     if to_stdout:
         sys.stdout.write(text)
         return EXIT_OK
@@ -139,8 +150,17 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _resolved(flags: Mapping[str, Any], args: argparse.Namespace, environment: Environment) -> ResolvedConfig:
-    """``flags`` resolved as ``--config FILE`` will read them (their provenance names FILE)."""
-    return resolve(config_file=FlagsFile(args.file, dict(flags)), environment=environment, rules=args.rules or None)
+    """``flags`` resolved as ``--config FILE`` will read them (their provenance names FILE), with
+    ``--rules``' files as the file's ``rules`` key will name them."""
+    return resolve(config_file=FlagsFile(args.file, dict(flags), _file_rules(args)), environment=environment)
+
+
+def _file_rules(args: argparse.Namespace) -> tuple[RuleFile, ...]:
+    """``--rules``' files as FILE's ``rules`` key names them (checked: a missing one is an error)."""
+    if not args.rules:
+        return ()
+    where = f"{args.file}: rules (from --rules)"
+    return listed_rule_files(_rules_beside(args.file, args.rules), args.file if args.file != "-" else "./-", where)
 
 
 def _ask(given: dict[str, Any], args: argparse.Namespace, environment: Environment) -> None:
