@@ -77,7 +77,10 @@ def launch(
             from resolver.flagsfile import flags_with_file
 
             flags = flags_with_file(flags, FLAG_DEFAULTS, config_file)[0]
-        result = run_launched_rank(run_checked_worker, launched, flags, max_restarts, fn, *args, **kwargs)
+        options = dict(strategy_options or {})
+        if timeout is not None:
+            options["timeout"] = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["timeout"])
+        result = run_launched_rank(run_checked_worker, launched, flags, max_restarts, options, fn, *args, **kwargs)
         return exit_if_preempted(result, launched.global_rank)  # type: ignore[no-any-return]
     import resolver
 

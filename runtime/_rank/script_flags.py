@@ -6,7 +6,8 @@ value, as a flags file's would (the rank resolves both sets together against the
 rule files ``resolver run`` used, :mod:`runtime._protocol.run_context`, so every rank agrees), and a flag
 both name with different values is an error naming the flag and both values. What ``resolver run``
 already did cannot change: the processes it started (how many, on how many nodes, by which launcher)
-and the restarts it was given.
+and the restarts it was given. The script's strategy options (``launch(timeout=60)``,
+``strategy_options={...}``) join those of the command line (``--preemption-signal``) the same way.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from runtime._protocol.rank_files import mark_as_plain
 from runtime._protocol.run_context import RunContext
 from runtime.errors import RuntimeConfigError
 
-__all__ = ["check_script_restarts", "config_with_script_flags"]
+__all__ = ["check_script_restarts", "config_with_script_flags", "config_with_script_options"]
 
 #: What ``resolver run`` fixed by starting the processes: the script's flags may not change it.
 _STARTED = ("num_devices", "num_nodes", "world_size", "node_rank", "launcher", "cluster_environment")
@@ -133,3 +134,20 @@ def check_script_restarts(max_restarts: int, launched: ResolvedConfig, context: 
     raise _plain_error(
         f"launch(max_restarts={max_restarts}) in a rank that resolver run started: {cause}\n  hint: {fix}"
     )
+
+
+def config_with_script_options(config: ResolvedConfig, options: Mapping[str, Any]) -> ResolvedConfig:
+    """``config`` with the script's strategy ``options`` (``launch(timeout=...)``, ``strategy_options``)
+    added to those ``resolver run`` gave (``--preemption-signal``, ``--requeue``); ``config`` itself when
+    there are none. An option both give with different values is an error naming it and both values."""
+    if not options:
+        return config
+    current = dict(config.strategy_options)
+    for name, value in options.items():
+        if name in current and _json(current[name]) != _json(value):
+            raise _plain_error(
+                f"the script's launch() sets the strategy option {name}={value!r}, but resolver run's command "
+                f"line gave {name}={current[name]!r}\n"
+                f"  hint: set {name} in one place: drop it from launch(), or from resolver run's command line"
+            )
+    return attrs.evolve(config, strategy_options={**current, **options})

@@ -13,7 +13,7 @@ from resolver._engine.errors import ResolutionError
 from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_worker
 from runtime._protocol.rank_environment import CONFIG_VARIABLE
 from runtime._protocol.run_context import RunContext
-from runtime._rank.script_flags import check_script_restarts, config_with_script_flags
+from runtime._rank.script_flags import check_script_restarts, config_with_script_flags, config_with_script_options
 from runtime.build import build
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ def run_checked_worker(
     launched: ResolvedConfig,
     flags: Mapping[str, Any],
     max_restarts: int,
+    options: Mapping[str, Any],
     fn: Callable[..., R],
     *args: Any,
     **kwargs: Any,
@@ -38,8 +39,9 @@ def run_checked_worker(
     it reached with the flags recorded in the config it was given (``ResolvedConfig.flags``). A launch()
     without flags takes whatever started the worker (``resolver run --devices 2 script.py``). In a rank
     of ``resolver run``, the launch()'s flags join the command line's
-    (:func:`~runtime._rank.script_flags.config_with_script_flags`), and its ``max_restarts`` must be the
-    command line's.
+    (:func:`~runtime._rank.script_flags.config_with_script_flags`), its strategy ``options`` (``timeout``,
+    ``strategy_options``) join the command line's, and its ``max_restarts`` must be the command line's.
+    Elsewhere ``options`` are the launching process's own, which its launcher already handed the rank.
     """
     context = RunContext.from_environment()
     if context is not None:
@@ -49,7 +51,7 @@ def run_checked_worker(
     except ResolutionError:
         given = None  # flags that do not even read as flags: not the launch() that started this worker
     if context is not None and given is not None:
-        config = config_with_script_flags(launched, given, context)
+        config = config_with_script_options(config_with_script_flags(launched, given, context), options)
         if config is not launched:
             # What the rank runs with, and what runtime.launched_config() answers from now on.
             os.environ[CONFIG_VARIABLE] = config.to_json()

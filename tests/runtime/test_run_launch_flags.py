@@ -143,3 +143,34 @@ def test_ddp_spawn_under_resolver_run_says_resolver_run_started_the_processes(tm
     assert "has the 'spawn' launcher start the processes, but resolver run already started them" in done.stderr
     assert "hint: under resolver run, use strategy='ddp' in launch()" in done.stderr
     assert_one_plain_error(done.stderr)
+
+
+OPTIONS = """
+import json, runtime
+
+def train(strategy):
+    print("RANK-OPTIONS " + json.dumps({{"rank": strategy.global_rank, "timeout": strategy.options.timeout,
+        "signal": strategy.options.preemption_signal}}))
+
+if __name__ == "__main__":
+    runtime.launch(train, {arguments})
+"""
+
+
+def test_the_launch_calls_strategy_options_reach_the_ranks_and_a_clash_names_both_values(tmp_path: Path) -> None:
+    """``launch(timeout=..., strategy_options=...)`` in a ``resolver run`` rank is applied, not ignored."""
+    done = run(tmp_path, ["-m", "resolver", "run", "--nproc-per-node", "2"], OPTIONS.format(arguments="timeout=42"))
+    assert done.returncode == 0, done.stderr
+    seen = [
+        json.loads(line.split("RANK-OPTIONS ", 1)[1]) for line in done.stdout.splitlines() if "RANK-OPTIONS " in line
+    ]
+    assert sorted((s["rank"], s["timeout"]) for s in seen) == [(0, 42), (1, 42)], done.stdout
+
+    command = ["-m", "resolver", "run", "--nproc-per-node", "2", "--preemption-signal", "SIGUSR1"]
+    clash = run(tmp_path, command, OPTIONS.format(arguments="strategy_options={'preemption_signal': 'SIGUSR2'}"))
+    assert clash.returncode == 1
+    assert (
+        "the script's launch() sets the strategy option preemption_signal='SIGUSR2', but resolver run's "
+        "command line gave preemption_signal='SIGUSR1'" in clash.stderr + clash.stdout
+    )
+    assert "Traceback" not in clash.stderr
