@@ -60,6 +60,7 @@ def test_a_terminal_gets_the_error_in_colour() -> None:
         (("--color", "never"), {}),
         (("--color=never",), {"FORCE_COLOR": "1"}),
         ((), {"TERM": "dumb"}),
+        ((), {"OMPI_COMM_WORLD_SIZE": "2"}),  # a rank of mpirun: its terminal is mpirun's forwarding pty
     ],
 )
 def test_no_color_or_color_never_leaves_a_terminal_plain(args: tuple[str, ...], variables: dict[str, str]) -> None:

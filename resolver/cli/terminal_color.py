@@ -2,7 +2,9 @@
 ``= help:``) of every command, as the commands print them.
 
 ``--color auto`` (the default) colours a stream that is a terminal, unless ``NO_COLOR`` is set to
-anything non-empty (https://no-color.org) or ``TERM=dumb``; ``FORCE_COLOR`` set to anything non-empty
+anything non-empty (https://no-color.org) or ``TERM=dumb``, or in a rank that Open MPI's ``mpirun``
+started (its ranks' output goes through a pseudo-terminal of mpirun's, wherever mpirun's own goes: a
+file, a pipe); ``FORCE_COLOR`` set to anything non-empty
 colours a stream that is not a terminal too. ``--color always`` and ``--color never`` decide alone.
 When a stream is not coloured nothing is changed at all: :func:`install` leaves it as it was.
 
@@ -83,6 +85,11 @@ def color_choice(argv: Sequence[str]) -> str:
     return "auto"
 
 
+#: Variables of a launcher that hands its ranks a pseudo-terminal and forwards what they print (Open MPI's
+#: mpirun, PMIx launchers): a terminal there says nothing of where the output ends up.
+_FORWARDED_BY = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+
+
 def wants_color(choice: str, stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``stream`` is coloured for ``--color choice`` (in ``environ``, default this process's)."""
     if choice != "auto":
@@ -92,7 +99,7 @@ def wants_color(choice: str, stream: TextIO, environ: Mapping[str, str] | None =
         return False
     if environ.get("FORCE_COLOR"):
         return True
-    if environ.get("TERM") == "dumb":
+    if environ.get("TERM") == "dumb" or any(name in environ for name in _FORWARDED_BY):
         return False
     try:
         return stream.isatty()
