@@ -5,7 +5,6 @@ value are each named (rank, host, what) within the timeout, and nothing is left 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import socket
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from preflight_support import check_environment, check_ranks
 
 from runtime._protocol.ports import find_free_port
 
@@ -27,25 +27,12 @@ HOST = socket.gethostname()
 
 
 def _env(**extra: str) -> dict[str, str]:
-    rank_variables = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK")
-    foreign = ("MASTER_", "RESOLVER_", "SLURM_", "TORCHELASTIC_", "OMPI_", "PMI")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(foreign) and k not in rank_variables}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
-    env.update(extra)
-    return env
+    return check_environment(**extra)
 
 
 def _leftovers(timeout: str) -> list[str]:
     """Rank processes of a check started with ``--timeout timeout`` that are still alive."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            words = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"runtime.preflight.rank" in words and timeout.encode() in words:
-            found.append(entry.name)
-    return found
+    return [str(pid) for pid in check_ranks(lambda words: timeout.encode() in words)]
 
 
 def _check(*args: str, timeout: str, env: dict[str, str] | None = None, limit: float = 120):

@@ -4,30 +4,23 @@ every rank ends within its timeouts, each with its verdict and the fix, and noth
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
+from preflight_support import check_environment
 
 pytestmark = pytest.mark.timeout(240)
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 HOST = socket.gethostname()
 
 
 def _env(**extra: str) -> dict[str, str]:
-    rank_variables = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK")
-    foreign = ("MASTER_", "RESOLVER_", "SLURM_", "TORCHELASTIC_", "OMPI_", "PMI")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(foreign) and k not in rank_variables}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
-    env.update(extra)
-    return env
+    return check_environment(**extra)
 
 
 def _answer(kind: str, connection: socket.socket) -> None:

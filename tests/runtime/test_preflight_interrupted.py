@@ -11,19 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
+from preflight_support import check_environment, check_ranks
 
 from tests.cli_support import resolver_command
 
 pytestmark = pytest.mark.timeout(240)
 
-REPOSITORY = Path(__file__).resolve().parents[2]
-
 
 def _env(temp: Path) -> dict[str, str]:
-    rank_variables = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK")
-    foreign = ("MASTER_", "RESOLVER_", "SLURM_", "TORCHELASTIC_", "OMPI_", "PMI")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(foreign) and k not in rank_variables}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
+    env = check_environment()
     # Rank 1 hangs in the agreement step: without the signal, the check would wait a day.
     env["RESOLVER_CHECK_FAULT"] = "1:hang@agreement"
     env["TMPDIR"] = str(temp)  # this check's folder, and its ranks' command lines, name this folder alone
@@ -32,15 +28,7 @@ def _env(temp: Path) -> dict[str, str]:
 
 def _ranks_of(temp: Path) -> list[int]:
     """The rank processes whose command line names a file in ``temp`` (this test's check only)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            words = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"runtime.preflight.rank" in words and any(str(temp).encode() in word for word in words):
-            found.append(int(entry.name))
-    return found
+    return check_ranks(lambda words: any(str(temp).encode() in word for word in words))
 
 
 def _wait_for(condition, limit: float) -> bool:
