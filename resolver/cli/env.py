@@ -329,6 +329,10 @@ def _cluster(environment: Environment) -> tuple[str | None, str]:
         if decided is None:
             return None, reason
         return decided[0], f"{decided[1].describe()}; {reason}"
+    detected = trace.decisions.get("cluster.detected")
+    if detected is not None and detected[0] == config.cluster_environment:
+        # what was seen (SLURM_NTASKS=2, job 'train'), not only that something was
+        return config.cluster_environment, detected[1].describe()
     return config.cluster_environment, config.provenance["cluster_environment"].describe()
 
 
