@@ -20,7 +20,7 @@ from typing import Any
 import torch.distributed as dist
 
 from runtime._gloo_interface import choose_gloo_interface
-from runtime._protocol.ports import port_is_free
+from runtime._protocol.ports import host_holds, port_is_free
 from runtime.preflight.report import FAIL, OK, Check
 
 __all__ = ["RendezvousFailed", "meet"]
@@ -94,22 +94,6 @@ def _why_not_host(address: str) -> Check | None:
     return None
 
 
-def _holds(address: str) -> bool:
-    """Whether this host holds ``address`` (it can bind to it); True where that cannot be told."""
-    try:
-        infos = socket.getaddrinfo(address, None, type=socket.SOCK_STREAM)
-    except socket.gaierror:
-        return False
-    for family, _, _, _, sockaddr in infos:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((sockaddr[0], 0))
-                return True
-            except OSError:
-                continue
-    return False
-
-
 def _port_fix(port: int, source: str) -> str:
     """The fix for a main port that something other than this job's rank 0 answers, by where it came from."""
     if source == "MASTER_PORT":
@@ -168,7 +152,7 @@ def _store(address: str, port: int, rank: int, world_size: int, timeout: float, 
                 f"rank 0 on {host} cannot listen on port {port} (from {source}): another process uses it",
                 "pick a free port (MASTER_PORT, or --master-port), or stop what holds it (`ss -ltnp sport = :"
                 f"{port}`)", rank)) from None  # fmt: skip
-        if rank == 0 and not _holds(address):
+        if rank == 0 and not host_holds(address):
             raise RendezvousFailed(_fail(
                 f"rank 0 on {host}: the main address {address} is not an address of this host, "
                 "so rank 0 cannot host the rendezvous there (the other ranks look for rank 0 on that machine)",
