@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from preflight_support import check_environment, check_ranks
 
-from tests.cli_support import resolver_command
+from tests.support.cli_support import resolver_command
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -18,7 +18,7 @@ import pytest
 
 from runtime.errors import RuntimeConfigError
 from runtime.launchers._supervision.rank_output import MAX_LINE, RankOutput, RankOutputPump
-from tests.docs_examples import named_file_block
+from tests.support.docs_examples import named_file_block
 
 pytestmark = pytest.mark.timeout(120)
 
