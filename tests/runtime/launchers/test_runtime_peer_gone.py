@@ -14,7 +14,7 @@ import pytest
 
 from runtime._protocol.ports import find_free_port
 
-SCRIPT = Path(__file__).parent / "scripts" / "peer_gone.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "peer_gone.py"
 
 pytestmark = pytest.mark.timeout(200)
 

@@ -22,7 +22,7 @@ from runtime._protocol.ports import find_free_port
 
 pytestmark = pytest.mark.timeout(240)
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 HOST = socket.gethostname()
 
 

@@ -256,7 +256,7 @@ def test_a_failing_rank_is_still_blamed_once_with_rank_output_on(
 ) -> None:
     from runtime_workers import process_is_gone, recorded_pids
 
-    tests = Path(__file__).resolve().parent
+    tests = Path(__file__).resolve().parents[1]
     out = tmp_path / "out"
     out.mkdir()
     script = tmp_path / "fault.py"

@@ -23,7 +23,7 @@ from runtime_workers import process_is_gone, recorded_pids
 import runtime
 from runtime.checkpoint import COMPLETE_MARKER, TorchCheckpointIO, latest_checkpoint
 
-SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 TRAINING = SCRIPTS / "resume_training.py"
 
 pytestmark = pytest.mark.timeout(280)

@@ -80,7 +80,7 @@ def test_the_family_strategy_runs_with_two_processes(tmp_path: Path) -> None:
         str(script),
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RESOLVER_CONFIG")}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3]), env.get("PYTHONPATH", "")])
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     # ranks share stdout (lines may interleave): take every complete result object

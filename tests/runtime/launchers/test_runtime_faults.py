@@ -22,7 +22,7 @@ from runtime_workers import process_is_gone, recorded_pids
 
 from runtime.collectives.rendezvous import Rendezvous
 
-SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 FAULT_SCRIPT = SCRIPTS / "fault_script.py"
 LAUNCHERS = ("ddp", "ddp_spawn", "ddp_fork", "run")
 

@@ -29,7 +29,7 @@ from runtime.cluster import LocalEnvironment
 from runtime.launchers import SpawnLauncher
 from runtime.launchers.subprocess import script_command
 
-SCRIPT = Path(__file__).parent / "scripts" / "launch_ranks.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "launch_ranks.py"
 
 pytestmark = pytest.mark.timeout(120)
 

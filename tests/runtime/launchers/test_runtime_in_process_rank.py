@@ -26,7 +26,7 @@ pytestmark = [
     pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="no SIGALRM on this platform"),
 ]
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def later(seconds: float, action: object) -> threading.Timer:

@@ -20,7 +20,7 @@ import pytest
 from runtime._protocol.ports import find_free_port
 from runtime.errors import PortInUseError
 from runtime.preflight.rank_output import last_meaningful_line
-from tests.runtime.test_preflight import HOST, _by_name, _check, _env
+from tests.runtime.preflight.test_preflight import HOST, _by_name, _check, _env
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -92,7 +92,7 @@ def test_without_deepspeed_build_names_the_install_command(tmp_path: Path) -> No
     for entry in site.iterdir():
         if not entry.name.lower().startswith("deepspeed"):
             (visible / entry.name).symlink_to(entry)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     code = (
         "import importlib.util, sys\n"
         "assert importlib.util.find_spec('deepspeed') is None\n"
@@ -120,7 +120,7 @@ def test_a_deepspeed_without_a_cpu_accelerator_is_refused_on_cpu_with_the_upgrad
     (old / "accelerator").mkdir(parents=True)
     (old / "__init__.py").write_text("__version__ = '0.9.0'\n")
     (old / "accelerator" / "__init__.py").write_text("")
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     code = (
         "import sys\n"
         "sys.path.insert(0, 'tests/runtime')\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "contract"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "contract"))
 
 from cases_arguments import SWEEP  # noqa: E402
 
