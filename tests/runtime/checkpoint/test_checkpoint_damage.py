@@ -66,6 +66,7 @@ def test_fsdp_sharded_checkpoints(tmp_path: Path) -> None:
 DEEPSPEED = [("missing", "*/zero_pp_rank_1_*optim_states.pt"), ("truncated", "*/*model_states.pt")]
 
 
+@pytest.mark.deepspeed
 @pytest.mark.timeout(400)
 def test_deepspeed_checkpoints(tmp_path: Path) -> None:
     pytest.importorskip("deepspeed", reason="DeepSpeed is an optional extra: pip install -e '.[deepspeed]'")

@@ -57,6 +57,7 @@ def test_fsdp_sharded(small_disk: Path) -> None:
     assert_clean_failure(strategy.launch(save_on_a_full_disk, str(small_disk)), small_disk)
 
 
+@pytest.mark.deepspeed
 def test_deepspeed(small_disk: Path) -> None:
     pytest.importorskip("deepspeed", reason="DeepSpeed is an optional extra: pip install -e '.[deepspeed]'")
     config = resolver.resolve(strategy="deepspeed_stage_2", devices=2, accelerator="cpu")

@@ -64,6 +64,7 @@ def test_fsdp_checkpoints_load_and_a_payload_in_any_file_is_refused(tmp_path: Pa
 deepspeed_stages = pytest.mark.parametrize("alias", ["deepspeed_stage_2", "deepspeed_stage_3"])
 
 
+@pytest.mark.deepspeed
 @pytest.mark.timeout(400)
 @deepspeed_stages
 def test_deepspeed_checkpoints_load_and_a_payload_in_its_states_is_refused(tmp_path: Path, alias: str) -> None:

@@ -20,7 +20,7 @@ import runtime
 
 deepspeed = pytest.importorskip("deepspeed", reason="DeepSpeed is an optional extra: pip install -e '.[deepspeed]'")
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.deepspeed, pytest.mark.timeout(300)]
 
 
 def deepspeed_run(strategy: str = "deepspeed", precision: str = "32-true", **options: Any) -> runtime.Strategy:
