@@ -253,7 +253,7 @@ def _masked(line: str) -> str:
 @pytest.mark.parametrize("command, shown", _doc_examples(), ids=[c for c, _ in _doc_examples()])
 def test_the_usage_doc_shows_what_the_check_prints(command, shown, tmp_path):
     """docs/usage.md's examples here start with a variable or torchrun, which the doc's own test
-    (tests/test_cli_usage_examples.py) leaves to the section's test: this one, numbers aside."""
+    (tests/support/docs_examples.py) leaves to the section's test: this one, numbers aside."""
     if command.startswith("torchrun") and shutil.which("torchrun") is None:
         command = f"{Path(sys.executable).with_name('torchrun')}{command[len('torchrun') :]}"
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=180)
