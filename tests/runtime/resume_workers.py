@@ -22,8 +22,11 @@ def dataset(samples: int) -> TensorDataset:
     return TensorDataset(torch.arange(samples), x, x.sum(dim=1, keepdim=True))
 
 
-def model_and_optimizer(strategy: Strategy) -> tuple[Any, Any]:
+def model_and_optimizer(strategy: Strategy, adam: bool = False) -> tuple[Any, Any]:
+    """A seeded linear model with SGD (momentum), or Adam."""
     torch.manual_seed(0)
+    if adam:
+        return strategy.setup_module_and_optimizer(torch.nn.Linear(4, 1), lambda p: torch.optim.Adam(p, lr=0.05))
     return strategy.setup_module_and_optimizer(
         torch.nn.Linear(4, 1), lambda parameters: torch.optim.SGD(parameters, lr=0.05, momentum=0.9)
     )
@@ -41,12 +44,13 @@ def train(
     until: int,
     fault_at: int | None = None,
     save_every_step: bool = True,
+    adam: bool = False,
 ) -> dict[str, Any]:
     """Resume from ``folder``'s newest checkpoint (if any) and train on ``samples`` samples until the run
     has consumed ``until``, saving after every step (or only at the end). Rank 1 of the first attempt
     raises just before the step that would start at sample ``fault_at``. Returns the loaded weights, the
     indices every rank saw, the final weights."""
-    model, optimizer = model_and_optimizer(strategy)
+    model, optimizer = model_and_optimizer(strategy, adam)
     state: dict[str, Any] = {"model": model, "optimizer": optimizer}
     consumed, loaded = 0, None
     latest = strategy.latest_checkpoint(folder)
@@ -80,11 +84,11 @@ def train(
     }
 
 
-def save_then_load(strategy: Strategy, checkpoints: dict[str, str]) -> dict[str, Any]:
+def save_then_load(strategy: Strategy, checkpoints: dict[str, str], adam: bool = False) -> dict[str, Any]:
     """Load each of ``checkpoints`` (name: path) into a fresh model; the full weights each holds then."""
     loaded = {}
     for name, path in checkpoints.items():
-        model, optimizer = model_and_optimizer(strategy)
+        model, optimizer = model_and_optimizer(strategy, adam)
         with torch.no_grad():
             for parameter in strategy.unwrap_module(model).parameters():
                 parameter.fill_(0.5)  # not the saved weights, nor the seeded ones
