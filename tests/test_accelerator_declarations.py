@@ -142,3 +142,22 @@ def test_a_backend_without_its_case_does_not_load(tmp_path):
         resolve(rules=[str(site)])
     assert "accelerator.backend 'hccl' has no case of rule 'backend'" in str(info.value)
     assert info.value.file == str(site)
+
+
+def test_slots_of_out_of_place_is_refused_when_the_table_loads(tmp_path):
+    site = _site(
+        tmp_path,
+        """
+        [[rule]]
+        id = "site.available"
+        stage = "placed"
+        set."accelerators.available".fn = "available_accelerators"
+        set."accelerators.available".args = [{ slots_of = "accelerator.present" }, { order_of = "accelerator.auto" }]
+        priority = 10
+        why = "the order written the other way round"
+        """,
+    )
+    with pytest.raises(RuleTableError) as info:
+        resolve(rules=[str(site)])
+    assert "passes { slots_of } as argument 1 of 2: it must be the last" in str(info.value)
+    assert info.value.file == str(site)
