@@ -256,12 +256,13 @@ def available_accelerators(order: tuple[str, ...], names: tuple[str, ...], *pres
     Which are present each accelerator's file says (the slot ``accelerator.present.NAME``), given
     here as ``names`` and one flag per name (``{ slots_of = "accelerator.present" }``); one present
     that ``auto`` never picks comes last."""
-    return _in_order(order, frozenset(name for name, here in zip(names, present, strict=True) if here))
+    return _in_order(order, names, present)
 
 
 @functools.lru_cache(maxsize=64)
-def _in_order(order: tuple[str, ...], present: frozenset[str]) -> tuple[str, ...]:
+def _in_order(order: tuple[str, ...], names: tuple[str, ...], flags: tuple[bool, ...]) -> tuple[str, ...]:
     # every resolve() asks: a machine has few answers, so each is worked out once
+    present = {name for name, here in zip(names, flags, strict=True) if here}
     # one that auto never picks (no accelerator.auto.NAME rule) is still there: after the others
     return (*[name for name in order if name in present], *sorted(present.difference(order)))
 
