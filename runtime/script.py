@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from resolver._domain.config import ResolvedConfig
+from resolver import ResolvedConfig
 from runtime._protocol.ports import check_rendezvous_port
 from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.run_context import RUN_CONTEXT_VARIABLE, RunContext
@@ -22,7 +22,7 @@ from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signal
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 if TYPE_CHECKING:
-    from resolver._snapshot.environment import Environment
+    from resolver import Environment
     from runtime.cluster.base import ClusterEnvironment
 
 __all__ = ["PREEMPTED_EXIT_CODE", "TIMEOUT_EXIT_CODE", "run_script"]
@@ -152,7 +152,7 @@ def run_script(
 
 def _run_context(environment: Environment | None, rules: Sequence[str], max_restarts: int) -> RunContext:
     if environment is None:
-        from resolver._snapshot.environment import Environment
+        from resolver import Environment
         from resolver.api import builtin_table, load_rules
 
         environment = Environment.probe(table=load_rules(list(rules)) if rules else builtin_table())

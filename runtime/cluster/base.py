@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 from runtime.errors import RuntimeConfigError
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
 
 __all__ = ["ClusterEnvironment"]
 

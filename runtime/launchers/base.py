@@ -31,7 +31,7 @@ from runtime.launchers._supervision.restarts import check_max_restarts, restart_
 from runtime.preemption import exit_if_preempted, forwarding, launching_signals, raise_if_preempted
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
     from runtime.cluster.base import ClusterEnvironment
     from runtime.launchers._supervision.rank_output import RankOutput
 

@@ -42,7 +42,7 @@ from runtime.strategies.guard import BUILT, DATALOADER_USES, DataLoaderUse, guar
 from runtime.strategies.options import StrategyOptions, structure_options
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
     from runtime.accelerators.base import Accelerator
     from runtime.cluster.base import ClusterEnvironment
     from runtime.collectives.base import Collective

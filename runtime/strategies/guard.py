@@ -141,7 +141,7 @@ def _step(strategy: Strategy, value: Any) -> tuple[str, str] | None:
 
 
 def _config(strategy: Strategy, value: Any) -> tuple[str, str] | None:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
 
     if isinstance(value, ResolvedConfig):
         return None
