@@ -8,8 +8,8 @@ import attrs
 
 from resolver import ResolvedConfig
 from runtime._protocol.rank_environment import launched_config
+from runtime._protocol.restarts import check_max_restarts
 from runtime.errors import RuntimeConfigError
-from runtime.launchers._supervision.restarts import check_max_restarts
 from runtime.registry import (
     ACCELERATORS,
     CLUSTER_ENVIRONMENTS,

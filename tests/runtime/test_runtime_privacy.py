@@ -1,12 +1,15 @@
 """What is private stays private: the runtime reaches resolver through its public modules and names
-and one named interface module."""
+and one named interface module, and every public class of the runtime lives in a public module."""
 
 from __future__ import annotations
 
+import inspect
 import tomllib
 from pathlib import Path
 
 import grimp
+
+import runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,3 +34,13 @@ def test_the_runtime_imports_no_private_resolver_module_not_even_for_type_checki
         for detail in graph.get_import_details(importer=importer, imported=imported)
     ]
     assert not found, "use resolver's public names or resolver._runtime_interface:\n" + "\n".join(found)
+
+
+def test_every_public_class_of_the_runtime_lives_in_a_public_module() -> None:
+    private = {}
+    for name in runtime.__all__:
+        value = getattr(runtime, name)
+        if inspect.isclass(value) and any(part.startswith("_") for part in value.__module__.split(".")):
+            private[name] = value.__module__
+    assert not private, f"public classes in internal modules: {private}"
+    assert runtime.RankOutput.__module__ == "runtime.launchers.rank_output"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import RuntimeConfigError
-from runtime.launchers._supervision.rank_output import MAX_LINE, RankOutput, RankOutputPump
+from runtime.launchers.rank_output import MAX_LINE, RankOutput, RankOutputPump
 from tests.support.docs_examples import named_file_block
 
 pytestmark = pytest.mark.timeout(120)
