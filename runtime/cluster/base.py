@@ -94,22 +94,3 @@ class ClusterEnvironment:
             f"({flag}, {variable} or the cluster's variables; rules/rendezvous.toml, rules/clusters/){why}\n"
             f"  hint: {self.variables_hint}, or pass {flag}"
         )
-
-    def _required(self, name: str) -> str:
-        value = self.environ.get(name, "").strip()
-        if not value:
-            raise RuntimeConfigError(
-                f"{name} is not set, so the processes of this run cannot find rank 0 on {self.title}\n"
-                f"  hint: {self.variables_hint}"
-            )
-        return value
-
-    @staticmethod
-    def _port(text: str, source: str) -> int:
-        try:
-            port = int(text)
-        except ValueError:
-            port = -1
-        if not 0 < port < 65536:
-            raise RuntimeConfigError(f"{source}={text!r} is not a TCP port (1-65535)")
-        return port
