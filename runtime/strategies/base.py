@@ -210,7 +210,7 @@ class Strategy:
                     result = run_launched_rank(self.run, fn, *args, **kwargs)
                 except PeerStoppedAnsweringError as exc:  # its message says it all: the user's line, not ours
                     raise users_frames_only(exc) from None
-            return settle_preempted(result, self._config)
+            return settle_preempted(result, self)
         if self._build is None:
             raise RuntimeConfigError(
                 f"this {type(self).__name__} was constructed without build=, so its launcher cannot build the "

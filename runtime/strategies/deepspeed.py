@@ -83,8 +83,7 @@ class DeepSpeedStrategy(Strategy):
         super().__init__(config, **kwargs)
         if importlib.util.find_spec("deepspeed") is None:
             raise MissingDependencyError("strategy 'deepspeed'", "deepspeed", INSTALL)
-        on_cuda = config.accelerator == "cuda"
-        if not on_cuda and not _deepspeed_has_cpu_support():
+        if self.accelerator.computes_on_cpu and not _deepspeed_has_cpu_support():
             raise RuntimeConfigError(
                 f"the installed DeepSpeed cannot run on {config.accelerator} (it has no CPU accelerator)\n"
                 "  hint: pip install -U deepspeed (0.10 or newer runs on the CPU with gloo), or run on CUDA"
