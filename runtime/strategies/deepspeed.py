@@ -97,10 +97,10 @@ class DeepSpeedStrategy(Strategy):
 
     # -- set-up ----------------------------------------------------------------------------------
 
-    def setup_environment(self) -> None:
+    def setup_environment(self, store: Any = None) -> None:
         if self.root_device.type == "cpu":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")  # read by DeepSpeed when it is first imported
-        super().setup_environment()
+        super().setup_environment(store)
         deepspeed = self._import()
         accelerator = deepspeed.accelerator.get_accelerator()
         if accelerator.device_name() != self.root_device.type:
