@@ -57,10 +57,11 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
             timeout=options.timeout,
             rank_output=options.rank_output,
             max_restarts=options.max_restarts,
+            on_cpu=accelerator.computes_on_cpu,
         )
     elif options.max_restarts and launched_config() is None:
         # Processes started by torchrun, SLURM, MPI...: restarts are theirs. One process: nothing restarts it.
-        started_by = None if config.cluster_environment == "local" else config.cluster_environment
+        started_by = config.cluster_environment if cluster_environment.starts_processes else None
         if started_by is None:
             raise RuntimeConfigError(
                 f"max_restarts={options.max_restarts}: a run of one process ({config.strategy!r}) has no launcher "

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -114,10 +113,10 @@ def signals_for(strategy: Strategy) -> tuple[signal.Signals, ...]:
     if name is None:
         return ()
     chosen = check_preemption_signal(name)
-    started_by_slurm = strategy.config.launcher is None and strategy.config.cluster_environment == "slurm"
     # SIGTERM is what stops a rank that a local launcher started (a peer failed, a timeout): it stays that.
-    extra = (signal.SIGTERM,) if started_by_slurm and chosen != signal.SIGTERM else ()
-    return (chosen, *extra)
+    started_by_cluster = strategy.config.launcher is None
+    extra = strategy.cluster_environment.stop_signals if started_by_cluster else ()
+    return (chosen, *(number for number in extra if number != chosen))
 
 
 @contextmanager
@@ -161,33 +160,18 @@ def finish(strategy: Strategy, state: PreemptionState | None, result: Any) -> An
         return result
     requeued, note = None, ""
     if strategy.options.requeue:
-        job = os.environ.get("SLURM_JOB_ID")
+        cluster = strategy.cluster_environment
+        job = cluster.job_to_requeue()
         if job is None:
-            note = "not requeued: requeue=True, but this is not a SLURM job (SLURM_JOB_ID is unset)"
+            note = f"not requeued: requeue=True, but {cluster.cannot_requeue}"
         else:
-            # SLURM ends the requeued job's processes with SIGTERM: each rank is about to exit (status 75)
+            # The cluster ends the requeued job's processes with SIGTERM: each rank is about to exit (status 75)
             # with its checkpoint saved, so it does, with its message, rather than die by that signal.
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
             state.requeued = True
-            requeued, note = requeue(job) if strategy.is_global_zero else (job, "")  # rank 0 requeues it
+            requeued, note = cluster.requeue(job) if strategy.is_global_zero else (job, "")  # rank 0 requeues it
     return Preempted(state.step, state.checkpoint, requeued, note)
-
-
-def requeue(job: str) -> tuple[str | None, str]:
-    """``scontrol requeue JOB``: (the job, "") once done, else (None, why not)."""
-    try:
-        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"not requeued: scontrol requeue {job} could not run ({exc})"
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip()
-        return None, (
-            f"not requeued: scontrol requeue {job} failed ({said or f'exit status {done.returncode}'})\n"
-            "  hint: submit with sbatch --requeue (or set JobRequeue=1 in slurm.conf)"
-        )
-    print(f"runtime: requeued SLURM job {job} (scontrol requeue)", file=sys.stderr, flush=True)
-    return job, ""
 
 
 def raise_if_preempted(result: Any) -> Any:
@@ -224,14 +208,14 @@ def recording_saves(save: Callable[..., None]) -> Callable[..., None]:
     return save_checkpoint
 
 
-def settle_preempted(result: Any, config: Any) -> Any:
+def settle_preempted(result: Any, strategy: Strategy) -> Any:
     """For a run of no launcher (one process, or ranks a cluster started): raise where the user launched
     (one local process), exit where this process is one rank of a cluster's job."""
     from runtime._protocol.rank_environment import launched_config
 
-    if launched_config() is None and config.cluster_environment == "local":
+    if launched_config() is None and not strategy.cluster_environment.starts_processes:
         return raise_if_preempted(result)
-    return exit_if_preempted(result, config.global_rank)
+    return exit_if_preempted(result, strategy.config.global_rank)
 
 
 #: The rank processes of this process's running launches (``rank_group`` registers each group's).
@@ -248,14 +232,17 @@ def watched(processes: Mapping[int, Any]) -> Iterator[None]:
         _groups.remove(processes)
 
 
-def launching_signals(options: Mapping[str, Any], *, started_by_slurm: bool) -> tuple[signal.Signals, ...]:
-    """What a launching process passes on to its ranks: the chosen signal (and, where SLURM started this
-    process, ``SIGTERM``, which the rank then takes as pre-emption too)."""
+def launching_signals(
+    options: Mapping[str, Any], stop_signals: Sequence[signal.Signals] = ()
+) -> tuple[signal.Signals, ...]:
+    """What a launching process passes on to its ranks: the chosen signal (and ``stop_signals``, those
+    of the cluster that started this process, e.g. SLURM's ``SIGTERM``, which the rank then takes as
+    pre-emption too)."""
     name = options.get("preemption_signal")
     if name is None:
         return ()
     chosen = check_preemption_signal(name)
-    return (chosen, signal.SIGTERM) if started_by_slurm and chosen != signal.SIGTERM else (chosen,)
+    return (chosen, *(number for number in stop_signals if number != chosen))
 
 
 _owner: list[int] = []  # the process that installed _forward (a forked rank inherits the handler, not the role)

@@ -19,7 +19,7 @@ from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigErr
 from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signals
-from runtime.registry import CLUSTER_ENVIRONMENTS
+from runtime.registry import ACCELERATORS, CLUSTER_ENVIRONMENTS
 
 if TYPE_CHECKING:
     from resolver import Environment
@@ -125,11 +125,10 @@ def run_script(
     else:
         command = [sys.executable, _RANK_MAIN, *(["-m", script] if module else [script]), *args]
     # One process on this machine (config.launcher is None there too) is this run's to restart.
-    started_by = config.cluster_environment if started_by_cluster and config.cluster_environment != "local" else None
+    started_by = config.cluster_environment if started_by_cluster and cluster.starts_processes else None
     check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)
     context = _run_context(environment, rules, max_restarts)
-    slurm_task = started_by_cluster and config.cluster_environment == "slurm"
-    signals = launching_signals(config.strategy_options, started_by_slurm=slurm_task)
+    signals = launching_signals(config.strategy_options, cluster.stop_signals if started_by_cluster else ())
     with forwarding(signals):  # the ranks take a pre-emption signal this process gets (SLURM signals both)
         problem = _Attempts(config, ranks, command, cluster, run_id, role, output, timeout, context).run(
             max_restarts, restarts_ours=started_by is None
@@ -185,7 +184,7 @@ class _Attempts:
             # The group is left first: every rank is stopped and reaped before the pump writes what is left.
             with (
                 RankOutputPump(output, config.num_devices) as pump,
-                rank_group(len(self.ranks), on_cpu=config.accelerator == "cpu") as group,
+                rank_group(len(self.ranks), on_cpu=ACCELERATORS.get(config.accelerator).computes_on_cpu) as group,
             ):
                 for rank in self.ranks:
                     variables = rank_variables(rank, address, port, group.reports.directory)

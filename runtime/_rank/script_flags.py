@@ -78,7 +78,8 @@ def config_with_script_flags(launched: ResolvedConfig, given: Mapping[str, Any],
     if not added:
         return launched
     config = _resolved({**recorded, **added}, context, given)
-    if config.launcher != launched.launcher and config.num_devices == launched.num_devices:
+    # two resolved values compared, no component named: the launcher the script asks for is not the one that ran
+    if launched.launcher != config.launcher and launched.num_devices == config.num_devices:
         raise _plain_error(
             f"the script's {_call(given)} has the {config.launcher!r} launcher start the processes, but resolver run "
             f"already started them (launcher {launched.launcher!r})\n  hint: under resolver run, use "
@@ -123,7 +124,9 @@ def check_script_restarts(max_restarts: int, launched: ResolvedConfig, context: 
     that started them does), so a value other than its own ``--max-restarts`` would be silently ignored."""
     if max_restarts == 0 or max_restarts == context.max_restarts:
         return
-    if launched.launcher is None and launched.cluster_environment != "local":
+    from runtime.registry import CLUSTER_ENVIRONMENTS
+
+    if launched.launcher is None and CLUSTER_ENVIRONMENTS.get(launched.cluster_environment).starts_processes:
         cause = f"the processes were started by {launched.cluster_environment!r}, so restarts are its to do"
         fix = f"drop max_restarts and let {launched.cluster_environment!r} restart the job"
     else:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
+# torch is imported by the methods that use it: `resolver run`'s own process asks the classes
+# their facts (computes_on_cpu) without torch.
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["Accelerator"]
 
@@ -30,6 +33,9 @@ class Accelerator(ABC):
     #: Whether float16 autocast (``16-mixed``) on this device scales the loss with a
     #: ``torch.amp.GradScaler``, against float16 gradients underflowing to zero.
     float16_needs_grad_scaler: ClassVar[bool] = False
+    #: Whether the processes compute on the host's CPU cores, so that how many ranks one machine runs
+    #: well is bounded by its cores (the room checks before ranks start ask it).
+    computes_on_cpu: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -43,6 +49,8 @@ class Accelerator(ABC):
 
     def root_device(self, local_rank: int, device_ids: Sequence[int]) -> torch.device:
         """The device the process with ``local_rank`` drives: ``device_ids[local_rank]``."""
+        import torch
+
         if not 0 <= local_rank < len(device_ids):
             raise ValueError(f"local rank {local_rank} has no device: the config lists device_ids {list(device_ids)}")
         return torch.device(self.device_type, device_ids[local_rank])

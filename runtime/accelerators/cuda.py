@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from runtime.accelerators.base import Accelerator
+
+# torch is imported by the methods that use it: `resolver run`'s own process asks the classes
+# their facts (computes_on_cpu) without torch.
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["CUDAAccelerator"]
 
@@ -18,10 +23,14 @@ class CUDAAccelerator(Accelerator):
 
     @classmethod
     def is_available(cls) -> bool:
+        import torch
+
         return torch.cuda.is_available()
 
     @classmethod
     def device_count(cls) -> int:
+        import torch
+
         return torch.cuda.device_count()
 
     def ddp_device_ids(self, device: torch.device) -> list[int] | None:
@@ -29,6 +38,8 @@ class CUDAAccelerator(Accelerator):
         return [device.index]
 
     def set_device(self, device: torch.device) -> None:
+        import torch
+
         if not self.is_available():
             raise RuntimeError(
                 f"the config places this process on {device}, but torch sees no CUDA device "
@@ -37,5 +48,7 @@ class CUDAAccelerator(Accelerator):
         torch.cuda.set_device(device)
 
     def teardown(self) -> None:
+        import torch
+
         if torch.cuda.is_initialized():
             torch.cuda.empty_cache()

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import torch
+from typing import TYPE_CHECKING
 
 from runtime.accelerators.base import Accelerator
+
+# torch is imported by the methods that use it: `resolver run`'s own process asks the classes
+# their facts (computes_on_cpu) without torch.
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["MPSAccelerator"]
 
@@ -18,6 +22,8 @@ class MPSAccelerator(Accelerator):
 
     @classmethod
     def is_available(cls) -> bool:
+        import torch
+
         return torch.backends.mps.is_available()
 
     @classmethod
@@ -25,5 +31,7 @@ class MPSAccelerator(Accelerator):
         return 1 if cls.is_available() else 0
 
     def root_device(self, local_rank: int, device_ids: Sequence[int]) -> torch.device:
+        import torch
+
         super().root_device(local_rank, device_ids)
         return torch.device("mps", 0)

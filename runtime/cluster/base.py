@@ -11,6 +11,7 @@ free port picked at launch (``main_port = None``, as rule ``main_port.local`` sa
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
@@ -19,10 +20,19 @@ from runtime.errors import RuntimeConfigError
 if TYPE_CHECKING:
     from resolver import ResolvedConfig
 
-__all__ = ["ClusterEnvironment"]
+__all__ = ["ClusterEnvironment", "StoreAddressError"]
 
 #: The flag that names each rendezvous field (and the variable the flag is read from).
 _FLAGS = {"main_address": ("master_addr", "MASTER_ADDR"), "main_port": ("master_port", "MASTER_PORT")}
+
+
+class StoreAddressError(Exception):
+    """This rank could not learn where the run's own store listens (:meth:`ClusterEnvironment.store_address`):
+    ``detail`` says what happened here, ``fix`` what to do; ``echo``: it only follows another rank's failure."""
+
+    def __init__(self, detail: str, fix: str, *, echo: bool = False) -> None:
+        super().__init__(detail)
+        self.detail, self.fix, self.echo = detail, fix, echo
 
 
 class ClusterEnvironment:
@@ -36,6 +46,14 @@ class ClusterEnvironment:
     title: ClassVar[str] = "this cluster"
     #: How to fix missing rendezvous variables on this cluster.
     variables_hint: ClassVar[str] = "export MASTER_ADDR and MASTER_PORT on every node"
+    #: Whether the cluster starts the processes of a run itself (a scheduler, a runner), and restarts
+    #: them if it does; not a run on one machine, or machines a user starts by hand.
+    starts_processes: ClassVar[bool] = True
+    #: Signals the cluster sends the processes it started before it stops them; a rank started so
+    #: takes them as pre-emption too, beside ``preemption_signal`` (SLURM's ``SIGTERM``).
+    stop_signals: ClassVar[tuple[signal.Signals, ...]] = ()
+    #: Why ``requeue=True`` does nothing here (:meth:`requeue`).
+    cannot_requeue: ClassVar[str] = "this is not a SLURM job (SLURM_JOB_ID is unset)"
 
     def __init__(self, config: ResolvedConfig, environ: Mapping[str, str] | None = None) -> None:
         self.config = config
@@ -50,6 +68,24 @@ class ClusterEnvironment:
         cluster started; a no-op unless a cluster can tell. Called before a rank of a run whose
         cluster starts the processes (``launcher=None``) joins the rendezvous, so that a process
         no launcher started fails at once instead of waiting for peers that never come."""
+
+    def store_address(self, rank: int, timeout: float) -> tuple[str, int, str | None]:
+        """Where a key-value store that global rank 0 hosts for the run's ranks listens (``resolver check``'s):
+        address, port and where that port came from, for messages (``None``: it is :attr:`main_port`).
+        :attr:`main_address`/:attr:`main_port`, unless the cluster's own runtime serves there (horovodrun's
+        driver); then the ranks agree on another within ``timeout`` seconds, or this raises
+        :class:`StoreAddressError`."""
+        return self.main_address, self.main_port, None
+
+    def job_to_requeue(self) -> str | None:
+        """The job :meth:`requeue` would put back in the queue (``None``: none; then every rank
+        says :attr:`cannot_requeue`)."""
+        return None
+
+    def requeue(self, job: str) -> tuple[str | None, str]:
+        """Put ``job`` back in the cluster's queue after a pre-emption (called on global rank 0 once
+        its checkpoint is written): (the job, "") once done, else (None, why not)."""
+        return None, f"not requeued: requeue=True, but {self.cannot_requeue}"
 
     @property
     def main_address(self) -> str:

@@ -22,6 +22,7 @@ class LocalEnvironment(ClusterEnvironment):
     """
 
     title = "a multi-node run started by hand"
+    starts_processes = False
     variables_hint = (
         "set MASTER_ADDR (the address of node 0) and MASTER_PORT (a free port on it) to the same "
         "values on every node, and NODE_RANK to each node's index"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 from runtime.cluster.base import ClusterEnvironment
 from runtime.errors import RuntimeConfigError
 
@@ -14,6 +18,26 @@ class SLURMEnvironment(ClusterEnvironment):
 
     title = "SLURM"
     variables_hint = "run inside an allocation with srun, or export MASTER_ADDR and MASTER_PORT"
+    # SLURM ends a step's tasks with SIGTERM (after the --signal one, and when a requeued job's end comes)
+    stop_signals = (signal.SIGTERM,)
+
+    def job_to_requeue(self) -> str | None:
+        return self.environ.get("SLURM_JOB_ID")
+
+    def requeue(self, job: str) -> tuple[str | None, str]:
+        """``scontrol requeue JOB``: (the job, "") once done, else (None, why not)."""
+        try:
+            done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"not requeued: scontrol requeue {job} could not run ({exc})"
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()
+            return None, (
+                f"not requeued: scontrol requeue {job} failed ({said or f'exit status {done.returncode}'})\n"
+                "  hint: submit with sbatch --requeue (or set JobRequeue=1 in slurm.conf)"
+            )
+        print(f"runtime: requeued SLURM job {job} (scontrol requeue)", file=sys.stderr, flush=True)
+        return job, ""
 
     def check_started_by_cluster(self) -> None:
         """A batch script is not a task: sbatch gives it the job's variables (``SLURM_NTASKS``,

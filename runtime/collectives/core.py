@@ -71,6 +71,11 @@ class CollectiveCore(ABC):
     unsupported_reduce_ops: ClassVar[Mapping[str, str]] = {}
     #: The name the collective is registered under (for messages).
     name: ClassVar[str] = "collective"
+    #: The engine's name in sentences (``"Horovod"``); by default :attr:`name`.
+    title: ClassVar[str | None] = None
+    #: Why timing one call does not measure the link (an engine that records its operations lazily);
+    #: ``None``: a call's time is the link's, as ``resolver check``'s speed step takes it.
+    untimed: ClassVar[str | None] = None
     #: How to set the engine up, said when it is used before :meth:`setup` or after :meth:`teardown`.
     setup_hint: ClassVar[str] = (
         "run the work through strategy.launch(fn) / runtime.launch(fn), or call strategy.setup_environment() "
@@ -84,6 +89,15 @@ class CollectiveCore(ABC):
         #: Compare every call (``RUNTIME_CHECK_COLLECTIVES=every``), not only each new one.
         self.check_every_call = check_every_call()
         self._agreed: set[tuple[Any, ...]] = set()
+
+    @property
+    def display_name(self) -> str:
+        """The engine's name in messages: :attr:`title`, else :attr:`name`."""
+        return self.title or self.name
+
+    def lacks_point_to_point(self) -> str | None:
+        """Why this engine has no ``send``/``recv`` (from :attr:`unsupported_operations`); ``None``: it has them."""
+        return self.unsupported_operations.get("send") or self.unsupported_operations.get("recv")
 
     @property
     def rank(self) -> int:

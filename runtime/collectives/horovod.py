@@ -56,6 +56,7 @@ class HorovodCollective(Collective):
     """Horovod's operations; subgroups are Horovod process sets (added dynamically)."""
 
     name = "horovod"
+    title = "Horovod"
     setup_hint = (
         "run the work through strategy.launch(fn) with strategy='horovod', or call strategy.setup_environment() first"
     )

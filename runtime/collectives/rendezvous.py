@@ -26,7 +26,9 @@ class Rendezvous:
     ``timeout`` (seconds or a timedelta) bounds every operation; ``rendezvous_timeout`` (seconds)
     bounds the wait for every rank to join (``None``: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 300; a
     collective without a rendezvous of its own ignores it); ``device`` is the device this process's
-    tensors live on (some backends need it).
+    tensors live on (some backends need it); ``store``: a key-value store the ranks have already met
+    in (``resolver check``'s), which a collective that meets in a store joins through instead of
+    opening one at ``master_addr:master_port`` (one with a rendezvous of its own ignores it).
     """
 
     rank: int
@@ -37,6 +39,7 @@ class Rendezvous:
     timeout: timedelta | float | None = attrs.field(default=None)
     device: torch.device | None = None
     rendezvous_timeout: float | None = attrs.field(default=None)
+    store: Any = None
 
     @timeout.validator
     @rendezvous_timeout.validator

@@ -61,6 +61,7 @@ class TorchCollective(Collective):
     """
 
     name = "torch"
+    title = "torch.distributed"
     setup_hint = (
         "run the work through strategy.launch(fn) / runtime.launch(fn), or call strategy.setup_environment() first"
     )
@@ -121,7 +122,11 @@ class TorchCollective(Collective):
             self.socket_interface = apply_gloo_interface(master_addr)
             if self.socket_interface is not None:
                 _log.info("rank %d: %s", rank, self.socket_interface.describe())
-        store: dist.Store = rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
+        store: dist.Store = (
+            rendezvous_store(master_addr, master_port, rank, world_size, rendezvous_timeout)
+            if rendezvous.store is None
+            else rendezvous.store  # where the ranks already met (resolver check's store)
+        )
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
         if attempt is not None:
             # torchrun's agent hosts the store and keeps it across restarts: an attempt's keys (arrivals,

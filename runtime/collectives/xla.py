@@ -56,6 +56,11 @@ class XLACollective(Collective):
     """
 
     name: ClassVar[str] = "xla"
+    title: ClassVar[str | None] = "XLA"
+    untimed: ClassVar[str | None] = (
+        "XLA records collectives lazily into each replica's graph: a time per call would measure graph building "
+        "and compilation, not the link"
+    )
     setup_hint = (
         "run the work through strategy.launch(fn) / runtime.launch(fn), or call strategy.setup_environment() first"
     )

@@ -19,7 +19,7 @@ import os
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_launched_rank
 from runtime._protocol.ports import listen_on_rendezvous_port
@@ -48,6 +48,11 @@ class Launcher(ABC):
     #: Whether :meth:`_launch` can run again after a failed attempt (``max_restarts``), giving its ranks
     #: :meth:`restart_variables`.
     supports_restarts: ClassVar[bool] = False
+    #: How ``resolver check`` runs the ranks of a config that names this launcher: ``"processes"``, it
+    #: starts this node's ranks as processes of its own, as this launcher would; ``"replicas"``, it
+    #: runs inside the ranks this launcher starts (their engine numbers them: torch_xla's); ``None``,
+    #: the ranks come from outside (``horovodrun``): run the check under it.
+    check_ranks: ClassVar[Literal["processes", "replicas"] | None] = None
 
     def __init__(
         self,
@@ -57,6 +62,7 @@ class Launcher(ABC):
         timeout: float | None = None,
         rank_output: RankOutput | None = None,
         max_restarts: int = 0,
+        on_cpu: bool = False,
     ) -> None:
         self.config = config
         self.cluster_environment = cluster_environment
@@ -68,6 +74,9 @@ class Launcher(ABC):
         self.max_restarts = max_restarts
         #: The attempt being launched (0 first).
         self.attempt = 0
+        #: Whether the ranks compute on the CPU cores (their number is then bounded by them): the
+        #: accelerator's :attr:`~runtime.accelerators.base.Accelerator.computes_on_cpu`.
+        self.on_cpu = on_cpu
 
     def launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(*args, **kwargs)`` in every local rank; return this node's first rank's result."""
@@ -77,7 +86,7 @@ class Launcher(ABC):
             # started for. Checked inside run_launched_rank so that a wrong call is reported.
             result = run_launched_rank(self._enter_as_worker, fn, *args, **kwargs)
             return exit_if_preempted(result, int(os.environ.get("RANK", "0")))  # type: ignore[no-any-return]
-        with forwarding(launching_signals(self.config.strategy_options, started_by_slurm=False)):
+        with forwarding(launching_signals(self.config.strategy_options)):
             return raise_if_preempted(self._launch_attempts(fn, *args, **kwargs))  # type: ignore[no-any-return]
 
     def _launch_attempts(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
@@ -123,11 +132,6 @@ class Launcher(ABC):
     @abstractmethod
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Start the ranks (this process is not a rank yet)."""
-
-    @property
-    def on_cpu(self) -> bool:
-        """Whether the ranks compute on the CPU cores (their number is then bounded by them)."""
-        return self.config.accelerator == "cpu"
 
     @contextlib.contextmanager
     def rendezvous(self) -> Iterator[tuple[str, int, socket.socket | None]]:

@@ -82,6 +82,7 @@ class MultiprocessingLauncher(Launcher):
     #: Whether a rank process imports the main script afresh (spawn), so that it can reach its launch() again.
     reimports_main = True
     supports_restarts = True
+    check_ranks = "processes"
     #: The least memory each rank holds of its own (a fresh interpreter that imports torch).
     rank_memory = TORCH_RANK_MEMORY
 

@@ -58,6 +58,7 @@ class XLALauncher(Launcher):
     """
 
     start_method = "spawn"
+    check_ranks = "replicas"
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         if runtime_initialized():

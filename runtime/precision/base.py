@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -24,6 +24,10 @@ class Precision:
     A precision is made for the run's ``accelerator``, which it asks for device facts (whether
     float16 needs a gradient scaler); ``device_type`` is its ``torch.device`` type, for autocast.
     """
+
+    #: Whether the computation runs in a float narrower than float32 (float16, bfloat16): its results
+    #: agree with a float32 computation only to that float's rounding.
+    reduced: ClassVar[bool] = False
 
     def __init__(self, accelerator: Accelerator) -> None:
         self.accelerator = accelerator

@@ -25,6 +25,7 @@ class MixedPrecision(Precision):
     """
 
     dtype: ClassVar[torch.dtype]
+    reduced = True
 
     def __init__(self, accelerator: Accelerator) -> None:
         super().__init__(accelerator)

@@ -53,9 +53,11 @@ class HalfTruePrecision(TrueDtypePrecision):
     """float16 parameters and computation (no master weights, no loss scaling)."""
 
     dtype = torch.float16
+    reduced = True
 
 
 class BFloat16TruePrecision(TrueDtypePrecision):
     """bfloat16 parameters and computation."""
 
     dtype = torch.bfloat16
+    reduced = True

@@ -39,46 +39,51 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT, po
     :func:`~runtime.preflight.progress.progress_line` writes it.
     """
     timeout = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["check"])
-    if config.launcher == "xla":  # torch_xla starts and numbers the replicas: the check runs in them
+    if config.launcher is None:
+        return _check_this_rank(config, timeout, port_source, reporter)
+    from runtime.registry import LAUNCHERS
+
+    check_ranks = LAUNCHERS.get(config.launcher).check_ranks
+    if check_ranks == "replicas":  # the engine starts and numbers the replicas (torch_xla): the check runs in them
         from runtime.preflight.xla import check_xla
 
         return check_xla(config, timeout=timeout)
-    if config.launcher is not None and config.launcher not in ("subprocess", "spawn", "fork"):
+    if check_ranks is None:
         from runtime.errors import RuntimeConfigError
 
         raise RuntimeConfigError(
             f"resolver check starts local ranks as processes; the {config.launcher} launcher starts its own\n"
             f"  hint: run the check under that launcher (e.g. horovodrun ... resolver check), where each rank runs it"
         )
-    if config.launcher is not None:
-        from runtime.preflight.local import check_locally
+    from runtime.preflight.local import check_locally
 
-        return check_locally(config, timeout=timeout, port_source=port_source, reporter=reporter)
-    return _check_this_rank(config, timeout, port_source, reporter)
+    return check_locally(config, timeout=timeout, port_source=port_source, reporter=reporter)
 
 
 def _check_this_rank(config: ResolvedConfig, timeout: float, port_source: str | None,
                      reporter: StepReporter | None) -> CheckReport:  # fmt: skip
+    import socket
     import time
 
+    from runtime.cluster.base import StoreAddressError
     from runtime.preflight.rank import check_rank
+    from runtime.preflight.report import FAIL
     from runtime.registry import CLUSTER_ENVIRONMENTS
 
     started = time.monotonic()
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
-    address, port, source = None, None, port_source or cluster.main_port_source
-    if config.cluster_environment == "horovod":  # horovodrun's rendezvous is its driver's, not rank 0's
-        from runtime.preflight.horovod import check_store_address
-
-        found = check_store_address(config.global_rank, timeout)
-        if isinstance(found, Check):
-            state = RankState(config.global_rank, found.hosts[0] if found.hosts else "?", (found,), "done")
-            return merge([state], config.world_size, timeout=timeout, summary=config.summary(),
-                         seconds=time.monotonic() - started)  # fmt: skip
-        (address, port), source = found, "a free port of rank 0's host, passed through horovodrun's store"
-    state, everyone = check_rank(config, address or cluster.main_address, port or cluster.main_port,
-                                 timeout=timeout, source=source,
-                                 reporter=reporter if config.global_rank == 0 else None)  # fmt: skip
+    rank = config.global_rank
+    try:  # the cluster's rendezvous, or one it agrees on where its own runtime serves there (horovodrun's driver)
+        address, port, source = cluster.store_address(rank, timeout)
+    except StoreAddressError as failed:
+        host = socket.gethostname()
+        found = Check("rendezvous", FAIL, failed.detail, (rank,), (host,), fix=failed.fix, echo=failed.echo)
+        state = RankState(rank, host, (found,), "done")
+        return merge([state], config.world_size, timeout=timeout, summary=config.summary(),
+                     seconds=time.monotonic() - started)  # fmt: skip
+    source = source or port_source or cluster.main_port_source
+    state, everyone = check_rank(config, address, port, timeout=timeout, source=source,
+                                 reporter=reporter if rank == 0 else None)  # fmt: skip
     seconds = time.monotonic() - started
     if everyone is not None:
         return merge(everyone, config.world_size, timeout=timeout, summary=config.summary(), seconds=seconds)

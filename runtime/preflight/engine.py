@@ -69,6 +69,7 @@ def engine_step(config: ResolvedConfig, timeout: float, strategy: Strategy | Non
     """The engine check for this rank: build the strategy (or use ``strategy``, one a launcher set
     up for this rank: the XLA replicas'), take one step, compare with the reference."""
     from runtime.build import build
+    from runtime.registry import PRECISIONS
 
     rank, world, host = config.global_rank, config.world_size, socket.gethostname()
     fault = fault_at(rank, "engine")
@@ -104,7 +105,7 @@ def engine_step(config: ResolvedConfig, timeout: float, strategy: Strategy | Non
     expected_weights, expected_loss = _reference(world)
     if fault == "wrong":
         distributed_loss += 1.0
-    tolerance = 1e-4 if config.precision in ("32-true", "64-true") else 5e-2
+    tolerance = 5e-2 if PRECISIONS.get(config.precision).reduced else 1e-4
     problems = [
         name
         for name, value in expected_weights.items()

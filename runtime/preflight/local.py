@@ -29,7 +29,7 @@ from runtime.preflight.prestart import before_ranks, quiet_torch_log
 from runtime.preflight.progress import Progress, StepReporter
 from runtime.preflight.rank_output import last_meaningful_line
 from runtime.preflight.report import SKIP, STEPS, Check, CheckReport, RankState, merge
-from runtime.registry import CLUSTER_ENVIRONMENTS
+from runtime.registry import ACCELERATORS, CLUSTER_ENVIRONMENTS
 
 __all__ = ["check_locally"]
 
@@ -66,9 +66,8 @@ def check_locally(config: ResolvedConfig, *, timeout: float, port_source: str | 
     cannot = before_ranks(config, [rank.global_rank for rank in ranks], address, port, source)
     if cannot is not None:  # found without starting a rank, as `resolver run` finds it
         return _not_started(config, cannot, time.monotonic() - started)
-    check_room_for(
-        len(ranks), TORCH_RANK_MEMORY, "check ranks", on_cpu=config.accelerator == "cpu"
-    )  # before starting any
+    on_cpu = ACCELERATORS.get(config.accelerator).computes_on_cpu
+    check_room_for(len(ranks), TORCH_RANK_MEMORY, "check ranks", on_cpu=on_cpu)  # before starting any
     folder = Path(tempfile.mkdtemp(prefix="resolver-check-"))
     try:
         # SIGTERM (like Ctrl-C) unwinds through the finally blocks: every rank stopped, the folder removed.

@@ -15,16 +15,13 @@ import os
 import socket
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import torch
 import torch.distributed as dist
 
 from resolver import ResolvedConfig
-from runtime.collectives.rendezvous import Rendezvous
 from runtime.preflight.agreement import compare, exchange, rank_facts
 from runtime.preflight.collectives import OPERATIONS, check_operation, ring
 from runtime.preflight.faults import fault_at
@@ -71,45 +68,30 @@ class _Progress:
             self.store.set(f"{STATE}{self.state.rank}", text)
 
 
-def _setup_collective(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int, timeout: float) -> Any:
-    """The run's ``Collective``, on a process group made over the check's store (so it needs no
-    second rendezvous), with the collective timeout of the check."""
-    from runtime._gloo_interface import apply_gloo_interface
-    from runtime.registry import COLLECTIVES
+def _set_up(config: ResolvedConfig, store: dist.TCPStore, timeout: float, progress: _Progress,
+            hosts: dict[int, str]) -> Strategy | None:  # fmt: skip
+    """The run's strategy, set up as training sets it up (its accelerator picks the device, its
+    collective joins), over the check's store so that the ranks need no second rendezvous; ``None``
+    once the failure is recorded."""
+    from runtime.build import build
 
-    rank, world = config.global_rank, config.world_size
-    device = torch.device("cpu")
-    if config.accelerator == "cuda":
-        device = torch.device("cuda", config.device_ids[config.local_rank])
-        torch.cuda.set_device(device)
-    if config.collective in ("horovod", "xla"):  # their own rendezvous (horovodrun's driver, PJRT), no torch group
-        collective = COLLECTIVES.get(config.collective)()
-        collective.setup(
-            Rendezvous(
-                rank=rank, world_size=world, timeout=timeout, device=None if config.collective == "xla" else device
-            )
-        )
-        collective.check_across_ranks = False
-        return collective
-    backend = config.process_group_backend or "gloo"
-    if backend == "gloo":
-        apply_gloo_interface(address)
-    prefixed = dist.PrefixStore("check/group/", store)
-    dist.init_process_group(backend, store=prefixed, rank=rank, world_size=world, timeout=timedelta(seconds=timeout))
-    collective = COLLECTIVES.get(config.collective)()
-    collective.setup(  # adopts the group above
-        Rendezvous(
-            rank=rank,
-            world_size=world,
-            backend=backend,
-            master_addr=address,
-            master_port=port,
-            timeout=timeout,
-            device=device,
-        )
-    )
-    collective.check_across_ranks = False  # the check's calls match by construction; measure the bare operation
-    return collective
+    rank = config.global_rank
+    try:
+        strategy = build(config, timeout=timeout)
+    except Exception as exc:
+        progress.record(Check("barrier", FAIL, f"rank {rank} ({hosts[rank]}): the {config.strategy} strategy cannot "
+                              f"be built here: {type(exc).__name__}: {exc}".splitlines()[0], (rank,), (hosts[rank],),
+                              fix="see this rank's error; the same call fails in training"))  # fmt: skip
+        return None
+    try:
+        strategy.setup_environment(store=dist.PrefixStore("check/group/", store))
+    except Exception as exc:
+        progress.record(Check("barrier", FAIL, f"rank {rank} ({hosts[rank]}): joining the "
+                              f"{config.process_group_backend} group failed: {exc}".splitlines()[0],
+                              (rank,), (hosts[rank],), fix="see this rank's error"))  # fmt: skip
+        strategy.teardown()
+        return None
+    return strategy
 
 
 def check_rank(config: ResolvedConfig, address: str, port: int, *, timeout: float, state_file: str | None = None,
@@ -158,61 +140,61 @@ def _steps(config: ResolvedConfig, store: dist.TCPStore, address: str, port: int
     if "collectives skipped" in agreement.detail:
         return
     hosts = {r: str(data["host"]) for r, data in everyone.items()}
-    if config.collective == "xla" and world == 1:  # one replica: no collective, but the engine step
+    if world == 1:
+        # one process: no collective, but a replica its launcher set up still takes the engine step
+        why = "one process: there is no collective to check"
+        if strategy is not None:
+            why = f"one {strategy.collective.display_name} replica: no collective to check"
         for name in STEPS[2:-1]:
-            progress.record(Check(name, SKIP, "one XLA replica: no collective to check"))
-        _engine(config, timeout, progress, strategy)
-        return
-    if config.collective not in ("torch", "horovod", "xla") or world == 1:
-        why = (
-            "one process: there is no collective to check"
-            if world == 1 or config.collective == "single_device"
-            else f"the check runs on torch.distributed, Horovod and XLA, not on the {config.collective} collective"
-        )
-        for name in STEPS[2:]:
             progress.record(Check(name, SKIP, why))
+        if strategy is not None:
+            _engine(config, timeout, progress, strategy)
+        else:
+            progress.record(Check(STEPS[-1], SKIP, why))
         return
     progress.enter("barrier")
-    try:
-        collective = _setup_collective(config, store, address, port, timeout)
-    except Exception as exc:
-        progress.record(Check("barrier", FAIL, f"rank {rank} ({hosts[rank]}): joining the "
-                              f"{config.process_group_backend} group failed: {exc}".splitlines()[0],
-                              (rank,), (hosts[rank],), fix="see this rank's error"))  # fmt: skip
+    if strategy is not None:  # set up by the launcher that started this replica (XLA's): it tears it down
+        _collective_steps(strategy, hosts, world, rank, timeout, progress, config)
         return
-    for name in OPERATIONS:
-        progress.enter(name)
-        check = check_operation(collective, name, timeout)
-        progress.record(check)
-        if not check.ok:
-            return
-    if config.collective in ("horovod", "xla"):
-        engine = "Horovod" if config.collective == "horovod" else "XLA"
-        progress.record(Check("ring", SKIP, f"{engine} has no point-to-point messages: no pair can be timed alone "
-                              "(the operations above crossed every link)"))  # fmt: skip
-    elif world > 1:
-        progress.enter("ring")
-        check = ring(collective, hosts, timeout)
-        progress.record(check)
-        if not check.ok:
-            return
-    else:
-        progress.record(Check("ring", SKIP, "one rank: no pair to check"))
-    progress.enter("speed")
-    fault_at(rank, "speed")
-    if config.collective == "xla":
-        speed = Check("speed", SKIP, "XLA records collectives lazily into each replica's graph: a time per call "
-                      "would measure graph building and compilation, not the link")  # fmt: skip
-    else:
-        speed = measure(collective)
-    progress.record(speed)
+    own = _set_up(config, store, timeout, progress, hosts)
+    if own is None:
+        return
     try:
-        if speed.ok:
-            # Horovod stays joined: the strategy's collective finds it set up and leaves it so (a second
-            # hvd.init after shutdown is not something Horovod promises); a torch group is adopted either way
-            _engine(config, timeout, progress, strategy)
+        _collective_steps(own, hosts, world, rank, timeout, progress, config)
     finally:
-        collective.teardown()
+        own.teardown()
+
+
+def _collective_steps(strategy: Strategy, hosts: dict[int, str], world: int, rank: int, timeout: float,
+                      progress: _Progress, config: ResolvedConfig) -> None:  # fmt: skip
+    collective = strategy.collective
+    checking = collective.check_across_ranks
+    collective.check_across_ranks = False  # the check's calls match by construction; measure the bare operation
+    try:
+        for name in OPERATIONS:
+            progress.enter(name)
+            check = check_operation(collective, name, timeout)
+            progress.record(check)
+            if not check.ok:
+                return
+        lacking = collective.lacks_point_to_point()
+        if lacking is not None:
+            progress.record(Check("ring", SKIP, f"{collective.display_name} has no point-to-point messages: no pair "
+                                  "can be timed alone (the operations above crossed every link)"))  # fmt: skip
+        else:
+            progress.enter("ring")
+            check = ring(collective, hosts, timeout)
+            progress.record(check)
+            if not check.ok:
+                return
+        progress.enter("speed")
+        fault_at(rank, "speed")
+        speed = Check("speed", SKIP, collective.untimed) if collective.untimed else measure(collective)
+        progress.record(speed)
+    finally:
+        collective.check_across_ranks = checking
+    if speed.ok:
+        _engine(config, timeout, progress, strategy)
 
 
 def _engine(config: ResolvedConfig, timeout: float, progress: _Progress, strategy: Strategy | None) -> None:

@@ -210,7 +210,7 @@ class Strategy:
                     result = run_launched_rank(self.run, fn, *args, **kwargs)
                 except PeerStoppedAnsweringError as exc:  # its message says it all: the user's line, not ours
                     raise users_frames_only(exc) from None
-            return settle_preempted(result, self._config)
+            return settle_preempted(result, self)
         if self._build is None:
             raise RuntimeConfigError(
                 f"this {type(self).__name__} was constructed without build=, so its launcher cannot build the "
@@ -237,8 +237,10 @@ class Strategy:
         finally:
             self.teardown()
 
-    def setup_environment(self) -> None:
-        """Select this process's device and join the collective."""
+    def setup_environment(self, store: Any = None) -> None:
+        """Select this process's device and join the collective. ``store``: a key-value store every
+        rank has already met in (``resolver check``'s), joined through instead of opening one (the
+        ranks then wait for each other there no longer than :attr:`timeout`)."""
         device = self.root_device
         self._accelerator.set_device(device)
         self._collective.setup(
@@ -250,7 +252,8 @@ class Strategy:
                 master_port=self._cluster_environment.main_port,
                 timeout=self.timeout,
                 device=device,
-                rendezvous_timeout=rendezvous_timeout(self._config),
+                rendezvous_timeout=rendezvous_timeout(self._config) if store is None else self.timeout,
+                store=store,
             )
         )
 

@@ -83,8 +83,7 @@ class DeepSpeedStrategy(Strategy):
         super().__init__(config, **kwargs)
         if importlib.util.find_spec("deepspeed") is None:
             raise MissingDependencyError("strategy 'deepspeed'", "deepspeed", INSTALL)
-        on_cuda = config.accelerator == "cuda"
-        if not on_cuda and not _deepspeed_has_cpu_support():
+        if self.accelerator.computes_on_cpu and not _deepspeed_has_cpu_support():
             raise RuntimeConfigError(
                 f"the installed DeepSpeed cannot run on {config.accelerator} (it has no CPU accelerator)\n"
                 "  hint: pip install -U deepspeed (0.10 or newer runs on the CPU with gloo), or run on CUDA"
@@ -98,10 +97,10 @@ class DeepSpeedStrategy(Strategy):
 
     # -- set-up ----------------------------------------------------------------------------------
 
-    def setup_environment(self) -> None:
+    def setup_environment(self, store: Any = None) -> None:
         if self.root_device.type == "cpu":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")  # read by DeepSpeed when it is first imported
-        super().setup_environment()
+        super().setup_environment(store)
         deepspeed = self._import()
         accelerator = deepspeed.accelerator.get_accelerator()
         if accelerator.device_name() != self.root_device.type:

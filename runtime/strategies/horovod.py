@@ -52,7 +52,7 @@ class HorovodStrategy(Strategy):
     def world_size(self) -> int:
         return self.collective.world_size if self.collective.is_initialized else self.config.world_size
 
-    def setup_environment(self) -> None:
+    def setup_environment(self, store: Any = None) -> None:  # its own rendezvous: no store
         """Select the device and join Horovod's job (its rendezvous comes from Horovod's runner)."""
         device = self.root_device
         self.accelerator.set_device(device)

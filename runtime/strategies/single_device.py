@@ -27,7 +27,7 @@ class SingleDeviceStrategy(Strategy):
             )
         super().__init__(config, **kwargs)
 
-    def setup_environment(self) -> None:
+    def setup_environment(self, store: Any = None) -> None:  # one process: no store to meet in
         device = self.root_device
         self.accelerator.set_device(device)
         self.collective.setup(Rendezvous(rank=0, world_size=1, device=device))

@@ -86,7 +86,7 @@ class XLAStrategy(Strategy):
         kwargs.setdefault("checkpoint_io", XLACheckpointIO())
         super().__init__(config, precision=precision, **kwargs)
 
-    def setup_environment(self) -> None:
+    def setup_environment(self, store: Any = None) -> None:  # its own rendezvous: no store
         """Take this replica's ranks from torch_xla's runtime, then check in with the collective."""
         environment = self.cluster_environment
         if isinstance(environment, XLAEnvironment):
