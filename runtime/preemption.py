@@ -88,9 +88,10 @@ class Preempted:
     checkpoint: str | None
     requeued: str | None
     note: str = ""
+    hint: str | None = None
 
     def error(self) -> PreemptedError:
-        return PreemptedError(self.step, self.checkpoint, requeued=self.requeued, note=self.note)
+        return PreemptedError(self.step, self.checkpoint, requeued=self.requeued, note=self.note, hint=self.hint)
 
 
 class PreemptionState:
@@ -159,7 +160,7 @@ def finish(strategy: Strategy, state: PreemptionState | None, result: Any) -> An
     """The work's result, or a :class:`Preempted` when the ranks agreed on it (rank 0 requeues first)."""
     if state is None or state.step is None:
         return result
-    requeued, note = None, ""
+    requeued, note, hint = None, "", None
     if strategy.options.requeue:
         job = os.environ.get("SLURM_JOB_ID")
         if job is None:
@@ -170,24 +171,25 @@ def finish(strategy: Strategy, state: PreemptionState | None, result: Any) -> An
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
             state.requeued = True
-            requeued, note = requeue(job) if strategy.is_global_zero else (job, "")  # rank 0 requeues it
-    return Preempted(state.step, state.checkpoint, requeued, note)
+            requeued, note, hint = requeue(job) if strategy.is_global_zero else (job, "", None)  # rank 0 requeues it
+    return Preempted(state.step, state.checkpoint, requeued, note, hint)
 
 
-def requeue(job: str) -> tuple[str | None, str]:
-    """``scontrol requeue JOB``: (the job, "") once done, else (None, why not)."""
+def requeue(job: str) -> tuple[str | None, str, str | None]:
+    """``scontrol requeue JOB``: (the job, "", None) once done, else (None, why not, the fix if one is known)."""
     try:
         done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"not requeued: scontrol requeue {job} could not run ({exc})"
+        return None, f"not requeued: scontrol requeue {job} could not run ({exc})", None
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip()
-        return None, (
-            f"not requeued: scontrol requeue {job} failed ({said or f'exit status {done.returncode}'})\n"
-            "  hint: submit with sbatch --requeue (or set JobRequeue=1 in slurm.conf)"
+        return (
+            None,
+            f"not requeued: scontrol requeue {job} failed ({said or f'exit status {done.returncode}'})",
+            "submit with sbatch --requeue (or set JobRequeue=1 in slurm.conf)",
         )
     print(f"runtime: requeued SLURM job {job} (scontrol requeue)", file=sys.stderr, flush=True)
-    return job, ""
+    return job, "", None
 
 
 def raise_if_preempted(result: Any) -> Any:

@@ -84,23 +84,23 @@ class ClusterEnvironment:
             return RuntimeConfigError(
                 f"this config has no {field}: it was not produced by resolver.resolve(), which decides where the "
                 f"processes of a run meet (rules/rendezvous.toml, rules/clusters/: {flag}, {variable} or "
-                f"{self.title}'s variables)\n"
-                f"  hint: resolve the config with resolver.resolve() where the ranks run, or give it "
-                f"{field}=... (attrs.evolve(config, {field}=...))"
+                f"{self.title}'s variables)",
+                hint=f"resolve the config with resolver.resolve() where the ranks run, or give it "
+                f"{field}=... (attrs.evolve(config, {field}=...))",
             )
         why = f": {provenance.why}" if provenance.why else ""
         return RuntimeConfigError(
             f"this config has no {field}: resolver.resolve() found nothing on {self.title} that names it "
-            f"({flag}, {variable} or the cluster's variables; rules/rendezvous.toml, rules/clusters/){why}\n"
-            f"  hint: {self.variables_hint}, or pass {flag}"
+            f"({flag}, {variable} or the cluster's variables; rules/rendezvous.toml, rules/clusters/){why}",
+            hint=f"{self.variables_hint}, or pass {flag}",
         )
 
     def _required(self, name: str) -> str:
         value = self.environ.get(name, "").strip()
         if not value:
             raise RuntimeConfigError(
-                f"{name} is not set, so the processes of this run cannot find rank 0 on {self.title}\n"
-                f"  hint: {self.variables_hint}"
+                f"{name} is not set, so the processes of this run cannot find rank 0 on {self.title}",
+                hint=self.variables_hint,
             )
         return value
 

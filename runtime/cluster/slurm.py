@@ -38,5 +38,6 @@ class SLURMEnvironment(ClusterEnvironment):
         raise RuntimeConfigError(
             f"this process is {where} {job}, not one of its {tasks} tasks (SLURM_NTASKS={tasks}, but "
             f"SLURM_STEP_ID is not set: srun did not start it), so it would wait in the rendezvous for "
-            f"{self.config.world_size - 1} rank(s) that SLURM never starts\n  hint: {hint}"
+            f"{self.config.world_size - 1} rank(s) that SLURM never starts",
+            hint=hint,
         )
