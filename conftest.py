@@ -1,5 +1,5 @@
-"""Collects the code blocks of README.md and docs/*.md as tests (tests/docs_examples.py says how)."""
+"""Collects the code blocks of README.md and docs/*.md as tests (tests/support/docs_examples.py says how)."""
 
-from tests.docs_examples import DOCS
+from tests.support.docs_examples import DOCS
 
 pytest_collect_file = DOCS.pytest()

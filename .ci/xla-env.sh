@@ -2,7 +2,7 @@
 # Build (or reuse) the separate virtual environment the XLA tests run in; print its directory last.
 #
 # torch_xla 2.9.0 needs exactly torch 2.9.0: the lower end of the torch range the project's `runtime`
-# extra declares (tests/test_torch_range.py keeps the two equal; the main environment tests the upper
+# extra declares (tests/project/test_torch_range.py keeps the two equal; the main environment tests the upper
 # end). So this environment installs torch and torch_xla at the versions below, the
 # project's other dependencies read from pyproject.toml (every `torch` requirement left out), and
 # the project itself with --no-deps. It lives under ~/.cache/resolver-ci/, keyed by the pinned

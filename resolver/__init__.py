@@ -6,7 +6,7 @@
     ('ddp', 'subprocess', 2)
 
 Importing this package never imports torch. The names below are imported on first use, so a
-process that only reads a resolved config (a rank a launcher started, via ``resolver._domain.config``)
+process that only reads a resolved config (a rank a launcher started, via ``resolver.ResolvedConfig``)
 does not load the rule engine, the rule file reader or their dependencies.
 """
 

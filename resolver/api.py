@@ -187,8 +187,8 @@ def resolve(
             f"environment={environment!r:.60} is not an Environment",
             hint="pass Environment.probe(), Environment(...) or Environment.from_toml(path), or leave it out",
         )
-    # The flags in name order (flag_values.NAME_ORDER; tests/test_flags.py checks each one): a tuple costs
-    # a fraction of locals().
+    # The flags in name order (flag_values.NAME_ORDER; tests/resolver/domain/test_flags.py checks each one): a
+    # tuple costs a fraction of locals().
     flags = (
         accelerator, cluster_environment, devices, master_addr, master_port,
         node_rank, num_nodes, plugins, precision, strategy,

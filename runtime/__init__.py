@@ -63,8 +63,8 @@ if TYPE_CHECKING:
     from runtime.errors import StrategyArgumentError as StrategyArgumentError
     from runtime.errors import StrategyMisuseError as StrategyMisuseError
     from runtime.global_zero import is_global_zero as is_global_zero
-    from runtime.launchers._supervision.rank_output import RankOutput as RankOutput
     from runtime.launchers.base import Launcher as Launcher
+    from runtime.launchers.rank_output import RankOutput as RankOutput
     from runtime.precision.base import Precision as Precision
     from runtime.preflight import check as check
     from runtime.registry import register_accelerator as register_accelerator
@@ -114,7 +114,7 @@ _MODULES = {
     "Precision": "runtime.precision.base",
     "RankFailedError": "runtime.errors",
     "Rendezvous": "runtime.collectives.rendezvous",
-    "RankOutput": "runtime.launchers._supervision.rank_output",
+    "RankOutput": "runtime.launchers.rank_output",
     "ReduceOpDtypeError": "runtime.collectives.errors",
     "RendezvousTimeoutError": "runtime.errors",
     "RendezvousWaitError": "runtime.errors",

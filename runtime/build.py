@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver._domain.config import ResolvedConfig
+from resolver import ResolvedConfig
 from runtime._protocol.rank_environment import launched_config
+from runtime._protocol.restarts import check_max_restarts
 from runtime.errors import RuntimeConfigError
-from runtime.launchers._supervision.restarts import check_max_restarts
 from runtime.registry import (
     ACCELERATORS,
     CLUSTER_ENVIRONMENTS,

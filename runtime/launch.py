@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resolver._domain.flags import collect_flags
+from resolver._runtime_interface import collect_flags
 from runtime._protocol.exit_report import launch_failed
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.launched_rank import run_launched_rank
@@ -19,8 +19,7 @@ from runtime.errors import MissingDependencyError, RuntimeConfigError
 from runtime.preemption import exit_if_preempted
 
 if TYPE_CHECKING:
-    from resolver._engine.reporter import Reporter
-    from resolver._snapshot.environment import Environment
+    from resolver import Environment, Reporter
     from resolver.api import RulesArg
     from resolver.flagsfile import FlagsFile
 
@@ -73,7 +72,7 @@ def launch(
     launched = launched_config()
     if launched is not None:
         if config_file is not None:  # the flags the run was started with include the file's
-            from resolver._domain.flags import FLAG_DEFAULTS
+            from resolver._runtime_interface import FLAG_DEFAULTS
             from resolver.flagsfile import flags_with_file
 
             flags = flags_with_file(flags, FLAG_DEFAULTS, config_file)[0]

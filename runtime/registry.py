@@ -112,27 +112,17 @@ class Registry(Generic[T]):
         with _LOADING:  # another thread waits until the class is imported
             if name in self._classes:
                 return self._classes[name]
-            module, _, qualname = target.partition(":")
-            if module:
-                try:
-                    imported = importlib.import_module(module)
-                    if qualname:
-                        self._classes.setdefault(name, getattr(imported, qualname))
-                except (ImportError, AttributeError) as exc:
-                    if name not in self._from_plugins:
-                        raise
-                    raise RuntimeConfigError(
-                        f"{self._from_plugins[name]} names {target} as {self.kind} {name!r}, which cannot be "
-                        f"imported: {type(exc).__name__}: {exc}",
-                        hint="reinstall or fix the plugin, or set RESOLVER_DISABLE_PLUGINS=1 to run without it",
-                    ) from exc
-            if name not in self._classes:  # a module that was to register the name did not
+            module, _, qualname = target.partition(":")  # every entry is "module:Class"
+            try:
+                self._classes.setdefault(name, getattr(importlib.import_module(module), qualname))
+            except (ImportError, AttributeError) as exc:
+                if name not in self._from_plugins:
+                    raise
                 raise RuntimeConfigError(
-                    f"{self.kind} {name!r}: {package} is installed, but this runtime does not "
-                    f"implement the {name!r} {self.kind} yet",
-                    hint=f"register an implementation with runtime.register_{self.kind.replace(' ', '_')}"
-                    f"({name!r}, replace=True)",
-                )
+                    f"{self._from_plugins[name]} names {target} as {self.kind} {name!r}, which cannot be "
+                    f"imported: {type(exc).__name__}: {exc}",
+                    hint="reinstall or fix the plugin, or set RESOLVER_DISABLE_PLUGINS=1 to run without it",
+                ) from exc
             self._builtins.pop(name, None)
             return self._classes[name]
 
@@ -168,15 +158,6 @@ class Registry(Generic[T]):
             return klass
 
         return decorate if cls is None else decorate(cls)
-
-    def declare_optional(self, name: str, *, package: str, install: str, implementation: str | None = None) -> None:
-        """Make ``name`` known, implemented by a package that is not part of this runtime.
-
-        ``implementation`` is the module that registers ``name`` when imported; it is imported
-        on the first :meth:`get` where ``package`` is installed, never before.
-        """
-        if name not in self._classes:
-            self._builtins[name] = (implementation or "", package, install)
 
     def unregister(self, name: str) -> None:
         """Forget ``name`` (mainly for tests that register temporary classes)."""

@@ -9,20 +9,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from resolver._domain.config import ResolvedConfig
+from resolver import ResolvedConfig
 from runtime._protocol.ports import check_rendezvous_port
 from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables, rendezvous_timeout
+from runtime._protocol.restarts import check_max_restarts, report_restart, restart_variables
 from runtime._protocol.run_context import RUN_CONTEXT_VARIABLE, RunContext
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers._supervision.rank_group import rank_group
-from runtime.launchers._supervision.rank_output import RankOutput, RankOutputPump
-from runtime.launchers._supervision.restarts import check_max_restarts, report_restart, restart_variables
+from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signals
 from runtime.registry import CLUSTER_ENVIRONMENTS
 
 if TYPE_CHECKING:
-    from resolver._snapshot.environment import Environment
+    from resolver import Environment
     from runtime.cluster.base import ClusterEnvironment
 
 __all__ = ["PREEMPTED_EXIT_CODE", "TIMEOUT_EXIT_CODE", "run_script"]
@@ -77,7 +77,7 @@ def run_script(
     ``RESOLVER_CONFIG`` (``config`` with that copy's ranks), so ``runtime.launch`` in the script
     runs its function as that rank without resolving again. Output streams straight through,
     or, with ``output`` (``resolver run`` passes one), as whole lines prefixed with the rank and
-    into per-rank log files (see :class:`~runtime.launchers._supervision.rank_output.RankOutput`).
+    into per-rank log files (see :class:`~runtime.launchers.rank_output.RankOutput`).
     When ``config.launcher`` is ``None`` the cluster already started one process per rank, so
     the script runs once, as this process's rank.
 
@@ -88,7 +88,7 @@ def run_script(
 
     With ``max_restarts`` (torchrun's ``--max-restarts``), a rank's failure is reported and every rank
     is started again (``TORCHELASTIC_RESTART_COUNT`` counts the attempts), at most that many times; a
-    timeout or an interrupt ends the run at once (see :mod:`runtime.launchers._supervision.restarts`).
+    timeout or an interrupt ends the run at once (see :mod:`runtime._protocol.restarts`).
 
     With the strategy option ``preemption_signal`` (``--preemption-signal``), this process passes that
     signal on to its ranks (and, as a SLURM task, ``SIGTERM`` too); a run whose ranks stopped on
@@ -152,7 +152,7 @@ def run_script(
 
 def _run_context(environment: Environment | None, rules: Sequence[str], max_restarts: int) -> RunContext:
     if environment is None:
-        from resolver._snapshot.environment import Environment
+        from resolver import Environment
         from resolver.api import builtin_table, load_rules
 
         environment = Environment.probe(table=load_rules(list(rules)) if rules else builtin_table())

@@ -44,6 +44,7 @@ LAYERS = (
     ("resolver._domain",),
     ("resolver._snapshot",),
     ("resolver.flagsfile", "resolver.api", "resolver.golden"),
+    ("resolver._runtime_interface",),
     ("resolver.cli", "resolver.__main__"),
 )
 

@@ -6,7 +6,7 @@ turn an argument (or a variable) into one request (:func:`flag_rules_source`, co
 of the rule files; :func:`flags_fingerprint` stands for them in the table cache's key), the command
 line's options (``resolver/cli.py``), and the keyword arguments of ``resolver.resolve`` and
 ``runtime.launch`` (their typed signatures are checked against this declaration by
-``tests/test_flags.py``).
+``tests/resolver/domain/test_flags.py``).
 """
 
 from __future__ import annotations

@@ -250,19 +250,21 @@ def ids_not_in(ids: Sequence[int], visible: Sequence[int]) -> tuple[int, ...] | 
 
 
 @register_function("available_accelerators")
-def available_accelerators(
-    order: tuple[str, ...], xla_count: int, torch_xla: bool, mps: bool, cuda_count: int
-) -> tuple[str, ...]:
+def available_accelerators(order: tuple[str, ...], names: tuple[str, ...], *present: bool) -> tuple[str, ...]:
     """The accelerators a machine offers, in ``order``: the order ``auto`` tries them, which the
-    priorities of the rules ``accelerator.auto.*`` declare (``{ order_of = "accelerator.auto" }``)."""
-    return _in_order(order, xla_count > 0 and bool(torch_xla), bool(mps), cuda_count > 0)
+    priorities of the rules ``accelerator.auto.*`` declare (``{ order_of = "accelerator.auto" }``).
+    Which are present each accelerator's file says (the slot ``accelerator.present.NAME``), given
+    here as ``names`` and one flag per name (``{ slots_of = "accelerator.present" }``); one present
+    that ``auto`` never picks comes last."""
+    return _in_order(order, names, present)
 
 
 @functools.lru_cache(maxsize=64)
-def _in_order(order: tuple[str, ...], xla: bool, mps: bool, cuda: bool) -> tuple[str, ...]:
+def _in_order(order: tuple[str, ...], names: tuple[str, ...], flags: tuple[bool, ...]) -> tuple[str, ...]:
     # every resolve() asks: a machine has few answers, so each is worked out once
-    found = {"xla": xla, "mps": mps, "cuda": cuda, "cpu": True}
-    return tuple([name for name in order if found.get(name)])
+    present = {name for name, here in zip(names, flags, strict=True) if here}
+    # one that auto never picks (no accelerator.auto.NAME rule) is still there: after the others
+    return (*[name for name in order if name in present], *sorted(present.difference(order)))
 
 
 @register_function("rankfile_node_rank")

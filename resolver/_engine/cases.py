@@ -29,9 +29,9 @@ from resolver._engine.table import Slot, toml_key_pattern
 __all__ = ["case_line", "expand_cases"]
 
 #: A rule's keys that describe its cases; the rules made from them do not carry these (``cases`` aside).
-_TABLE_KEYS = ("match", "cases_join", "case_id")
+_TABLE_KEYS = ("match", "cases_join", "case_id", "cases_complete")
 #: What a case may give; each replaces the rule's own, except ``set``, which adds to it.
-_REPLACED = ("why", "conflict", "hint", "note")
+_REPLACED = ("why", "conflict", "hint", "note", "between", "priority")
 
 
 def expand_cases(table: TableData, extensions: Sequence[RuleCase]) -> None:
@@ -48,11 +48,17 @@ def expand_cases(table: TableData, extensions: Sequence[RuleCase]) -> None:
             raise _unknown_target(table, case, target)
         more.setdefault(case.rule, []).append(case)
     rules: list[RawRule] = []
+    complete: list[tuple[RawRule, set[str]]] = []
     for raw in table.rules:
         if raw.spec.match is None:
             rules.append(raw)
         else:
-            rules += _expand(table, raw, [*raw.cases, *more.get(raw.id, ())])
+            expanded = _expand(table, raw, [*raw.cases, *more.get(raw.id, ())])
+            rules += expanded
+            if raw.spec.cases_complete:
+                complete.append((raw, {str(rule.case) for rule in expanded}))
+    for raw, given in complete:  # after every table: a `cases_join` may add a value
+        _check_complete(table, raw, given)
     defined: dict[str, RawRule] = {}
     for raw in rules:
         first = defined.setdefault(raw.id, raw)
@@ -104,6 +110,7 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
         made = raw.spec.case_id.replace("{case}", case.value) if raw.spec.case_id else f"{raw.id}.{case.value}"
         given = case.spec
         changes: dict[str, Any] = dict.fromkeys(_TABLE_KEYS)  # the rules made are no tables
+        changes["cases_complete"] = False
         changes.update((key, getattr(given, key)) for key in _REPLACED if getattr(given, key) is not None)
         if given.set is not None:
             changes["set"] = {**(rule.set or {}), **given.set}
@@ -118,6 +125,24 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
             if case.file not in domain.files:
                 domain.files.append(case.file)
     return expanded
+
+
+def _check_complete(table: TableData, raw: RawRule, given: set[str]) -> None:
+    """``cases_complete``: every value of the matched slot's domain has its own case, so a value
+    added later (a new accelerator's name) cannot fall through to no rule at all."""
+    slot = table.slot(str(raw.spec.match))
+    if slot is None or slot.domain is None:
+        raise raw.error(f"`cases_complete` needs `match` to name a slot with a domain; {raw.spec.match!r} has none")
+    for value in sorted(table.expand_domain(slot.domain) - given):
+        where = table.value_file(slot.domain, value) or "<rules>"
+        file = where.rsplit(":", 1)[0] if where[-1:].isdigit() and ":" in where else where
+        raise RuleTableError(
+            f"{raw.spec.match} {value!r} has no case of rule {raw.id!r} ({raw.file}"
+            f"{f':{raw.line}' if raw.line else ''}), which needs one for every value: add "
+            f'[cases."{raw.id}"] {value} = {{ ... }} to {file}, beside {value!r} in [domain.{slot.domain}]',
+            file=file,
+            rule=raw.id,
+        )
 
 
 def _value(slot: Slot, case: RuleCase) -> Any:

@@ -17,7 +17,7 @@ The generated code covers the successful path only. Anything out of the ordinary
 value that fails its stage's verification, a test meeting a non-number, a function refusing its
 input) raises, and the evaluator runs the same resolution again through its closures, which give
 the precise error with provenance; so both paths always agree, and the closures stay the reference
-(``tests/test_codegen.py`` compares them).
+(``tests/resolver/engine/test_codegen.py`` compares them).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from resolver._engine.conditions import (
 )
 from resolver._engine.declared import RawRule, TableData
 from resolver._engine.errors import RuleTableError
-from resolver._engine.expressions import CallSpec, ConstSpec, DomainArg, OrderArg, RefSpec
-from resolver._engine.function_registry import call_problem
+from resolver._engine.expressions import CallSpec, ConstSpec, DomainArg, OrderArg, RefSpec, SlotsArg
+from resolver._engine.function_registry import call_problem, slots_problem
 from resolver._engine.slot_graph import RuleNode, SlotNode, dependency_graph
 from resolver._engine.suggest import did_you_mean
 from resolver._engine.table import VARIABLE_PREFIX, Slot
@@ -323,7 +323,7 @@ class _RuleCompiler:
 
     def _call(self, raw: RawRule, call: CallSpec, reads: list[str]) -> Call:
         args: list[Ref | Const] = []
-        for arg in call.args:
+        for position, arg in enumerate(call.args):
             if isinstance(arg, ConstSpec):
                 args.append(Const(arg.const))
             elif isinstance(arg, DomainArg):
@@ -332,6 +332,15 @@ class _RuleCompiler:
                 args.append(Const(tuple(sorted(self.domains[arg.domain]))))
             elif isinstance(arg, OrderArg):
                 args.append(Const(self._order_of(raw, arg.order_of)))
+            elif isinstance(arg, SlotsArg):
+                problem = slots_problem(call.fn, position, len(call.args))
+                if problem is not None:
+                    raise raw.error(problem)
+                names = self._slots_of(raw, arg.slots_of)
+                args.append(Const(tuple(name[len(arg.slots_of) + 1 :] for name in names)))
+                for name in names:
+                    self._read(raw, name, reads)
+                    args.append(Ref(name))
             else:  # a slot's name
                 self._read(raw, arg, reads)
                 args.append(Ref(arg))
@@ -347,6 +356,13 @@ class _RuleCompiler:
         if problem is not None:
             raise raw.error(problem)
         return Call(call.fn, tuple(args))
+
+    def _slots_of(self, raw: RawRule, prefix: str) -> list[str]:
+        """The slots declared under ``PREFIX.``, sorted: one argument each (``{ slots_of }``)."""
+        names = sorted(name for name in self.data.slots if name.startswith(prefix + "."))
+        if not names:
+            raise raw.error(f"{{ slots_of = {prefix!r} }} names no slots: no slot name starts with {prefix + '.'!r}")
+        return names
 
     def _order_of(self, raw: RawRule, prefix: str) -> tuple[Any, ...]:
         """The constants the rules ``PREFIX.*`` set (each one slot to a value; others are left out),

@@ -272,7 +272,7 @@ class Evaluator:
             run, self.generated_source = generate(
                 self._stages, self.table.domains, self._add_note, self.render, self._compile_code, sparse
             )
-        except Exception:  # noqa: BLE001 - only speed is lost; tests/test_codegen.py makes sure it is not
+        except Exception:  # noqa: BLE001 - only speed is lost; test_codegen.py makes sure it is not
             return None
         return run
 

@@ -77,7 +77,17 @@ class OrderArg:
     order_of: str
 
 
-_TYPED = (RefSpec, ConstSpec, DomainArg, OrderArg)
+@attrs.frozen
+class SlotsArg:
+    """``{ slots_of = "PREFIX" }`` as function arguments: the names (after ``PREFIX.``) of the slots
+    declared under it, sorted, then each one's value: a list that every file may add to by
+    declaring a slot (each accelerator's ``accelerator.present.NAME``)."""
+
+    slots_of: str
+
+
+_TYPED = (RefSpec, ConstSpec, DomainArg, OrderArg, SlotsArg)
+_NAMED_ARGS = ("domain", "order_of", "slots_of")
 
 
 def check_ref(value: Any, where: str) -> None:
@@ -130,8 +140,8 @@ def typed_condition(spec: Any) -> Any:
 
 @attrs.frozen
 class CallSpec:
-    """``{ fn = "name", args = [...] }``: each argument a slot name, ``{ const }``, ``{ domain }`` or
-    ``{ order_of }``."""
+    """``{ fn = "name", args = [...] }``: each argument a slot name, ``{ const }``, ``{ domain }``,
+    ``{ order_of }`` or ``{ slots_of }``."""
 
     fn: str = attrs.field(validator=non_empty)
     args: list[Any] = attrs.field(factory=list)
@@ -143,12 +153,13 @@ class CallSpec:
                 continue
             if isinstance(arg, dict) and set(arg) == {"const"}:
                 continue
-            if isinstance(arg, dict) and len(arg) == 1 and isinstance(arg.get("domain", arg.get("order_of")), str):
-                continue
+            if isinstance(arg, dict) and len(arg) == 1 and set(arg) <= set(_NAMED_ARGS):
+                if isinstance(next(iter(arg.values())), str):
+                    continue
             raise Invalid(
                 "args",
                 f"argument {excerpt(arg)} of {self.fn!r}: function arguments are slot names, "
-                "{ const = value }, { domain = name } or { order_of = rule id prefix }",
+                "{ const = value }, { domain = name }, { order_of = rule id prefix } or { slots_of = slot prefix }",
             )
 
     def __attrs_post_init__(self) -> None:
@@ -161,5 +172,7 @@ def _typed_argument(arg: Any) -> Any:
     if isinstance(arg, dict):
         if "const" in arg:
             return ConstSpec(arg["const"])
+        if "slots_of" in arg:
+            return SlotsArg(arg["slots_of"])
         return DomainArg(arg["domain"]) if "domain" in arg else OrderArg(arg["order_of"])
     return arg

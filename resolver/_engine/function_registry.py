@@ -15,7 +15,7 @@ from typing import Any
 
 from resolver._engine.slot_types import PYTHON_CLASS
 
-__all__ = ["FUNCTIONS", "READS_UNSET", "InvalidInput", "call_problem", "register_function"]
+__all__ = ["FUNCTIONS", "READS_UNSET", "InvalidInput", "call_problem", "register_function", "slots_problem"]
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
 #: Functions called with unset (None) arguments too; any other function of an unset value is unset.
@@ -63,6 +63,25 @@ def _accepts(annotation: Any, kind: type) -> bool:
         return issubclass(kind, target)
     except TypeError:
         return True  # an annotation this check cannot read: the function checks at run time
+
+
+def slots_problem(name: str, position: int, written: int) -> str | None:
+    """Why ``{ slots_of }`` cannot be argument ``position`` (from 0) of ``written`` in a call of
+    function ``name``, or None. It is several arguments (the names, then one value per slot), so it
+    must be the last argument and fill the function's last named parameter and its ``*args``."""
+    fn = FUNCTIONS.get(name)
+    if fn is None:
+        return None  # call_problem names the unknown function
+    parameters = list(inspect.signature(fn).parameters.values())
+    named = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    if not varargs or position != len(named) - 1 or position != written - 1:
+        wanted = ", ".join(p.name if p.kind is not p.VAR_POSITIONAL else "*" + p.name for p in parameters)
+        return (
+            f"function {name!r} takes ({wanted}), but the rule passes {{ slots_of }} as argument "
+            f"{position + 1} of {written}: it must be the last, for the last named parameter and the *args"
+        )
+    return None
 
 
 def call_problem(name: str, args: Sequence[tuple[str, Any]]) -> str | None:

@@ -176,6 +176,8 @@ class CaseSpec:
     conflict: str | None = None
     hint: str | None = None
     note: str | None = None
+    between: list[str] | None = None
+    priority: int | None = None
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "set", _typed_set(self.set))
@@ -203,6 +205,7 @@ class RuleSpec:
     match: str | None = attrs.field(default=None)
     cases_join: str | None = attrs.field(default=None)
     case_id: str | None = attrs.field(default=None)
+    cases_complete: bool = attrs.field(default=False)
     cases: dict[str, CaseSpec] = attrs.field(factory=dict)
 
     @match.validator
@@ -230,6 +233,11 @@ class RuleSpec:
             raise Invalid("case_id", "`case_id` names the rules made from `cases`; it needs `match`")
         if value.count("{case}") != 1:
             raise Invalid("case_id", f"`case_id` {value!r} must hold {{case}} once: each case's value takes its place")
+
+    @cases_complete.validator
+    def _check_cases_complete(self, attribute: attrs.Attribute[Any], value: bool) -> None:
+        if value and self.match is None:
+            raise Invalid("cases_complete", "`cases_complete` asks for a case per value of `match`; it needs `match`")
 
     @cases.validator
     def _check_cases(self, attribute: attrs.Attribute[Any], value: dict[str, CaseSpec]) -> None:

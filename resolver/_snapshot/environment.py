@@ -403,7 +403,3 @@ def _read_named_file(path: str) -> str | None:
             return f.read(MAX_FILE_BYTES)
     except OSError:
         return None
-
-
-def is_relevant_variable(name: str) -> bool:
-    return name in RELEVANT_VARIABLES or name.startswith(RELEVANT_VARIABLE_PREFIXES)

@@ -90,7 +90,7 @@ def add_options(run: Parser) -> None:
     )
 
 
-# --- each rank's output (runtime/launchers/_supervision/rank_output.py does the work) ---
+# --- each rank's output (runtime/launchers/rank_output.py does the work) ---
 
 
 def _local_ranks(text: str) -> tuple[int, ...]:

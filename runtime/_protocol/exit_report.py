@@ -16,12 +16,10 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from resolver._engine.errors import ResolutionError
-from resolver._engine.reporter import Reporter
+from resolver import Reporter, ResolutionError
 
 if TYPE_CHECKING:
-    from resolver._domain.config import Provenance
-    from resolver._snapshot.environment import Environment
+    from resolver import Environment, Provenance
     from resolver.api import RulesArg
 
 __all__ = ["launch_failed", "report_at_exit", "reported_text"]

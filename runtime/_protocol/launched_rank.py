@@ -15,7 +15,7 @@ from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
     from runtime.strategies.base import Strategy
 
 __all__ = [

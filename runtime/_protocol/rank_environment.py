@@ -16,9 +16,8 @@ from collections.abc import Iterator, Mapping
 
 import attrs
 
-from resolver._domain.config import ResolvedConfig
-from resolver._domain.functions import local_rank_in_world
-from resolver._domain.timeouts import parse_timeout
+from resolver import ResolvedConfig
+from resolver._runtime_interface import local_rank_in_world, parse_timeout
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.errors import RuntimeConfigError
 

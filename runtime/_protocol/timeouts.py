@@ -4,7 +4,7 @@ states the accepted range and ends with what to give instead."""
 
 from __future__ import annotations
 
-from resolver._domain.timeouts import timeout_problem
+from resolver._runtime_interface import timeout_problem
 from runtime.errors import RuntimeConfigError
 
 __all__ = ["TIMEOUT_HINTS", "check_timeout"]

@@ -18,9 +18,8 @@ from typing import Any
 
 import attrs
 
-from resolver._domain.config import ResolvedConfig
-from resolver._domain.flags import FLAGS
-from resolver._engine.errors import ResolutionError
+from resolver import ResolutionError, ResolvedConfig
+from resolver._runtime_interface import FLAGS
 from runtime._protocol.rank_files import mark_as_plain
 from runtime._protocol.run_context import RunContext
 from runtime.errors import RuntimeConfigError
@@ -110,7 +109,7 @@ def config_with_script_flags(launched: ResolvedConfig, given: Mapping[str, Any],
 
 def _resolved(flags: Mapping[str, Any], context: RunContext, given: Mapping[str, Any]) -> ResolvedConfig:
     import resolver
-    from resolver._snapshot.environment import Environment
+    from resolver import Environment
 
     try:
         environment = Environment.from_dict(context.environment)

@@ -8,8 +8,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resolver._domain.flag_values import given_flags
-from resolver._engine.errors import ResolutionError
+from resolver import ResolutionError
+from resolver._runtime_interface import given_flags
 from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_worker
 from runtime._protocol.rank_environment import CONFIG_VARIABLE
 from runtime._protocol.run_context import RunContext
@@ -17,7 +17,7 @@ from runtime._rank.script_flags import check_script_restarts, config_with_script
 from runtime.build import build
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
 
 __all__ = ["run_checked_worker"]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 from runtime.errors import RuntimeConfigError
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
 
 __all__ = ["ClusterEnvironment"]
 
@@ -94,22 +94,3 @@ class ClusterEnvironment:
             f"({flag}, {variable} or the cluster's variables; rules/rendezvous.toml, rules/clusters/){why}",
             hint=f"{self.variables_hint}, or pass {flag}",
         )
-
-    def _required(self, name: str) -> str:
-        value = self.environ.get(name, "").strip()
-        if not value:
-            raise RuntimeConfigError(
-                f"{name} is not set, so the processes of this run cannot find rank 0 on {self.title}",
-                hint=self.variables_hint,
-            )
-        return value
-
-    @staticmethod
-    def _port(text: str, source: str) -> int:
-        try:
-            port = int(text)
-        except ValueError:
-            port = -1
-        if not 0 < port < 65536:
-            raise RuntimeConfigError(f"{source}={text!r} is not a TCP port (1-65535)")
-        return port

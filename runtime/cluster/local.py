@@ -9,7 +9,7 @@ from runtime._protocol.ports import find_free_port
 from runtime.cluster.base import ClusterEnvironment
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
 
 __all__ = ["LocalEnvironment"]
 

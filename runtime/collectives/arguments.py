@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
-from resolver._domain.timeouts import timeout_problem
+from resolver._runtime_interface import timeout_problem
 from runtime.collectives.errors import CollectiveArgumentTypeError, CollectiveMisuseError, ReduceOpDtypeError
 
 __all__ = [

@@ -25,15 +25,15 @@ from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_en
 from runtime._protocol.ports import listen_on_rendezvous_port
 from runtime._protocol.rank_environment import launched_config
 from runtime._protocol.rank_files import RankFiles
+from runtime._protocol.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime._protocol.spawned_rank import check_not_reimported
 from runtime.errors import RuntimeConfigError
-from runtime.launchers._supervision.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime.preemption import exit_if_preempted, forwarding, launching_signals, raise_if_preempted
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
     from runtime.cluster.base import ClusterEnvironment
-    from runtime.launchers._supervision.rank_output import RankOutput
+    from runtime.launchers.rank_output import RankOutput
 
 __all__ = ["Launcher"]
 
@@ -64,7 +64,7 @@ class Launcher(ABC):
         #: How the output of the rank processes is shown (``None``: as it is); launchers that can, apply it.
         self.rank_output = rank_output
         #: How many times every local rank is started again after a rank fails
-        #: (:mod:`runtime.launchers._supervision.restarts`).
+        #: (:mod:`runtime._protocol.restarts`).
         self.max_restarts = max_restarts
         #: The attempt being launched (0 first).
         self.attempt = 0

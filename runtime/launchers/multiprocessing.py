@@ -28,9 +28,9 @@ from runtime._protocol.spawned_rank import SPAWNED_RANK_VARIABLE, spawning
 from runtime.errors import RuntimeConfigError
 from runtime.launchers._supervision.capacity import FORKED_RANK_MEMORY, TORCH_RANK_MEMORY
 from runtime.launchers._supervision.rank_group import rank_group
-from runtime.launchers._supervision.rank_output import ChildStreams, RankOutputPump
 from runtime.launchers._supervision.supervisor import MultiprocessingRank
 from runtime.launchers.base import Launcher
+from runtime.launchers.rank_output import ChildStreams, RankOutputPump
 
 __all__ = ["ForkLauncher", "MultiprocessingLauncher", "SpawnLauncher"]
 

@@ -23,10 +23,10 @@ from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigErr
 from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY
 from runtime.launchers._supervision.in_process_rank import InProcessRank
 from runtime.launchers._supervision.rank_group import rank_group
-from runtime.launchers._supervision.rank_output import RankOutputPump
 from runtime.launchers._supervision.signals import watch_processes
 from runtime.launchers._supervision.supervisor import Failure, RankProcess, Supervisor
 from runtime.launchers.base import Launcher
+from runtime.launchers.rank_output import RankOutputPump
 
 __all__ = ["SubprocessScriptLauncher", "script_command"]
 

@@ -16,8 +16,7 @@ from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.preflight.report import Check, CheckReport, RankState, merge
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
-    from resolver._snapshot.environment import Environment
+    from resolver import Environment, ResolvedConfig
     from runtime.preflight.progress import StepReporter
 
 __all__ = ["DEFAULT_TIMEOUT", "Check", "CheckReport", "RankState", "check", "check_config"]

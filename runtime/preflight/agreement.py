@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from resolver._domain.config import ResolvedConfig
+from resolver import ResolvedConfig
 from runtime.preflight.report import FAIL, OK, Check
 
 __all__ = ["compare", "exchange", "rank_facts"]

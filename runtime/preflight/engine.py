@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from resolver._domain.config import ResolvedConfig
+from resolver import ResolvedConfig
 from runtime.preflight.faults import fault_at
 from runtime.preflight.report import FAIL, OK, Check
 

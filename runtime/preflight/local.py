@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from resolver._domain.config import ResolvedConfig
+from resolver import ResolvedConfig
 from runtime._protocol.rank_environment import rank_config, rank_variables
 from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY, check_room_for
 from runtime.launchers._supervision.signals import sigterm_guard

@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 from collections.abc import MutableMapping, Sequence
 
-from resolver._domain.config import ResolvedConfig
+from resolver import ResolvedConfig
 from runtime._gloo_interface import choose_gloo_interface
 from runtime._protocol.port_holder import port_holder
 from runtime._protocol.ports import host_holds, port_is_free

@@ -23,7 +23,7 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from resolver._domain.config import ResolvedConfig
+from resolver import ResolvedConfig
 from runtime.collectives.rendezvous import Rendezvous
 from runtime.preflight.agreement import compare, exchange, rank_facts
 from runtime.preflight.collectives import OPERATIONS, check_operation, ring

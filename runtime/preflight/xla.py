@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from resolver._domain.config import ResolvedConfig
+from resolver import ResolvedConfig
 from runtime.preflight.report import CheckReport, RankState, merge
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.launched_rank import run_launched_rank, run_worker
 from runtime._protocol.peers import record_finished
 from runtime._protocol.rank_environment import rendezvous_timeout, threads_applied
+from runtime._protocol.restarts import restart_count
 from runtime._tensor_tree import map_tensors
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
 from runtime.collectives.rendezvous import Rendezvous
@@ -36,13 +37,12 @@ from runtime.errors import (
     stamp_failure_time,
     users_frames_only,
 )
-from runtime.launchers._supervision.restarts import restart_count
 from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves, settle_preempted
 from runtime.strategies.guard import BUILT, DATALOADER_USES, DataLoaderUse, guard_methods
 from runtime.strategies.options import StrategyOptions, structure_options
 
 if TYPE_CHECKING:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
     from runtime.accelerators.base import Accelerator
     from runtime.cluster.base import ClusterEnvironment
     from runtime.collectives.base import Collective

@@ -239,9 +239,10 @@ class DeepSpeedStrategy(Strategy):
         engine = self._engine_in(state or {})
         if not Path(path).is_dir():
             raise FileNotFoundError(f"no DeepSpeed checkpoint directory at {path}")
-        from runtime.strategies.deepspeed_checkpoint import safe_checkpoint_engine
+        from runtime.strategies.deepspeed_checkpoint import check_world_size, safe_checkpoint_engine
 
         check_directory(path)  # every file as the .complete mark lists it
+        check_world_size(Path(path), self.world_size)  # before DeepSpeed's own load fails without saying why
 
         # as safely as the strategy's checkpoint_io loads a file (weights_only unless the user opted out)
         with safe_checkpoint_engine(engine, Path(path), weights_only=self.checkpoint_io.weights_only):

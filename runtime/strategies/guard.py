@@ -141,7 +141,7 @@ def _step(strategy: Strategy, value: Any) -> tuple[str, str] | None:
 
 
 def _config(strategy: Strategy, value: Any) -> tuple[str, str] | None:
-    from resolver._domain.config import ResolvedConfig
+    from resolver import ResolvedConfig
 
     if isinstance(value, ResolvedConfig):
         return None
@@ -196,7 +196,7 @@ _MAKE_OPTIMIZER = _callable(
 )
 
 #: Every public method of the built-in strategies, by name. The sweep test
-#: (tests/runtime/test_strategy_misuse.py) fails for a public method missing here.
+#: (tests/runtime/strategies/test_strategy_misuse.py) fails for a public method missing here.
 RULES: dict[str, MethodRule] = {
     "structure_options": MethodRule("any", (Arg("config", _config),), why_any="a classmethod used by runtime.build"),
     "launch": MethodRule("idle", (_FN,)),

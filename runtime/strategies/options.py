@@ -18,7 +18,7 @@ import attrs
 
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.errors import RuntimeConfigError
-from runtime.launchers._supervision.rank_output import RankOutput
+from runtime.launchers.rank_output import RankOutput
 
 if TYPE_CHECKING:
     import cattrs
@@ -41,10 +41,10 @@ class StrategyOptions:
       ``threads_per_rank`` (``OMP_NUM_THREADS``, else cores // local ranks).
     - ``rank_output``: the output of the rank processes the ``subprocess``, ``spawn`` and
       ``fork`` launchers start, as whole lines prefixed ``[rank N]: ``: ``True``, or a table of
-      :class:`~runtime.launchers._supervision.rank_output.RankOutput` fields (``{"log_dir": "logs"}``);
+      :class:`~runtime.launchers.rank_output.RankOutput` fields (``{"log_dir": "logs"}``);
       ``None`` (default) leaves their output as it is.
     - ``max_restarts``: after a rank fails, stop the others and start every local rank again, at
-      most this many times (torchrun's ``--max-restarts``; see :mod:`runtime.launchers._supervision.restarts`).
+      most this many times (torchrun's ``--max-restarts``; see :mod:`runtime._protocol.restarts`).
       Only where this launch starts the processes, on one node; 0 (default) never restarts.
     - ``preemption_signal``: the signal that announces pre-emption (``"SIGUSR1"``, SLURM's
       ``--signal`` convention; ranks SLURM started take ``SIGTERM`` too); ranks then agree on it

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/cli_support.py
-from cli_support import python_without_torch, run_resolver  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: tests.support.cli_support
+from tests.support.cli_support import python_without_torch, run_resolver  # noqa: E402
 
 
 @pytest.fixture(scope="module")

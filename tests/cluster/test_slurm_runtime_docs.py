@@ -1,6 +1,6 @@
 """docs/runtime.md's examples that print on rank 0, run under srun on the test cluster.
 
-``srun -n 2`` starts each example as tests/docs_launcher_runs.py says (``srun python EXAMPLE``, or
+``srun -n 2`` starts each example as tests/support/docs_launcher_runs.py says (``srun python EXAMPLE``, or
 ``srun resolver run ...`` for the pre-emption example); rank 0's line must be printed exactly once,
 and the job must end with the exit status the step expects.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from slurm_jobs import JOB_MINUTES, Cluster, run_job
 
-from tests.docs_examples import named_file_block
-from tests.docs_launcher_runs import PAGE, RUNS, count_line
+from tests.support.docs_examples import named_file_block
+from tests.support.docs_launcher_runs import PAGE, RUNS, count_line
 
 
 @pytest.mark.parametrize("example", list(RUNS))

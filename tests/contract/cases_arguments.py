@@ -4,7 +4,7 @@ argument) before any rank communicates; numpy integers work as ranks; expanded t
 before communicating; scatter's chunks must share one shape.
 
 :data:`SWEEP` lists, for each public method of :class:`runtime.Collective`, one correct call and
-its misuses; ``tests/runtime/test_runtime_collective_sweep.py`` checks that it names every public
+its misuses; ``tests/runtime/collectives/test_runtime_collective_sweep.py`` checks that it names every public
 method (a new method without an entry fails there) and calls each before set-up and after teardown.
 """
 

@@ -22,7 +22,7 @@ if os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
 import runtime  # noqa: E402
 from runtime import Strategy  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.xla, pytest.mark.timeout(300)]
 
 
 def run_contract(strategy: Strategy) -> dict[str, CaseResult]:

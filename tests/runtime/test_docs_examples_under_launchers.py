@@ -1,6 +1,6 @@
 """docs/runtime.md's examples that print on rank 0, run with plain ``python`` and under torchrun too.
 
-Each prints its rank-0 line exactly once (tests/docs_launcher_runs.py says how each runs, or why
+Each prints its rank-0 line exactly once (tests/support/docs_launcher_runs.py says how each runs, or why
 not); under srun: tests/cluster/test_slurm_runtime_docs.py.
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_examples import named_file_block, user_environment
-from tests.docs_launcher_runs import LAUNCHERS, PAGE, RUNS, Run, count_line, examples_asking_for_rank_zero
+from tests.support.docs_examples import named_file_block, user_environment
+from tests.support.docs_launcher_runs import LAUNCHERS, PAGE, RUNS, Run, count_line, examples_asking_for_rank_zero
 
 TIMEOUT_S = 280
 

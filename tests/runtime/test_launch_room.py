@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from runtime.launchers._supervision.capacity import RANKS_PER_CORE, _cores
-from tests.cli_support import resolver_command, run_resolver
+from tests.support.cli_support import resolver_command, run_resolver
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_support import run_resolver
+from tests.support.cli_support import run_resolver
 
 pytestmark = pytest.mark.timeout(300)
 

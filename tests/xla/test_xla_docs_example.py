@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_examples import named_file_block
+from tests.support.docs_examples import named_file_block
 
 # CI's XLA phase sets RESOLVER_REQUIRE_XLA=1: there a missing torch_xla fails instead of skipping.
 if os.environ.get("RESOLVER_REQUIRE_XLA") != "1":

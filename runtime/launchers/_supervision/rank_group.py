@@ -31,8 +31,8 @@ from runtime._protocol.rank_files import RankFiles
 from runtime.launchers._supervision.capacity import PROGRAM_MEMORY, check_room_for, start_refused
 from runtime.launchers._supervision.cleanup import temporary_rank_files
 from runtime.launchers._supervision.in_process_rank import InProcessRank
-from runtime.launchers._supervision.rank_output import RankOutputPump
 from runtime.launchers._supervision.supervisor import PopenRank, RankProcess, Supervisor, stop_processes
+from runtime.launchers.rank_output import RankOutputPump
 from runtime.preemption import watched
 
 __all__ = ["DOORBELL_VARIABLE", "RankGroup", "rank_group", "start_rank_process"]

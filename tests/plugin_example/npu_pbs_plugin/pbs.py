@@ -8,4 +8,3 @@ class PBSEnvironment(ClusterEnvironment):
 
     title = "PBS"
     variables_hint = "start each task with the PBS task launcher, which sets PBS_MAIN_ADDR and PBS_JOBID"
-    job_id_variable = "PBS_JOBID"
