@@ -46,7 +46,10 @@ if TYPE_CHECKING:
     from runtime.errors import CheckpointError as CheckpointError
     from runtime.errors import CheckpointNoSpaceError as CheckpointNoSpaceError
     from runtime.errors import CheckpointUntrustedError as CheckpointUntrustedError
+    from runtime.errors import DataLoaderError as DataLoaderError
     from runtime.errors import DataLoaderWarning as DataLoaderWarning
+    from runtime.errors import HintedError as HintedError
+    from runtime.errors import LaunchError as LaunchError
     from runtime.errors import LaunchTimeoutError as LaunchTimeoutError
     from runtime.errors import MissingDependencyError as MissingDependencyError
     from runtime.errors import PeerLostError as PeerLostError
@@ -97,7 +100,10 @@ _MODULES = {
     "CollectiveMisuseError": "runtime.collectives.errors",
     "CollectiveNotSetUpError": "runtime.collectives.errors",
     "CollectiveNotSupportedError": "runtime.collectives.errors",
+    "DataLoaderError": "runtime.errors",
     "DataLoaderWarning": "runtime.errors",
+    "HintedError": "runtime.errors",
+    "LaunchError": "runtime.errors",
     "LaunchTimeoutError": "runtime.errors",
     "Launcher": "runtime.launchers.base",
     "MissingDependencyError": "runtime.errors",

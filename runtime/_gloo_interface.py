@@ -58,9 +58,9 @@ def _resolve(main_address: str) -> str:
     except socket.gaierror as exc:
         raise RuntimeConfigError(
             f"this host ({socket.gethostname()}) cannot resolve the main address {main_address!r} "
-            f"({exc.strerror}), so it cannot reach rank 0's rendezvous\n  hint: give rank 0's host as an "
-            "address every host can reach (MASTER_ADDR, --master-addr, or the cluster's node list), or add the "
-            "name to this host's resolver"
+            f"({exc.strerror}), so it cannot reach rank 0's rendezvous",
+            hint="give rank 0's host as an address every host can reach (MASTER_ADDR, --master-addr, or the "
+            "cluster's node list), or add the name to this host's resolver",
         ) from None
     return str(infos[0][4][0])
 
@@ -114,9 +114,9 @@ def choose_gloo_interface(main_address: str | None, environ: Mapping[str, str]) 
     except OSError as exc:
         raise RuntimeConfigError(
             f"no network interface of this host ({socket.gethostname()}) routes to the main address "
-            f"{main_address}{'' if target == main_address else f' ({target})'}: {exc.strerror or exc}\n  hint: "
-            "check that rank 0's address (MASTER_ADDR, --master-addr, or the cluster's node list) is one this host "
-            f"can reach, or set {GLOO_INTERFACE_VARIABLE} to the interface to use"
+            f"{main_address}{'' if target == main_address else f' ({target})'}: {exc.strerror or exc}",
+            hint="check that rank 0's address (MASTER_ADDR, --master-addr, or the cluster's node list) is one this "
+            f"host can reach, or set {GLOO_INTERFACE_VARIABLE} to the interface to use",
         ) from None
     name = _interface_holding(local)
     return None if name is None else SocketInterface(name, local, main_address)

@@ -40,8 +40,8 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
     accelerator_class = ACCELERATORS.get(config.accelerator)
     if not accelerator_class.is_available():
         raise RuntimeConfigError(
-            f"the config runs on accelerator {config.accelerator!r}, which this machine does not have\n"
-            "  hint: resolve the flags on the machine that runs the work (or pass accelerator='cpu')"
+            f"the config runs on accelerator {config.accelerator!r}, which this machine does not have",
+            hint="resolve the flags on the machine that runs the work (or pass accelerator='cpu')",
         )
     accelerator = accelerator_class()
     precision = PRECISIONS.get(config.precision)(accelerator)
@@ -65,7 +65,8 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
         if started_by is None:
             raise RuntimeConfigError(
                 f"max_restarts={options.max_restarts}: a run of one process ({config.strategy!r}) has no launcher "
-                "to restart it\n  hint: drop max_restarts, or run on several devices (e.g. strategy='ddp_spawn')"
+                "to restart it",
+                hint="drop max_restarts, or run on several devices (e.g. strategy='ddp_spawn')",
             )
         check_max_restarts(options.max_restarts, num_nodes=config.num_nodes, started_by=started_by)
     return strategy_class(

@@ -11,6 +11,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
 from torch.utils.data.distributed import DistributedSampler
 
+from runtime.errors import DataLoaderError
+
 __all__ = ["EpochDistributedSampler", "ResumableBatchSampler", "is_shuffled", "with_distributed_sampler"]
 
 # Arguments of DataLoader that describe the sampling, replaced by the distributed sampler.
@@ -139,24 +141,25 @@ def with_distributed_sampler(
     if isinstance(loader.sampler, DistributedSampler) or isinstance(loader.batch_sampler, ResumableBatchSampler):
         return loader
     if loader.batch_size is None:
-        raise ValueError(
-            "this DataLoader was built with a custom batch_sampler, which the strategy cannot shard "
-            "across ranks\n  hint: pass use_distributed_sampler=False to the strategy and shard "
-            "the batches yourself (rank and world size are on the strategy)"
+        raise DataLoaderError(
+            "this DataLoader was built with a custom batch_sampler, which the strategy cannot shard across ranks",
+            hint="pass use_distributed_sampler=False to the strategy and shard the batches yourself (rank and world "
+            "size are on the strategy)",
         )
     if not isinstance(loader.sampler, (SequentialSampler, RandomSampler)):
-        raise ValueError(
+        raise DataLoaderError(
             f"this DataLoader uses a custom sampler ({type(loader.sampler).__name__}), which the "
-            "strategy cannot shard across ranks\n  hint: pass use_distributed_sampler=False to the "
-            "strategy and build a sampler that yields only this rank's indices"
+            "strategy cannot shard across ranks",
+            hint="pass use_distributed_sampler=False to the strategy and build a sampler that yields only this "
+            "rank's indices",
         )
     sampler = EpochDistributedSampler(loader.dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
     arguments = _loader_arguments(loader)
     try:
         return type(loader)(sampler=sampler, **arguments)
     except TypeError as exc:
-        raise TypeError(
+        raise DataLoaderError(
             f"cannot rebuild {type(loader).__name__} with a distributed sampler: its constructor does "
-            f"not take DataLoader's arguments ({exc})\n  hint: pass use_distributed_sampler=False to the "
-            "strategy and give the loader a DistributedSampler yourself"
+            f"not take DataLoader's arguments ({exc})",
+            hint="pass use_distributed_sampler=False to the strategy and give the loader a DistributedSampler yourself",
         ) from exc

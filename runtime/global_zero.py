@@ -46,7 +46,7 @@ def _whole_number(environ: Mapping[str, str], name: str, what: str, who: str) ->
         return None
     if not text.isdigit():  # no sign, no spaces inside
         raise RuntimeConfigError(
-            f"{name}={environ[name]!r} is not {what} (a whole number from 0)\n  hint: {who}: unset it in your shell"
+            f"{name}={environ[name]!r} is not {what} (a whole number from 0)", hint=f"{who}: unset it in your shell"
         )
     return int(text)
 

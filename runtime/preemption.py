@@ -87,9 +87,10 @@ class Preempted:
     checkpoint: str | None
     requeued: str | None
     note: str = ""
+    hint: str | None = None
 
     def error(self) -> PreemptedError:
-        return PreemptedError(self.step, self.checkpoint, requeued=self.requeued, note=self.note)
+        return PreemptedError(self.step, self.checkpoint, requeued=self.requeued, note=self.note, hint=self.hint)
 
 
 class PreemptionState:
@@ -158,7 +159,7 @@ def finish(strategy: Strategy, state: PreemptionState | None, result: Any) -> An
     """The work's result, or a :class:`Preempted` when the ranks agreed on it (rank 0 requeues first)."""
     if state is None or state.step is None:
         return result
-    requeued, note = None, ""
+    requeued, note, hint = None, "", None
     if strategy.options.requeue:
         cluster = strategy.cluster_environment
         job = cluster.job_to_requeue()
@@ -170,8 +171,9 @@ def finish(strategy: Strategy, state: PreemptionState | None, result: Any) -> An
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
             state.requeued = True
-            requeued, note = cluster.requeue(job) if strategy.is_global_zero else (job, "")  # rank 0 requeues it
-    return Preempted(state.step, state.checkpoint, requeued, note)
+            # rank 0 requeues it
+            requeued, note, hint = cluster.requeue(job) if strategy.is_global_zero else (job, "", None)
+    return Preempted(state.step, state.checkpoint, requeued, note, hint)
 
 
 def raise_if_preempted(result: Any) -> Any:

@@ -97,9 +97,9 @@ class Registry(Generic[T]):
                 if name in self._builtins or name in self._catalogue:
                     raise RuntimeConfigError(
                         f"{plugin.title} names a {self.kind} {name!r}, which is built in "
-                        f"({self._catalogue.get(name) or self._builtins[name][0]})\n"
-                        f"  hint: the plugin must use a name of its own; pip uninstall {plugin.distribution} "
-                        "(or RESOLVER_DISABLE_PLUGINS=1) runs without it"
+                        f"({self._catalogue.get(name) or self._builtins[name][0]})",
+                        hint=f"the plugin must use a name of its own; pip uninstall {plugin.distribution} "
+                        "(or RESOLVER_DISABLE_PLUGINS=1) runs without it",
                     )
                 self._builtins[name] = (target, None, None)
                 self._from_plugins[name] = plugin.title
@@ -120,8 +120,8 @@ class Registry(Generic[T]):
                     raise
                 raise RuntimeConfigError(
                     f"{self._from_plugins[name]} names {target} as {self.kind} {name!r}, which cannot be "
-                    f"imported: {type(exc).__name__}: {exc}\n"
-                    "  hint: reinstall or fix the plugin, or set RESOLVER_DISABLE_PLUGINS=1 to run without it"
+                    f"imported: {type(exc).__name__}: {exc}",
+                    hint="reinstall or fix the plugin, or set RESOLVER_DISABLE_PLUGINS=1 to run without it",
                 ) from exc
             self._builtins.pop(name, None)
             return self._classes[name]
@@ -177,8 +177,8 @@ class Registry(Generic[T]):
             return self._import_builtin(name)
         known = ", ".join(repr(n) for n in self.names())
         raise RuntimeConfigError(
-            f"unknown {self.kind} {name!r}; registered {self.kind}s are {known}\n"
-            f"  hint: register your class with runtime.register_{self.kind.replace(' ', '_')}({name!r})"
+            f"unknown {self.kind} {name!r}; registered {self.kind}s are {known}",
+            hint=f"register your class with runtime.register_{self.kind.replace(' ', '_')}({name!r})",
         )
 
     def names(self) -> tuple[str, ...]:
@@ -210,8 +210,8 @@ def plugin_components(kind: str) -> list[tuple[Plugin, str, str]]:
             if written.replace("_", " ") not in BUILTINS:
                 known = ", ".join(sorted(k.replace(" ", "_") for k in BUILTINS))
                 raise RuntimeConfigError(
-                    f"{plugin.title}: COMPONENTS names the kind {written!r}, which is not one of {known}\n"
-                    "  hint: fix the plugin's COMPONENTS, or set RESOLVER_DISABLE_PLUGINS=1 to run without it"
+                    f"{plugin.title}: COMPONENTS names the kind {written!r}, which is not one of {known}",
+                    hint="fix the plugin's COMPONENTS, or set RESOLVER_DISABLE_PLUGINS=1 to run without it",
                 )
             if written.replace("_", " ") == kind:
                 found += [(plugin, name, target) for name, target in entries.items()]

@@ -11,7 +11,7 @@ from resolver._engine.values import display, fields_repr
 if TYPE_CHECKING:
     from resolver._engine.values import Provenance
 
-__all__ = ["ConflictError", "ResolutionError", "RuleTableError", "Side"]
+__all__ = ["ConflictError", "ResolutionError", "RuleTableError", "Side", "diagnostic"]
 
 
 @attrs.frozen
@@ -60,14 +60,30 @@ class ResolutionError(ValueError):
         return tuple(ids)
 
     def diagnostic(self) -> str:
-        """A compiler-style, multi-line rendering for the CLI."""
-        lines = [f"error[{self.rule}]: {self.message}" if self.rule else f"error: {self.message}"]
-        for side in self.sides:
-            lines.append(f"  --> {side.slot} = {display(side.value, quoted=True)}")
-            lines.append(f"      from {side.provenance.describe()}")
-        if self.hint:
-            lines.append(f"  = help: {self.hint}")
-        return "\n".join(lines)
+        """A compiler-style, multi-line rendering for the CLI (:func:`diagnostic`)."""
+        return diagnostic(self)
+
+
+def diagnostic(error: BaseException) -> str:
+    """The command line's rendering of an error, the same for both packages' errors: ``error[rule]:`` and
+    the message, each side with where its value came from, then ``= help:`` and the hint.
+
+    It reads the fields, not the text: ``message`` and ``hint`` (which a :class:`ResolutionError` and
+    a runtime error that carries its fix both have), ``rule`` and ``sides`` where the error has them.
+    An error without a ``message`` and a ``hint`` is ``error:`` and its text.
+    """
+    message = getattr(error, "message", None)
+    if not isinstance(message, str) or not hasattr(error, "hint"):
+        return f"error: {error}"
+    rule = getattr(error, "rule", None)
+    lines = [f"error[{rule}]: {message}" if rule else f"error: {message}"]
+    for side in getattr(error, "sides", ()):
+        lines.append(f"  --> {side.slot} = {display(side.value, quoted=True)}")
+        lines.append(f"      from {side.provenance.describe()}")
+    hint = getattr(error, "hint", None)
+    if hint:
+        lines.append(f"  = help: {hint}")
+    return "\n".join(lines)
 
 
 class ConflictError(ResolutionError):

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from resolver._engine.errors import ResolutionError
+from resolver._engine.errors import ResolutionError, diagnostic
 from resolver.cli.options import add_config, add_flags, timeout_option
 from resolver.cli.shared import (
     EXIT_ERROR,
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         port_source = as_typed("master_port") if given is not None and given.kind == "flag" else None
         report = check_config(config, timeout=args.timeout, port_source=port_source, reporter=_show_step)
     except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(diagnostic(exc), file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:  # Ctrl-C: the ranks were stopped and the check's folder removed on the way out
         print("resolver check: interrupted; every rank was stopped", file=sys.stderr)

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from resolver._engine.errors import ResolutionError
+from resolver._engine.errors import ResolutionError, diagnostic
 from resolver.cli.options import add_config, add_flags, timeout_option
 from resolver.cli.shared import (
     EXIT_CODES,
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         output = _rank_output(args, config)
         config = _with_preemption(args, config)
     except runtime.RuntimeConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(diagnostic(exc), file=sys.stderr)
         return EXIT_USAGE
     if output.log_folder is not None:
         where = f"{output.log_folder}/rank_<N>.log"
@@ -208,11 +208,11 @@ def run(args: argparse.Namespace) -> int:
             rules=[rule_file.path for rule_file in rule_files if rule_file.kind != "variable"],
         )
     except runtime.PortInUseError as exc:  # its hint names the option typed, not resolve()'s keyword
-        print(f"error: {runtime.PortInUseError(exc.address, exc.port, as_typed(exc.source), exc.holder)}",
+        print(diagnostic(runtime.PortInUseError(exc.address, exc.port, as_typed(exc.source), exc.holder)),
               file=sys.stderr)  # fmt: skip
         return EXIT_ERROR
     except (runtime.RuntimeConfigError, runtime.MissingDependencyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(diagnostic(exc), file=sys.stderr)
         return EXIT_ERROR
 
 
@@ -252,8 +252,8 @@ def _with_preemption(args: argparse.Namespace, config: ResolvedConfig) -> Resolv
 
     if args.preemption_signal is None:
         raise RuntimeConfigError(
-            "--requeue requeues a pre-empted SLURM job, but no --preemption-signal is given\n"
-            "  hint: add --preemption-signal SIGUSR1 (and submit with sbatch --signal=USR1@90 --requeue)"
+            "--requeue requeues a pre-empted SLURM job, but no --preemption-signal is given",
+            hint="add --preemption-signal SIGUSR1 (and submit with sbatch --signal=USR1@90 --requeue)",
         )
     try:
         check_preemption_signal(args.preemption_signal)

@@ -113,9 +113,9 @@ def check_worker_entry(requested: ResolvedConfig | None, wanted: str, *, accepts
     if _entered:
         raise RuntimeConfigError(
             "launch() was reached a second time in a worker that the subprocess launcher started: the "
-            "worker re-runs the whole script, so it would join a run it does not belong to\n"
-            "  hint: call launch() once per script, or use strategy='ddp_spawn' (which does not re-run the "
-            "script) for scripts with several launches"
+            "worker re-runs the whole script, so it would join a run it does not belong to",
+            hint="call launch() once per script, or use strategy='ddp_spawn' (which does not re-run the script) "
+            "for scripts with several launches",
         )
     _entered = True
     if accepts_any:
@@ -124,9 +124,9 @@ def check_worker_entry(requested: ResolvedConfig | None, wanted: str, *, accepts
         started = ", ".join(f"{f}={getattr(launched, f)!r}" for f in RUN_FIELDS)
         raise RuntimeConfigError(
             f"this worker was started for a run with {started}, but the script reached {wanted} "
-            "first: the subprocess launcher re-runs the whole script in every worker\n"
-            "  hint: make the ddp launch() the script's first and only launch, or use strategy='ddp_spawn' "
-            "for the other launches"
+            "first: the subprocess launcher re-runs the whole script in every worker",
+            hint="make the ddp launch() the script's first and only launch, or use strategy='ddp_spawn' for the "
+            "other launches",
         )
 
 

@@ -64,7 +64,7 @@ def rendezvous_timeout(config: ResolvedConfig | None = None, environ: Mapping[st
     try:
         return parse_timeout(text, f"{RENDEZVOUS_TIMEOUT_VARIABLE}={text!r}")
     except ValueError as exc:
-        raise RuntimeConfigError(f"{exc}\n  hint: {TIMEOUT_HINTS[RENDEZVOUS_TIMEOUT_VARIABLE]}") from None
+        raise RuntimeConfigError(str(exc), hint=TIMEOUT_HINTS[RENDEZVOUS_TIMEOUT_VARIABLE]) from None
 
 
 def rank_config(config: ResolvedConfig, local_rank: int) -> ResolvedConfig:

@@ -57,7 +57,7 @@ def check_max_restarts(max_restarts: int, *, num_nodes: int, started_by: str | N
     SLURM, ...) when it was not this launch, and several nodes need a rendezvous they all agree on."""
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
         raise RuntimeConfigError(
-            f"max_restarts={max_restarts!r} is not a number of restarts\n  hint: pass a whole number, 0 or more"
+            f"max_restarts={max_restarts!r} is not a number of restarts", hint="pass a whole number, 0 or more"
         )
     if max_restarts == 0:
         return
@@ -65,15 +65,15 @@ def check_max_restarts(max_restarts: int, *, num_nodes: int, started_by: str | N
         fix = "pass --max-restarts to torchrun" if started_by == "torchelastic" else "let that launcher restart them"
         raise RuntimeConfigError(
             f"max_restarts={max_restarts} asks this launch to restart failed ranks, but the processes were started "
-            f"by {started_by!r} (the cluster environment), so restarts belong to it\n"
-            f"  hint: drop max_restarts here and {fix}"
+            f"by {started_by!r} (the cluster environment), so restarts belong to it",
+            hint=f"drop max_restarts here and {fix}",
         )
     if num_nodes > 1:
         raise RuntimeConfigError(
             f"max_restarts={max_restarts} with {num_nodes} nodes: each node would restart its own ranks with no "
-            "rendezvous to bring the nodes' attempts together\n"
-            "  hint: run the nodes under torchrun --max-restarts (its rendezvous restarts every node together), "
-            "or drop max_restarts"
+            "rendezvous to bring the nodes' attempts together",
+            hint="run the nodes under torchrun --max-restarts (its rendezvous restarts every node together), "
+            "or drop max_restarts",
         )
 
 

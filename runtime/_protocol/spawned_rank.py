@@ -40,8 +40,8 @@ def check_not_reimported() -> None:
     script = f"the main script ({os.path.basename(main)})" if main else "the main script"
     error = RuntimeConfigError(
         f"launch() ran again in a process that spawn started (a rank): spawn starts a fresh Python that "
-        f"re-imports {script}, so a launch() at the script's top level runs again in every rank\n"
-        '  hint: put the launch() call under `if __name__ == "__main__":`'
+        f"re-imports {script}, so a launch() at the script's top level runs again in every rank",
+        hint='put the launch() call under `if __name__ == "__main__":`',
     )
     mark_as_plain(error)
     rank, _, directory = os.environ.get(SPAWNED_RANK_VARIABLE, "").partition(":")

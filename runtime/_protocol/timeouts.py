@@ -26,5 +26,5 @@ def check_timeout(value: object, given: str, hint: str) -> float:
     gave it), states the accepted range and ends with ``hint`` (one of :data:`TIMEOUT_HINTS`)."""
     problem = timeout_problem(value, given)
     if problem is not None:
-        raise RuntimeConfigError(f"{problem}\n  hint: {hint}")
+        raise RuntimeConfigError(problem, hint=hint)
     return float(value)  # type: ignore[arg-type]

@@ -31,8 +31,8 @@ _STARTED = ("num_devices", "num_nodes", "world_size", "node_rank", "launcher", "
 _SPELLING = {flag.name: flag.cli_spellings()[0] for flag in FLAGS}
 
 
-def _plain_error(message: str) -> RuntimeConfigError:
-    error = RuntimeConfigError(message)
+def _plain_error(message: str, hint: str | None = None) -> RuntimeConfigError:
+    error = RuntimeConfigError(message, hint=hint)
     mark_as_plain(error)  # the message says it all; the frames would be the runtime's own
     return error
 
@@ -71,8 +71,9 @@ def config_with_script_flags(launched: ResolvedConfig, given: Mapping[str, Any],
         fix = " ".join(_option(name, given[name]) for name in disagree)
         raise _plain_error(
             f"the script's {_call(given)} and resolver run's command line disagree on "
-            f"{', '.join(disagree)}:\n" + "\n".join(lines) + f"\n  hint: name each flag in one place: drop it from "
-            f"launch() (the command line's value is used) or pass the script's to resolver run ({fix})"
+            f"{', '.join(disagree)}:\n" + "\n".join(lines),
+            hint="name each flag in one place: drop it from launch() (the command line's value is used) or pass "
+            f"the script's to resolver run ({fix})",
         )
     added = {name: value for name, value in given.items() if name not in recorded}
     if not added:
@@ -82,8 +83,9 @@ def config_with_script_flags(launched: ResolvedConfig, given: Mapping[str, Any],
     if launched.launcher != config.launcher and launched.num_devices == config.num_devices:
         raise _plain_error(
             f"the script's {_call(given)} has the {config.launcher!r} launcher start the processes, but resolver run "
-            f"already started them (launcher {launched.launcher!r})\n  hint: under resolver run, use "
-            f"strategy={config.strategy!r} in launch(), or start the script with python instead"
+            f"already started them (launcher {launched.launcher!r})",
+            hint=f"under resolver run, use strategy={config.strategy!r} in launch(), or start the script with python "
+            "instead",
         )
     changed = [field for field in _STARTED if getattr(config, field) != getattr(launched, field)]
     if changed:
@@ -91,9 +93,9 @@ def config_with_script_flags(launched: ResolvedConfig, given: Mapping[str, Any],
         theirs = ", ".join(f"{f}={getattr(config, f)!r}" for f in changed)
         raise _plain_error(
             f"the script's {_call(given)} makes {theirs}, but resolver run already started this run's processes "
-            f"with {shown} (its command line left {', '.join(added)} at the default)\n"
-            f"  hint: pass the script's flags to resolver run ({' '.join(_option(n, v) for n, v in added.items())}), "
-            "or start the script with python instead"
+            f"with {shown} (its command line left {', '.join(added)} at the default)",
+            hint=f"pass the script's flags to resolver run ({' '.join(_option(n, v) for n, v in added.items())}), "
+            "or start the script with python instead",
         )
     # This rank's place and the rendezvous stay resolver run's; so do the options it set (pre-emption, timeouts).
     return attrs.evolve(
@@ -133,9 +135,7 @@ def check_script_restarts(max_restarts: int, launched: ResolvedConfig, context: 
         given = f"--max-restarts {context.max_restarts}" if context.max_restarts else "no --max-restarts"
         cause = f"resolver run started the ranks and restarts them (it was given {given})"
         fix = f"pass --max-restarts {max_restarts} to resolver run, and drop max_restarts from launch()"
-    raise _plain_error(
-        f"launch(max_restarts={max_restarts}) in a rank that resolver run started: {cause}\n  hint: {fix}"
-    )
+    raise _plain_error(f"launch(max_restarts={max_restarts}) in a rank that resolver run started: {cause}", fix)
 
 
 def config_with_script_options(config: ResolvedConfig, options: Mapping[str, Any]) -> ResolvedConfig:
@@ -149,7 +149,7 @@ def config_with_script_options(config: ResolvedConfig, options: Mapping[str, Any
         if name in current and _json(current[name]) != _json(value):
             raise _plain_error(
                 f"the script's launch() sets the strategy option {name}={value!r}, but resolver run's command "
-                f"line gave {name}={current[name]!r}\n"
-                f"  hint: set {name} in one place: drop it from launch(), or from resolver run's command line"
+                f"line gave {name}={current[name]!r}",
+                hint=f"set {name} in one place: drop it from launch(), or from resolver run's command line",
             )
     return attrs.evolve(config, strategy_options={**current, **options})

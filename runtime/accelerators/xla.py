@@ -58,8 +58,8 @@ def _device_count_from_a_child() -> int:
     if result.returncode != 0 or not lines or not lines[-1].isascii() or not lines[-1].isdigit():
         raise RuntimeConfigError(
             f"torch_xla's runtime could not count its devices (exit code {result.returncode}):\n"
-            f"{result.stderr.strip()[-2000:]}\n"
-            "  hint: set PJRT_DEVICE (CPU, TPU or CUDA) to a device this machine has"
+            f"{result.stderr.strip()[-2000:]}",
+            hint="set PJRT_DEVICE (CPU, TPU or CUDA) to a device this machine has",
         )
     return int(lines[-1])
 
@@ -96,8 +96,8 @@ class XLAAccelerator(Accelerator):
         current = xla_device()
         if current != device:
             raise RuntimeConfigError(
-                f"torch_xla assigned {current} to this replica, but it was asked to use {device}\n"
-                "  hint: let torch_xla's launcher place replicas (strategy='xla'), one device each"
+                f"torch_xla assigned {current} to this replica, but it was asked to use {device}",
+                hint="let torch_xla's launcher place replicas (strategy='xla'), one device each",
             )
 
     def teardown(self) -> None:

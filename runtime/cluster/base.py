@@ -82,10 +82,10 @@ class ClusterEnvironment:
         says :attr:`cannot_requeue`)."""
         return None
 
-    def requeue(self, job: str) -> tuple[str | None, str]:
+    def requeue(self, job: str) -> tuple[str | None, str, str | None]:
         """Put ``job`` back in the cluster's queue after a pre-emption (called on global rank 0 once
-        its checkpoint is written): (the job, "") once done, else (None, why not)."""
-        return None, f"not requeued: requeue=True, but {self.cannot_requeue}"
+        its checkpoint is written): (the job, "", None) once done, else (None, why not, the fix if known)."""
+        return None, f"not requeued: requeue=True, but {self.cannot_requeue}", None
 
     @property
     def main_address(self) -> str:
@@ -120,13 +120,13 @@ class ClusterEnvironment:
             return RuntimeConfigError(
                 f"this config has no {field}: it was not produced by resolver.resolve(), which decides where the "
                 f"processes of a run meet (rules/rendezvous.toml, rules/clusters/: {flag}, {variable} or "
-                f"{self.title}'s variables)\n"
-                f"  hint: resolve the config with resolver.resolve() where the ranks run, or give it "
-                f"{field}=... (attrs.evolve(config, {field}=...))"
+                f"{self.title}'s variables)",
+                hint=f"resolve the config with resolver.resolve() where the ranks run, or give it "
+                f"{field}=... (attrs.evolve(config, {field}=...))",
             )
         why = f": {provenance.why}" if provenance.why else ""
         return RuntimeConfigError(
             f"this config has no {field}: resolver.resolve() found nothing on {self.title} that names it "
-            f"({flag}, {variable} or the cluster's variables; rules/rendezvous.toml, rules/clusters/){why}\n"
-            f"  hint: {self.variables_hint}, or pass {flag}"
+            f"({flag}, {variable} or the cluster's variables; rules/rendezvous.toml, rules/clusters/){why}",
+            hint=f"{self.variables_hint}, or pass {flag}",
         )

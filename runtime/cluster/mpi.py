@@ -45,9 +45,9 @@ def _rank_zero_host() -> str:
     except ImportError:
         raise RuntimeConfigError(
             "this MPI job has no rendezvous address: MASTER_ADDR is not set and mpi4py, which would ask "
-            "rank 0 for its host, is not installed\n"
-            "  hint: pass it to every rank, e.g. mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<port> ..., "
-            "or pip install mpi4py"
+            "rank 0 for its host, is not installed",
+            hint="pass it to every rank, e.g. mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<port> ..., "
+            "or pip install mpi4py",
         ) from None
     comm: Any = MPI.COMM_WORLD
     return str(comm.bcast(socket.gethostname(), root=0))

@@ -24,20 +24,21 @@ class SLURMEnvironment(ClusterEnvironment):
     def job_to_requeue(self) -> str | None:
         return self.environ.get("SLURM_JOB_ID")
 
-    def requeue(self, job: str) -> tuple[str | None, str]:
-        """``scontrol requeue JOB``: (the job, "") once done, else (None, why not)."""
+    def requeue(self, job: str) -> tuple[str | None, str, str | None]:
+        """``scontrol requeue JOB``: (the job, "", None) once done, else (None, why not, the fix if known)."""
         try:
             done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return None, f"not requeued: scontrol requeue {job} could not run ({exc})"
+            return None, f"not requeued: scontrol requeue {job} could not run ({exc})", None
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip()
-            return None, (
-                f"not requeued: scontrol requeue {job} failed ({said or f'exit status {done.returncode}'})\n"
-                "  hint: submit with sbatch --requeue (or set JobRequeue=1 in slurm.conf)"
+            return (
+                None,
+                f"not requeued: scontrol requeue {job} failed ({said or f'exit status {done.returncode}'})",
+                "submit with sbatch --requeue (or set JobRequeue=1 in slurm.conf)",
             )
         print(f"runtime: requeued SLURM job {job} (scontrol requeue)", file=sys.stderr, flush=True)
-        return job, ""
+        return job, "", None
 
     def check_started_by_cluster(self) -> None:
         """A batch script is not a task: sbatch gives it the job's variables (``SLURM_NTASKS``,
@@ -62,5 +63,6 @@ class SLURMEnvironment(ClusterEnvironment):
         raise RuntimeConfigError(
             f"this process is {where} {job}, not one of its {tasks} tasks (SLURM_NTASKS={tasks}, but "
             f"SLURM_STEP_ID is not set: srun did not start it), so it would wait in the rendezvous for "
-            f"{self.config.world_size - 1} rank(s) that SLURM never starts\n  hint: {hint}"
+            f"{self.config.world_size - 1} rank(s) that SLURM never starts",
+            hint=hint,
         )

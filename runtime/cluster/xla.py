@@ -48,5 +48,6 @@ class XLAEnvironment(ClusterEnvironment):
 def _no_rendezvous() -> RuntimeConfigError:
     return RuntimeConfigError(
         "the XLA cluster environment has no rendezvous address or port: torch_xla's PJRT runtime "
-        "connects its replicas itself\n  hint: use the xla strategy and launcher, which do not need one"
+        "connects its replicas itself",
+        hint="use the xla strategy and launcher, which do not need one",
     )

@@ -73,7 +73,7 @@ def tensor_problem(operation: str, name: str, value: object, role: str, hint: st
         if type(value).__module__.split(".")[0] == "numpy":
             hint += ": torch.from_numpy(array).to(collective.device)"
     return CollectiveArgumentTypeError(
-        f"{operation}: {name} must be a torch.Tensor ({role}), got {type_name(value)} {_shown(value)}\n  hint: {hint}"
+        f"{operation}: {name} must be a torch.Tensor ({role}), got {type_name(value)} {_shown(value)}", hint=hint
     )
 
 
@@ -86,15 +86,15 @@ def tensor_list_problem(operation: str, name: str, value: object, role: str) -> 
             else "pass a list of tensors, one per rank of the group"
         )
         return CollectiveArgumentTypeError(
-            f"{operation}: {name} must be a list of torch.Tensor ({role}), got {type_name(value)}\n  hint: {hint}"
+            f"{operation}: {name} must be a list of torch.Tensor ({role}), got {type_name(value)}", hint=hint
         )
     wrong = [(i, item) for i, item in enumerate(value) if not isinstance(item, torch.Tensor)]
     if wrong:
         i, item = wrong[0]
         return CollectiveArgumentTypeError(
             f"{operation}: {name} must hold torch.Tensor items ({role}), but {name}[{i}] is "
-            f"{type_name(item)} {_shown(item)}\n"
-            "  hint: make every item a tensor (torch.tensor(x, device=collective.device))"
+            f"{type_name(item)} {_shown(item)}",
+            hint="make every item a tensor (torch.tensor(x, device=collective.device))",
         )
     return None
 
@@ -116,7 +116,8 @@ def rank_problem(operation: str, name: str, value: object) -> CollectiveMisuseEr
     hint = "pass int(x)" if isinstance(value, (float, torch.Tensor)) else "pass a global rank of the group, e.g. 0"
     return CollectiveArgumentTypeError(
         f"{operation}: {name} must be an integer rank (int, or any integer with __index__ such as numpy.int64), "
-        f"got {type_name(value)} {_shown(value)}\n  hint: {hint}"
+        f"got {type_name(value)} {_shown(value)}",
+        hint=hint,
     )
 
 
@@ -129,8 +130,8 @@ def root_problem(name: str, root: object, ranks: Sequence[int], operation: str =
         return problem
     if operator.index(root) not in ranks:  # type: ignore[arg-type]
         return CollectiveMisuseError(
-            f"{prefix}{name}={root!r} is not a rank of the group (its global ranks are {', '.join(map(str, ranks))})"
-            f"\n  hint: pass one of them as {name}"
+            f"{prefix}{name}={root!r} is not a rank of the group (its global ranks are {', '.join(map(str, ranks))})",
+            hint=f"pass one of them as {name}",
         )
     return None
 
@@ -139,8 +140,8 @@ def bool_problem(operation: str, name: str, value: object) -> CollectiveMisuseEr
     if isinstance(value, bool):
         return None
     return CollectiveArgumentTypeError(
-        f"{operation}: {name} must be True or False, got {type_name(value)} {_shown(value)}\n"
-        f"  hint: pass {name}=bool(x) if that is what you mean"
+        f"{operation}: {name} must be True or False, got {type_name(value)} {_shown(value)}",
+        hint=f"pass {name}=bool(x) if that is what you mean",
     )
 
 
@@ -153,8 +154,9 @@ def seconds_problem(operation: str, name: str, value: object) -> CollectiveMisus
     if problem is None:
         return None
     return CollectiveArgumentTypeError(
-        f"{problem}\n  hint: e.g. {name}=30.0 or {name}=datetime.timedelta(seconds=30), or leave it unset for "
-        "the collective's timeout"
+        problem,
+        hint=f"e.g. {name}=30.0 or {name}=datetime.timedelta(seconds=30), or leave it unset for the collective's "
+        "timeout",
     )
 
 
@@ -169,8 +171,8 @@ def overlap_problem(operation: str, name: str, tensor: object) -> CollectiveMisu
         return None
     return CollectiveMisuseError(
         f"{operation} writes its result into {name}, but {name} is an expanded view (stride 0 along dimension "
-        f"{shared[0]}, shape {tuple(tensor.shape)}): its elements share memory and cannot each hold a value\n"
-        f"  hint: pass {name}.clone() (or .contiguous()) and use the tensor the operation returns"
+        f"{shared[0]}, shape {tuple(tensor.shape)}): its elements share memory and cannot each hold a value",
+        hint=f"pass {name}.clone() (or .contiguous()) and use the tensor the operation returns",
     )
 
 
@@ -199,8 +201,8 @@ def reduce_op_problem(
     if name is None:
         known = ", ".join([*REDUCE_OPS, *REDUCE_OP_ALIASES])
         return CollectiveMisuseError(
-            f"{prefix}unknown reduce op {op!r}; use one of {known} (any case), or a torch.distributed.ReduceOp\n"
-            "  hint: e.g. op='sum' or op=torch.distributed.ReduceOp.SUM"
+            f"{prefix}unknown reduce op {op!r}; use one of {known} (any case), or a torch.distributed.ReduceOp",
+            hint="e.g. op='sum' or op=torch.distributed.ReduceOp.SUM",
         )
     if not isinstance(tensor, torch.Tensor):
         return None  # the tensor's own check says so

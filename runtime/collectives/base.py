@@ -316,7 +316,7 @@ class Collective(PointToPoint, ObjectOperations):
         problem = first(
             None if type(decision).__name__ in ("bool", "bool_") else CollectiveArgumentTypeError(
                 f"reduce_boolean_decision: decision must be a bool (or a one-element tensor), got "
-                f"{type_name(decision)} {decision!r}\n  hint: pass bool(x) if that is what you mean"
+                f"{type_name(decision)} {decision!r}", hint="pass bool(x) if that is what you mean"
             ),
             bool_problem("reduce_boolean_decision", "all", all),
         )  # fmt: skip
@@ -327,7 +327,8 @@ class Collective(PointToPoint, ObjectOperations):
         if invalid:
             raise problem or CollectiveMisuseError(
                 f"reduce_boolean_decision: rank(s) {', '.join(map(str, invalid))} passed invalid arguments "
-                "(see their error); no decision was made\n  hint: fix the call on those ranks as their error says"
+                "(see their error); no decision was made",
+                hint="fix the call on those ranks as their error says",
             )
         count = sum(votes)
         return count == len(votes) if all else count > 0
@@ -379,8 +380,8 @@ def _splits(
     if ranks is None or len(values) != len(ranks):
         return [], CollectiveArgumentTypeError(
             f"{where}_split_sizes must be a list of integers >= 0 (rows for each rank), "
-            f"got {type_name(sizes)} {sizes!r}\n"
-            "  hint: pass one row count per rank of the group, or None for equal parts"
+            f"got {type_name(sizes)} {sizes!r}",
+            hint="pass one row count per rank of the group, or None for equal parts",
         )
     if len(values) != size or sum(values) != rows:
         return [], CollectiveMisuseError(

@@ -150,7 +150,8 @@ def verdict(
             return own.problem
         return CollectiveMisuseError(
             f"{operation}: rank(s) {_ranks(troubled)} passed invalid arguments (see their error); "
-            f"no rank ran the operation\n  hint: fix the call on rank(s) {_ranks(troubled)} as their error says"
+            "no rank ran the operation",
+            hint=f"fix the call on rank(s) {_ranks(troubled)} as their error says",
         )
     decoded = [call for _, call in calls]
     ops = {call.op for call in decoded}
@@ -179,8 +180,8 @@ def verdict(
         described = [", ".join(s.describe() for s in call.signatures) for call in decoded]
         return CollectiveMisuseError(
             f"{operation} needs tensors of the same shape and dtype on every rank of the group, but got "
-            f"{_each(ranks, described)}\n  hint: pad or reshape so that every rank passes the same shape, "
-            "and cast to one dtype"
+            f"{_each(ranks, described)}",
+            hint="pad or reshape so that every rank passes the same shape, and cast to one dtype",
         )
     return None
 
@@ -201,9 +202,9 @@ def _scatter_verdict(operation: str, ranks: Sequence[int], calls: Sequence[Call]
     if len(set(chunks)) > 1:  # engines send equal pieces: gloo fails on the source, the others would wait
         return CollectiveMisuseError(
             f"{operation}: the source rank's scatter_list must hold chunks of one shape and dtype (engines "
-            f"scatter equal pieces), but it holds {_each(ranks, [chunk.describe() for chunk in chunks])}\n"
-            "  hint: pad the chunks to one shape (and cast to one dtype), or send each rank its own "
-            "piece with broadcast_object / send"
+            f"scatter equal pieces), but it holds {_each(ranks, [chunk.describe() for chunk in chunks])}",
+            hint="pad the chunks to one shape (and cast to one dtype), or send each rank its own piece with "
+            "broadcast_object / send",
         )
     return None
 
@@ -229,7 +230,8 @@ def _splits_verdict(operation: str, ranks: Sequence[int], calls: Sequence[Call])
     if wrong:
         return CollectiveMisuseError(
             f"{operation}: the split sizes do not match between ranks: {'; '.join(wrong[:6])}"
-            f"{' ...' if len(wrong) > 6 else ''}\n  hint: rank i's input_split_sizes[j] must equal rank j's "
-            "output_split_sizes[i] (exchange the sizes first, e.g. with all_to_all_single of a tensor of sizes)"
+            f"{' ...' if len(wrong) > 6 else ''}",
+            hint="rank i's input_split_sizes[j] must equal rank j's output_split_sizes[i] (exchange the sizes "
+            "first, e.g. with all_to_all_single of a tensor of sizes)",
         )
     return None

@@ -143,8 +143,8 @@ class CollectiveCore(ABC):
         self._require_setup("new_group")
         if isinstance(ranks, (str, bytes, torch.Tensor)) or not hasattr(ranks, "__iter__"):
             raise CollectiveArgumentTypeError(
-                f"new_group: ranks must be a sequence of global ranks, got {type_name(ranks)} {ranks!r}\n"
-                "  hint: pass a list, e.g. [0, 1] or range(0, collective.world_size, 2)"
+                f"new_group: ranks must be a sequence of global ranks, got {type_name(ranks)} {ranks!r}",
+                hint="pass a list, e.g. [0, 1] or range(0, collective.world_size, 2)",
             )
         given = list(ranks)
         members = [as_rank(r) for r in given]
@@ -156,8 +156,8 @@ class CollectiveCore(ABC):
                 else "a rank repeats"
             )  # fmt: skip
             raise CollectiveMisuseError(
-                f"new_group needs distinct ranks between 0 and {self._world_size - 1}, got {given!r} ({problem})\n"
-                "  hint: pass each global rank of the group once, as an integer"
+                f"new_group needs distinct ranks between 0 and {self._world_size - 1}, got {given!r} ({problem})",
+                hint="pass each global rank of the group once, as an integer",
             )
         ordered = tuple(sorted(int(m) for m in members if m is not None))
         return CollectiveGroup(ordered, self._new_group(ordered))
@@ -296,14 +296,14 @@ class CollectiveCore(ABC):
         if not isinstance(g, CollectiveGroup):
             raise CollectiveArgumentTypeError(
                 f"{operation}: group must be a CollectiveGroup from collective.new_group(ranks) (or None for all "
-                f"ranks), got {type_name(g)} {g!r}\n"
-                "  hint: make the group once with group = collective.new_group(ranks) on every rank, then pass it"
+                f"ranks), got {type_name(g)} {g!r}",
+                hint="make the group once with group = collective.new_group(ranks) on every rank, then pass it",
             )
         if self._rank not in g.ranks:
             raise CollectiveMisuseError(
                 f"{operation}: rank {self._rank} is not a member of the group of ranks "
-                f"{', '.join(map(str, g.ranks))}; only members call its operations\n"
-                "  hint: call it only where collective.rank in group, or pass group=None for every rank"
+                f"{', '.join(map(str, g.ranks))}; only members call its operations",
+                hint="call it only where collective.rank in group, or pass group=None for every rank",
             )
         return g
 

@@ -41,7 +41,7 @@ __all__ = ["TAG_LIMIT", "PendingReceives", "expectation_tag", "offer_tag", "post
 TAG_LIMIT = 1 << 29
 
 _HINT = (
-    "\n  hint: send and receive tensors of one shape and dtype; when the shape varies, send it first "
+    "send and receive tensors of one shape and dtype; when the shape varies, send it first "
     "(a small int64 tensor of a fixed length), then the data"
 )
 
@@ -83,7 +83,8 @@ def post_checked_send(
         if theirs != mine:
             raise CollectiveMisuseError(
                 f"{operation} to rank {dst}: it expects {theirs.describe()}, but this rank sends "
-                f"{mine.describe()}; the receiver discarded the data{_HINT}"
+                f"{mine.describe()}; the receiver discarded the data",
+                hint=_HINT,
             )
 
     return CollectiveHandle(
@@ -152,7 +153,8 @@ class _Receipt:
         if self.sent != self.mine:
             raise CollectiveMisuseError(
                 f"{operation} from rank {self.src}: it sends {self.sent.describe()}, but the receiving tensor has "
-                f"{self.mine.describe()}; the tensor was left unchanged{_HINT}"
+                f"{self.mine.describe()}; the tensor was left unchanged",
+                hint=_HINT,
             )
         return self.tensor
 

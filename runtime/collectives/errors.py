@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from runtime.errors import HintedError
+
 __all__ = [
     "BarrierTimeoutError",
     "CollectiveArgumentTypeError",
@@ -14,13 +16,14 @@ __all__ = [
 ]
 
 
-class CollectiveMisuseError(ValueError):
+class CollectiveMisuseError(HintedError, ValueError):
     """An operation was called with arguments it cannot work with: a rank that does not exist or
     is not in the group, tensors whose shapes or dtypes differ between ranks, a list of the wrong
     length, an unknown reduce op.
 
     It is raised *before* the engine is called (on every rank, for disagreements between ranks),
-    so the group stays usable: engines often hang or crash on such input instead.
+    so the group stays usable: engines often hang or crash on such input instead. ``message`` says
+    what is wrong, ``hint`` how to call it instead.
     """
 
 
@@ -43,8 +46,8 @@ class CollectiveNotSetUpError(CollectiveMisuseError, RuntimeError):
         self.collective = collective
         self.operation = operation
         super().__init__(
-            f"{operation}: the {collective} collective is not set up (setup() has not run, or teardown() "
-            f"already has)\n  hint: {hint}"
+            f"{operation}: the {collective} collective is not set up (setup() has not run, or teardown() already has)",
+            hint=hint,
         )
 
 
@@ -60,10 +63,10 @@ class CollectiveNotSupportedError(CollectiveMisuseError, NotImplementedError):
             "express it with the operations it has (all_reduce, all_gather, broadcast, ...), "
             "or use a strategy whose collective supports it"
         )
-        super().__init__(f"the {collective} collective cannot do {operation!r}: {reason}\n  hint: {hint}")
+        super().__init__(f"the {collective} collective cannot do {operation!r}: {reason}", hint=hint)
 
 
-class BarrierTimeoutError(TimeoutError):
+class BarrierTimeoutError(HintedError, TimeoutError):
     """``monitored_barrier`` gave up after its timeout.
 
     On the group's first rank (which collects the arrivals), :attr:`missing` holds the global ranks
@@ -85,6 +88,7 @@ class BarrierTimeoutError(TimeoutError):
                 f"{limit}: some rank did not arrive (rank {first}'s error names it), or rank {first} itself is late"
             )
         super().__init__(
-            f"monitored_barrier: {what}\n  hint: look at where the missing ranks are (their stacks, when the "
-            "launch reports them): a rank that skips or reorders a collective, or hangs before it, never arrives"
+            f"monitored_barrier: {what}",
+            hint="look at where the missing ranks are (their stacks, when the launch reports them): a rank that "
+            "skips or reorders a collective, or hangs before it, never arrives",
         )

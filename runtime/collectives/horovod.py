@@ -97,9 +97,9 @@ class HorovodCollective(Collective):
             if "HOROVOD_RANK" not in os.environ and world_size > 1:
                 raise RuntimeConfigError(
                     f"the horovod collective joins a job of {world_size} processes, but this process was not "
-                    "started by horovodrun or horovod.run (HOROVOD_RANK is not set)\n"
-                    "  hint: run the work through strategy.launch(fn) with strategy='horovod', or start the "
-                    "script with `horovodrun -np <processes> --gloo python script.py`"
+                    "started by horovodrun or horovod.run (HOROVOD_RANK is not set)",
+                    hint="run the work through strategy.launch(fn) with strategy='horovod', or start the "
+                    "script with `horovodrun -np <processes> --gloo python script.py`",
                 )
             hvd.init(process_sets="dynamic")
             self._owns_init = True
@@ -109,8 +109,8 @@ class HorovodCollective(Collective):
             self.teardown()
             raise RuntimeConfigError(
                 f"Horovod says this process is rank {found[0]} of {found[1]}, but the resolved config says "
-                f"rank {rank} of {world_size}\n"
-                "  hint: let horovodrun start as many processes as num_nodes x devices asks for"
+                f"rank {rank} of {world_size}",
+                hint="let horovodrun start as many processes as num_nodes x devices asks for",
             )
         self._rank, self._world_size = rank, world_size
 

@@ -49,8 +49,8 @@ class ObjectOperations(CollectiveCore):
             if isinstance(objects, (str, bytes)) or not isinstance(objects, Sequence):
                 problem = CollectiveArgumentTypeError(
                     f"scatter_object_list: the source rank passes objects, a list with one object per rank of "
-                    f"the group ({g.size}), got {type_name(objects)}\n  hint: pass [object for rank 0, object for "
-                    "rank 1, ...] on the source rank and None on the others"
+                    f"the group ({g.size}), got {type_name(objects)}",
+                    hint="pass [object for rank 0, object for rank 1, ...] on the source rank and None on the others",
                 )
             elif len(objects) != g.size:
                 problem = CollectiveMisuseError(

@@ -45,8 +45,8 @@ class PointToPoint(CollectiveCore):
         g = self._group("recv", group)
         if src is None:
             raise CollectiveArgumentTypeError(
-                "recv: src must be an integer rank, got None\n  hint: to receive from whichever rank sends, "
-                "use recv_any(tensor), which also returns the sender"
+                "recv: src must be an integer rank, got None",
+                hint="to receive from whichever rank sends, use recv_any(tensor), which also returns the sender",
             )
         _raise(first(tensor_problem("recv", "tensor", tensor, "the buffer this rank receives into"),
                      overlap_problem("recv", "tensor", tensor), _tag_problem("recv", tag),
@@ -122,8 +122,8 @@ def _peer_problem(
     problem = root_problem(name, peer, group.ranks, operation)
     if problem is None and as_rank(peer) == rank:
         problem = CollectiveMisuseError(
-            f"{operation}: {name}={peer!r} is this rank itself; send/recv need another rank of the group\n"
-            "  hint: pass the peer's global rank (a tensor that stays on this rank needs no message)"
+            f"{operation}: {name}={peer!r} is this rank itself; send/recv need another rank of the group",
+            hint="pass the peer's global rank (a tensor that stays on this rank needs no message)",
         )
     return problem
 
@@ -135,5 +135,6 @@ def _tag_problem(operation: str, tag: object) -> CollectiveMisuseError | None:
     kind = CollectiveMisuseError if value is not None else CollectiveArgumentTypeError
     return kind(
         f"{operation}: tag must be an integer >= 0 and below {TAG_LIMIT} (the same on both ends), got "
-        f"{type_name(tag)} {tag!r}\n  hint: pass the same non-negative int as tag to the sender and the receiver"
+        f"{type_name(tag)} {tag!r}",
+        hint="pass the same non-negative int as tag to the sender and the receiver",
     )

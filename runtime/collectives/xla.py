@@ -25,6 +25,7 @@ from runtime.accelerators.xla import xla_device
 from runtime.collectives.base import Collective, CollectiveGroup
 from runtime.collectives.errors import CollectiveNotSupportedError
 from runtime.collectives.rendezvous import Rendezvous
+from runtime.errors import LaunchError
 
 __all__ = ["XLACollective"]
 
@@ -100,10 +101,10 @@ class XLACollective(Collective):
         rank, world_size, device = rendezvous.rank, rendezvous.world_size, rendezvous.device
         actual = (int(xr.global_ordinal()), int(xr.world_size()))
         if actual != (rank, world_size):
-            raise RuntimeError(
+            raise LaunchError(
                 f"this process should be rank {rank} of {world_size}, but torch_xla's runtime runs it "
-                f"as replica {actual[0]} of {actual[1]}\n"
-                "  hint: start XLA replicas with torch_xla's launcher (strategy='xla'), one per device"
+                f"as replica {actual[0]} of {actual[1]}",
+                hint="start XLA replicas with torch_xla's launcher (strategy='xla'), one per device",
             )
         self._rank, self._world_size = actual
         self._tensor_device = device if device is not None else xla_device()

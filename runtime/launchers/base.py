@@ -96,9 +96,9 @@ class Launcher(ABC):
         check_max_restarts(self.max_restarts, num_nodes=self.config.num_nodes, started_by=None)
         if not self.supports_restarts:
             raise RuntimeConfigError(
-                f"max_restarts={self.max_restarts}: the {self.config.launcher!r} launcher does not restart ranks\n"
-                "  hint: drop max_restarts, or use strategy 'ddp', 'ddp_spawn' or 'ddp_fork' (or their fsdp/deepspeed "
-                "forms), whose launchers do"
+                f"max_restarts={self.max_restarts}: the {self.config.launcher!r} launcher does not restart ranks",
+                hint="drop max_restarts, or use strategy 'ddp', 'ddp_spawn' or 'ddp_fork' (or their fsdp/deepspeed "
+                "forms), whose launchers do",
             )
 
         def attempt(number: int) -> R:

@@ -53,10 +53,10 @@ class HorovodLauncher(Launcher):
             raise MissingDependencyError("the horovod launcher", "horovod") from exc
         if self.config.num_nodes > 1:
             raise RuntimeConfigError(
-                f"the horovod launcher starts processes on this machine only, but num_nodes={self.config.num_nodes}\n"
-                f"  hint: start the script on every node with horovodrun (e.g. `horovodrun -np "
-                f"{self.config.world_size} -H host1:{self.config.num_devices},host2:{self.config.num_devices} "
-                "python train.py`); it then runs without a launcher"
+                f"the horovod launcher starts processes on this machine only, but num_nodes={self.config.num_nodes}",
+                hint=f"start the script on every node with horovodrun (e.g. `horovodrun -np {self.config.world_size} "
+                f"-H host1:{self.config.num_devices},host2:{self.config.num_devices} python train.py`); it then runs "
+                "without a launcher",
             )
         size = self.config.num_devices
         address = self.cluster_environment.main_address

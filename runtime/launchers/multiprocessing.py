@@ -163,8 +163,8 @@ class ForkLauncher(MultiprocessingLauncher):
         if torch.cuda.is_initialized():
             raise RuntimeConfigError(
                 "the fork launcher cannot start ranks after CUDA was initialised in this process "
-                "(a forked process cannot use the parent's CUDA context)\n"
-                "  hint: use strategy='ddp_spawn' or 'ddp', or launch before touching CUDA"
+                "(a forked process cannot use the parent's CUDA context)",
+                hint="use strategy='ddp_spawn' or 'ddp', or launch before touching CUDA",
             )
         if torch.distributed.is_available() and not torch.distributed.is_initialized():
             # What every rank imports before joining its group, imported once here: the forked

@@ -76,8 +76,8 @@ class RankOutput:
                 named = f"names local rank(s) {', '.join(map(str, outside))}" if outside else "is empty"
                 raise RuntimeConfigError(
                     f"the local ranks filter (--local-ranks-filter) {named}, but this node runs local ranks "
-                    f"0-{local_world_size - 1} ({local_world_size} process(es))\n"
-                    f"  hint: name ranks between 0 and {local_world_size - 1}, like 0 or 0,{local_world_size - 1}"
+                    f"0-{local_world_size - 1} ({local_world_size} process(es))",
+                    hint=f"name ranks between 0 and {local_world_size - 1}, like 0 or 0,{local_world_size - 1}",
                 )
         if self.log_folder is not None:
             try:
@@ -86,8 +86,8 @@ class RankOutput:
                     raise PermissionError(13, "permission denied")
             except OSError as exc:
                 raise RuntimeConfigError(
-                    f"cannot write the rank logs (--log-dir) to {self.log_dir}: {exc.strerror or exc}\n"
-                    "  hint: pass a folder you can write, or one that can be created"
+                    f"cannot write the rank logs (--log-dir) to {self.log_dir}: {exc.strerror or exc}",
+                    hint="pass a folder you can write, or one that can be created",
                 ) from None
 
     @property
@@ -265,8 +265,8 @@ class RankOutputPump:
             log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         except OSError as exc:
             raise RuntimeConfigError(
-                f"cannot write the log of rank {rank} (--log-dir): {path}: {exc.strerror}\n"
-                "  hint: pass a folder you can write"
+                f"cannot write the log of rank {rank} (--log-dir): {path}: {exc.strerror}",
+                hint="pass a folder you can write",
             ) from None
         self._logs.append(log)
         return log

@@ -44,9 +44,9 @@ def script_command() -> list[str]:
     if not script or script == "-c" or not os.path.isfile(script):
         raise RuntimeConfigError(
             "the subprocess launcher re-runs your script once per extra device, but this process "
-            f"was not started from a script file (sys.argv[0] = {script!r})\n"
-            "  hint: in a notebook or `python -c`, use strategy='ddp_fork' or 'ddp_spawn'; or put "
-            "the code in a script and run it"
+            f"was not started from a script file (sys.argv[0] = {script!r})",
+            hint="in a notebook or `python -c`, use strategy='ddp_fork' or 'ddp_spawn'; or put the code in a script "
+            "and run it",
         )
     return [sys.executable, os.path.abspath(script), *sys.argv[1:]]
 
@@ -158,8 +158,8 @@ class SubprocessScriptLauncher(Launcher):
             if processes[rank].poll() == 0:
                 raise RuntimeConfigError(
                     f"rank {rank} exited before reaching this launch() call: the script it re-ran "
-                    "ended (or branched) before launch()\n"
-                    "  hint: make sure every process reaches the same launch() call"
+                    "ended (or branched) before launch()",
+                    hint="make sure every process reaches the same launch() call",
                 )
         if absent:
             raise _PeersFailed  # it exited with an error: the supervisor has recorded why

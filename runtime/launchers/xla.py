@@ -18,7 +18,7 @@ import torch_xla.distributed.xla_multiprocessing as xmp
 from runtime._protocol.rank_environment import CONFIG_VARIABLE, environ_patch
 from runtime._protocol.rank_files import RankFiles
 from runtime.accelerators.xla import runtime_initialized
-from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError, stamp_failure_time
+from runtime.errors import LaunchError, LaunchTimeoutError, RankFailedError, RuntimeConfigError, stamp_failure_time
 from runtime.launchers._supervision.cleanup import temporary_rank_files
 from runtime.launchers.base import Launcher
 
@@ -64,8 +64,8 @@ class XLALauncher(Launcher):
         if runtime_initialized():
             raise RuntimeConfigError(
                 "torch_xla's runtime already runs in this process (an XLA device or tensor was used), "
-                "and torch_xla cannot start replicas after that\n"
-                "  hint: launch before touching any XLA device in the launching process"
+                "and torch_xla cannot start replicas after that",
+                hint="launch before touching any XLA device in the launching process",
             )
         with temporary_rank_files() as reports, environ_patch({CONFIG_VARIABLE: self.config.to_json()}):
             try:
@@ -75,11 +75,11 @@ class XLALauncher(Launcher):
             except BaseException as exc:
                 failure = self._first_failure(reports)
                 if failure is None:
-                    raise RuntimeError(
-                        f"torch_xla's launcher failed before any replica reported an error: {exc!r}\n"
-                        "  hint: the function and its arguments must be picklable (a module-level "
-                        "function); a replica killed by XLA's runtime (e.g. a collective timing out at "
-                        "its rendezvous) cannot report"
+                    raise LaunchError(
+                        f"torch_xla's launcher failed before any replica reported an error: {exc!r}",
+                        hint="the function and its arguments must be picklable (a module-level function); a "
+                        "replica killed by XLA's runtime (e.g. a collective timing out at its rendezvous) cannot "
+                        "report",
                     ) from exc
                 raise failure from None
             if not reports.has_result(0):

@@ -32,8 +32,8 @@ class XLAPrecision(Precision):
         dtype = getattr(inner, "dtype", None)
         if isinstance(inner, MixedPrecision) or dtype in _UNSUPPORTED_DTYPES:
             raise RuntimeConfigError(
-                f"precision {type(inner).__name__} is not supported on XLA\n"
-                "  hint: XLA takes '32-true', '16-true' or 'bf16-true'"
+                f"precision {type(inner).__name__} is not supported on XLA",
+                hint="XLA takes '32-true', '16-true' or 'bf16-true'",
             )
         self.inner = inner
         # The precisions XLA takes back-propagate the loss as it is (no scaler); a subclass may not.

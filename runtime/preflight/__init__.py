@@ -52,8 +52,8 @@ def check_config(config: ResolvedConfig, *, timeout: float = DEFAULT_TIMEOUT, po
         from runtime.errors import RuntimeConfigError
 
         raise RuntimeConfigError(
-            f"resolver check starts local ranks as processes; the {config.launcher} launcher starts its own\n"
-            f"  hint: run the check under that launcher (e.g. horovodrun ... resolver check), where each rank runs it"
+            f"resolver check starts local ranks as processes; the {config.launcher} launcher starts its own",
+            hint="run the check under that launcher (e.g. horovodrun ... resolver check), where each rank runs it",
         )
     from runtime.preflight.local import check_locally
 

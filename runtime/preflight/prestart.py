@@ -48,9 +48,8 @@ def before_ranks(config: ResolvedConfig, ranks: Sequence[int], address: str, por
     try:
         choose_gloo_interface(address, {})  # resolves the name and finds a route, or says why not
     except RuntimeConfigError as exc:
-        text, _, hint = str(exc).partition("\n  hint: ")
-        return Check("rendezvous", FAIL, f"{_span(ranks)} on {host}: {text}; no rank was started", ranks,
-                     [host] * len(ranks), fix=hint or "set MASTER_ADDR to an address of rank 0's host")  # fmt: skip
+        return Check("rendezvous", FAIL, f"{_span(ranks)} on {host}: {exc.message}; no rank was started", ranks,
+                     [host] * len(ranks), fix=exc.hint or "set MASTER_ADDR to an address of rank 0's host")  # fmt: skip
     if config.num_nodes == 1 and not host_holds(address):
         return Check("rendezvous", FAIL,
                      f"rank 0 on {host}: the main address {address} is not an address of this host, where every "

@@ -50,8 +50,8 @@ def _why_unreachable(address: str, port: int, deadline: float, rank: int, source
     where = f"{address}:{port} (from {source})"
     try:
         choose_gloo_interface(address, {})  # resolves the name and finds a route, or says why not
-    except Exception as exc:  # RuntimeConfigError, with this host and the address in its text
-        text, _, hint = str(exc).partition("\n  hint: ")
+    except Exception as exc:  # RuntimeConfigError, with this host and the address in its message
+        text, hint = getattr(exc, "message", str(exc)), getattr(exc, "hint", None)
         return _fail(f"rank {rank} on {host}: {text}", hint or "set MASTER_ADDR to an address of rank 0's host", rank)
     last: OSError | None = None
     while True:

@@ -214,7 +214,8 @@ class Strategy:
         if self._build is None:
             raise RuntimeConfigError(
                 f"this {type(self).__name__} was constructed without build=, so its launcher cannot build the "
-                "strategy of each rank it starts\n  hint: construct strategies with runtime.build(config)"
+                "strategy of each rank it starts",
+                hint="construct strategies with runtime.build(config)",
             )
         return self._launcher.launch(run_worker, self._build, fn, *args, **kwargs)
 
@@ -377,11 +378,12 @@ class Strategy:
         spawned = self._launcher is not None and self._launcher.start_method == "spawn"
         if spawned and workers > 0 and not dataloader.persistent_workers:
             warnings.warn(
-                f"the {use} DataLoader starts {workers} worker process(es) inside ranks that were "
-                "themselves spawned: every epoch pays the spawn start-up again\n"
-                "  hint: pass persistent_workers=True to the DataLoader, or use strategy='ddp' "
-                "(the subprocess launcher)",
-                DataLoaderWarning,
+                DataLoaderWarning(
+                    f"the {use} DataLoader starts {workers} worker process(es) inside ranks that were "
+                    "themselves spawned: every epoch pays the spawn start-up again",
+                    hint="pass persistent_workers=True to the DataLoader, or use strategy='ddp' (the subprocess "
+                    "launcher)",
+                ),
                 stacklevel=3,
             )
         if use != "train" and is_shuffled(dataloader) and self.use_distributed_sampler and self.world_size > 1:

@@ -85,8 +85,8 @@ class DeepSpeedStrategy(Strategy):
             raise MissingDependencyError("strategy 'deepspeed'", "deepspeed", INSTALL)
         if self.accelerator.computes_on_cpu and not _deepspeed_has_cpu_support():
             raise RuntimeConfigError(
-                f"the installed DeepSpeed cannot run on {config.accelerator} (it has no CPU accelerator)\n"
-                "  hint: pip install -U deepspeed (0.10 or newer runs on the CPU with gloo), or run on CUDA"
+                f"the installed DeepSpeed cannot run on {config.accelerator} (it has no CPU accelerator)",
+                hint="pip install -U deepspeed (0.10 or newer runs on the CPU with gloo), or run on CUDA",
             )
         self.deepspeed_config: dict[str, Any] = deepspeed_config(
             self.options, deepspeed_precision_config(self.precision), pin_memory=self.accelerator.pin_memory
@@ -106,8 +106,8 @@ class DeepSpeedStrategy(Strategy):
         if accelerator.device_name() != self.root_device.type:
             raise RuntimeConfigError(
                 f"DeepSpeed chose the {accelerator.device_name()!r} accelerator, but this run computes on "
-                f"{self.root_device.type!r}\n  hint: set DS_ACCELERATOR={self.root_device.type} before DeepSpeed "
-                "is first imported"
+                f"{self.root_device.type!r}",
+                hint=f"set DS_ACCELERATOR={self.root_device.type} before DeepSpeed is first imported",
             )
         self._check_precision(accelerator)
         deepspeed.init_distributed(dist_backend=self.config.process_group_backend, dist_init_required=False)
@@ -123,7 +123,8 @@ class DeepSpeedStrategy(Strategy):
             if self.deepspeed_config.get(section, {}).get("enabled") and not supported():
                 raise RuntimeConfigError(
                     f"precision={self.config.precision!r}: DeepSpeed on {accelerator.device_name()} has no "
-                    f"{section} support\n  hint: use precision='bf16-mixed' or '32-true' here"
+                    f"{section} support",
+                    hint="use precision='bf16-mixed' or '32-true' here",
                 )
 
     def setup_module_and_optimizer(

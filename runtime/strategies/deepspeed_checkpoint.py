@@ -146,8 +146,8 @@ def check_world_size(directory: Path, world_size: int) -> None:
     raise CheckpointError(
         str(directory),
         f"the DeepSpeed checkpoint at {directory} was saved by {ranks} ranks and this run has {world_size}: a ZeRO "
-        f"checkpoint holds one optimizer partition per rank and loads only on as many ranks as saved it\n"
-        f"  hint: run on {ranks} ranks, or convert it once to DeepSpeed's universal checkpoint, which loads on any "
+        "checkpoint holds one optimizer partition per rank and loads only on as many ranks as saved it",
+        hint=f"run on {ranks} ranks, or convert it once to DeepSpeed's universal checkpoint, which loads on any "
         f"number of ranks (optimizers of Adam's family: the conversion reads exp_avg and exp_avg_sq): {command}; then "
         f"load {universal} with the strategy option extra_config={{'checkpoint': {{'load_universal': True}}}}",
     )

@@ -32,8 +32,8 @@ def read_config(name: str, value: Mapping[str, Any] | str) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except OSError as exc:
         raise RuntimeConfigError(
-            f"strategy option {name}={value!r}: cannot read the DeepSpeed config file ({exc.strerror})\n"
-            f"  hint: pass a dict or the path of a JSON file"
+            f"strategy option {name}={value!r}: cannot read the DeepSpeed config file ({exc.strerror})",
+            hint="pass a dict or the path of a JSON file",
         ) from None
     except json.JSONDecodeError as exc:
         raise RuntimeConfigError(f"strategy option {name}={value!r}: the file is not JSON ({exc})") from None
@@ -64,9 +64,9 @@ def deepspeed_config(options: Any, precision_section: Mapping[str, Any], *, pin_
         if chosen:
             raise RuntimeConfigError(
                 f"the deepspeed strategy got a whole config (strategy option 'deepspeed_config') and also "
-                f"{', '.join(f'{n}={getattr(options, n)!r}' for n in chosen)}, which that config replaces\n"
-                "  hint: put them in the config's zero_optimization section, or pass extra_config (merged into "
-                "the generated config) instead of deepspeed_config"
+                f"{', '.join(f'{n}={getattr(options, n)!r}' for n in chosen)}, which that config replaces",
+                hint="put them in the config's zero_optimization section, or pass extra_config (merged into "
+                "the generated config) instead of deepspeed_config",
             )
         replacement = read_config("deepspeed_config", options.deepspeed_config)
         replacement.setdefault("train_micro_batch_size_per_gpu", 1)
@@ -83,8 +83,8 @@ def deepspeed_config(options: Any, precision_section: Mapping[str, Any], *, pin_
     if options.offload_parameters:
         if stage != 3:
             raise RuntimeConfigError(
-                f"offload_parameters needs ZeRO stage 3 (parameters are only partitioned there), but stage is {stage}\n"
-                "  hint: pass stage=3 (strategy='deepspeed_stage_3_offload'), or offload_optimizer only"
+                f"offload_parameters needs ZeRO stage 3 (parameters are only partitioned there), but stage is {stage}",
+                hint="pass stage=3 (strategy='deepspeed_stage_3_offload'), or offload_optimizer only",
             )
         zero["offload_param"] = dict(offload)
     config: dict[str, Any] = {

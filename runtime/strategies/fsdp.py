@@ -68,8 +68,8 @@ class FSDPStrategy(Strategy):
         super().__init__(config, **kwargs)
         if self.options.wrap_modules and self.options.min_num_params is not None:
             raise RuntimeConfigError(
-                "the fsdp strategy got both wrap_modules and min_num_params: they are two ways to choose the "
-                "units\n  hint: pass one of them"
+                "the fsdp strategy got both wrap_modules and min_num_params: they are two ways to choose the units",
+                hint="pass one of them",
             )
         self._mp_policy = fsdp_mixed_precision_policy(self.precision)
         self._precision = EnginePrecision(self.precision) if self._mp_policy is not None else self.precision
@@ -105,7 +105,8 @@ class FSDPStrategy(Strategy):
                 found = sorted({type(m).__qualname__ for m in module.modules()})
                 raise RuntimeConfigError(
                     f"wrap_modules={list(options.wrap_modules)} matches no submodule; the model's classes are "
-                    f"{', '.join(found)}\n  hint: name one of them (or its module path, e.g. 'torch.nn.Linear')"
+                    f"{', '.join(found)}",
+                    hint="name one of them (or its module path, e.g. 'torch.nn.Linear')",
                 )
             return _children_first(module, units)
         if options.min_num_params is not None:
@@ -145,8 +146,8 @@ def _matcher(names: tuple[str, ...]) -> Callable[[torch.nn.Module], bool]:
             cls = getattr(importlib.import_module(module_name), class_name)
         except (ImportError, AttributeError) as exc:
             raise RuntimeConfigError(
-                f"wrap_modules: cannot import {name!r} ({exc})\n  hint: give the class's import path, or its bare "
-                "name (matched against the model's classes)"
+                f"wrap_modules: cannot import {name!r} ({exc})",
+                hint="give the class's import path, or its bare name (matched against the model's classes)",
             ) from None
         classes.append(cls)
 

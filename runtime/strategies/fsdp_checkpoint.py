@@ -27,6 +27,7 @@ from runtime.checkpoint import (
     mark_complete,
     mark_incomplete,
 )
+from runtime.errors import RuntimeConfigError
 
 if TYPE_CHECKING:
     from runtime.strategies.base import Strategy
@@ -42,9 +43,10 @@ def _owner(optimizer: torch.optim.Optimizer, modules: Mapping[str, torch.nn.Modu
     for module in modules.values():
         if params & {id(p) for p in module.parameters()}:
             return module
-    raise ValueError(
+    raise RuntimeConfigError(
         "an optimizer in the checkpoint state updates none of the modules in it; FSDP saves an optimizer "
-        "by the names of its module's parameters\n  hint: put the module in the same state mapping"
+        "by the names of its module's parameters",
+        hint="put the module in the same state mapping",
     )
 
 
@@ -155,9 +157,10 @@ def _load_hyperparameters(optimizer: torch.optim.Optimizer, optimizer_state: Map
     tensors and stops with "Expected device to be set"), so the groups are set here."""
     saved = optimizer_state.get("param_groups", [])
     if len(saved) != len(optimizer.param_groups):
-        raise ValueError(
+        raise RuntimeConfigError(
             f"the checkpoint's optimizer has {len(saved)} parameter group(s), this optimizer "
-            f"{len(optimizer.param_groups)}\n  hint: build the optimizer as it was built when the checkpoint was saved"
+            f"{len(optimizer.param_groups)}",
+            hint="build the optimizer as it was built when the checkpoint was saved",
         )
     for group, saved_group in zip(optimizer.param_groups, saved, strict=True):
         group.update({name: value for name, value in saved_group.items() if name != "params"})

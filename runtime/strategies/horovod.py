@@ -38,8 +38,8 @@ class HorovodStrategy(Strategy):
         super().__init__(config, **kwargs)
         if not isinstance(self.collective, HorovodCollective):
             raise RuntimeConfigError(
-                f"strategy 'horovod' runs on the horovod collective, but the config names {config.collective!r}\n"
-                "  hint: resolve the config with strategy='horovod' (it picks collective='horovod')"
+                f"strategy 'horovod' runs on the horovod collective, but the config names {config.collective!r}",
+                hint="resolve the config with strategy='horovod' (it picks collective='horovod')",
             )
 
     # Horovod numbers the processes itself; once it is set up, its rank and size are the truth

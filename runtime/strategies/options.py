@@ -207,7 +207,7 @@ def structure_options(strategy: str, options_class: type[StrategyOptions], optio
             ) from None
         problems = "; ".join(cattrs.transform_error(exc, path="strategy_options", format_exception=_describe))
         raise RuntimeConfigError(
-            f"strategy {strategy!r} got an invalid option: {problems}\n  hint: it takes {accepted}"
+            f"strategy {strategy!r} got an invalid option: {problems}", hint=f"it takes {accepted}"
         ) from None
     except (TypeError, ValueError) as exc:
         raise RuntimeConfigError(f"strategy {strategy!r} got an invalid option: {exc}") from None

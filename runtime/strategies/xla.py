@@ -94,9 +94,9 @@ class XLAStrategy(Strategy):
             if world_size != self.config.world_size:
                 raise RuntimeConfigError(
                     f"the config expects world_size {self.config.world_size}, but torch_xla's runtime runs "
-                    f"{world_size} replica(s)\n"
-                    "  hint: resolve the flags where the work runs (with the same PJRT_DEVICE and device "
-                    "count variables, e.g. CPU_NUM_DEVICES), or pass devices to match"
+                    f"{world_size} replica(s)",
+                    hint="resolve the flags where the work runs (with the same PJRT_DEVICE and device "
+                    "count variables, e.g. CPU_NUM_DEVICES), or pass devices to match",
                 )
             self._config = attrs.evolve(
                 self.config,

@@ -148,7 +148,7 @@ def test_requeue_without_a_preemption_signal_is_refused_by_resolver_run() -> Non
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "--requeue requeues a pre-empted SLURM job, but no --preemption-signal is given" in done.stderr
-    assert "hint: add --preemption-signal SIGUSR1" in done.stderr
+    assert "\n  = help: add --preemption-signal SIGUSR1" in done.stderr
 
 
 def _stop_at_step_7(strategy: runtime.Strategy, folder: Path) -> str:

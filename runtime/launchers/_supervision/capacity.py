@@ -118,9 +118,9 @@ def check_room_for(ranks: int, per_rank: int, what: str, *, on_cpu: bool = False
         raise RuntimeConfigError(
             f"cannot start {ranks} {what} on {cores} CPU core(s): at most {RANKS_PER_CORE} ranks per core can run "
             f"here (each would get 1/{ranks // cores} of a core: too little to join the process group within its "
-            "timeout)\n"
-            f"  hint: ask for at most {RANKS_PER_CORE * cores} devices here (on CPU, a device is a process), or run "
-            "on more machines (--num-nodes)"
+            "timeout)",
+            hint=f"ask for at most {RANKS_PER_CORE * cores} devices here (on CPU, a device is a process), or run "
+            "on more machines (--num-nodes)",
         )
     limit = _process_limit() if Path("/proc").is_dir() else None
     if limit is not None:
@@ -128,18 +128,18 @@ def check_room_for(ranks: int, per_rank: int, what: str, *, on_cpu: bool = False
         if running + ranks > limit:
             raise RuntimeConfigError(
                 f"cannot start {ranks} {what}: this user may run {limit} processes and threads (RLIMIT_NPROC, "
-                f"ulimit -u) and already runs {running}, so at most {max(limit - running, 0)} more can start\n"
-                f"  hint: ask for fewer devices, or raise the limit (ulimit -u {running + ranks * 8} covers about "
-                "8 threads per rank)"
+                f"ulimit -u) and already runs {running}, so at most {max(limit - running, 0)} more can start",
+                hint=f"ask for fewer devices, or raise the limit (ulimit -u {running + ranks * 8} covers about "
+                "8 threads per rank)",
             )
     available = _memory_available()
     if available is not None and ranks * per_rank > available:
         need, have = ranks * per_rank / 2**30, available / 2**30
         raise RuntimeConfigError(
             f"cannot start {ranks} {what}: each needs at least {per_rank // _MIB} MiB of memory of its own, "
-            f"{need:.1f} GiB in all, and this machine has {have:.1f} GiB available\n"
-            f"  hint: ask for at most {max(available // per_rank, 1)} devices here (on CPU, a device is a process; "
-            "more processes than cores only share them)"
+            f"{need:.1f} GiB in all, and this machine has {have:.1f} GiB available",
+            hint=f"ask for at most {max(available // per_rank, 1)} devices here (on CPU, a device is a process; "
+            "more processes than cores only share them)",
         )
 
 
@@ -157,6 +157,6 @@ def start_refused(exc: OSError, rank: int, ranks: int, started: int) -> RuntimeC
         why = "the number of processes and threads" + ("" if limit is None else f" (ulimit -u {limit})")
     return RuntimeConfigError(
         f"the OS refused to start rank {rank} ({os.strerror(exc.errno)}) after {started} of the {ranks} rank "
-        f"processes had started (they were stopped): this machine ran out of {why}\n"
-        "  hint: ask for fewer devices, or raise that limit"
+        f"processes had started (they were stopped): this machine ran out of {why}",
+        hint="ask for fewer devices, or raise that limit",
     )

@@ -92,7 +92,7 @@ def test_run_on_a_busy_port_hints_where_the_port_came_from(busy_port, tmp_path: 
     assert done.returncode == 1, done.stderr
     assert f"error: port {busy_port} on 127.0.0.1 (from {source}) is already in use by another process" in done.stderr
     assert f"(pid {os.getpid()}: " in done.stderr
-    assert f"  hint: {hint}" in done.stderr
+    assert f"  = help: {hint}" in done.stderr
     assert "ran" not in done.stdout
 
 
