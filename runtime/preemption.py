@@ -27,19 +27,24 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from runtime.errors import PreemptedError
 
 if TYPE_CHECKING:
-    from runtime.strategies.base import Strategy
+    import torch
+
+    from resolver._domain.config import ResolvedConfig
+    from runtime.cluster.base import ClusterEnvironment
+    from runtime.collectives.base import Collective
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",
     "STACK_SIGNAL_NAME",
     "Preempted",
+    "PreemptibleStrategy",
     "check_preemption_signal",
     "exit_if_preempted",
     "forwarding",
@@ -48,6 +53,33 @@ __all__ = [
     "settle_preempted",
     "watched",
 ]
+
+
+class PreemptibleStrategy(Protocol):
+    """What pre-emption asks of the strategy (``runtime.strategies.base.Strategy``, above this module:
+    a protocol here rather than an import of it)."""
+
+    @property
+    def config(self) -> ResolvedConfig: ...
+
+    @property
+    def options(self) -> Any: ...
+
+    @property
+    def collective(self) -> Collective: ...
+
+    @property
+    def cluster_environment(self) -> ClusterEnvironment: ...
+
+    @property
+    def is_global_zero(self) -> bool: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def root_device(self) -> torch.device: ...
+
 
 #: The exit status of a pre-empted run: ``EX_TEMPFAIL`` of ``sysexits.h`` ("try again later"),
 #: apart from 1 (a failure), 124 (a timeout) and 128 + N (a death by signal N).
@@ -108,7 +140,7 @@ class PreemptionState:
         self.received = signum  # read at the next check: a handler must not call into a collective
 
 
-def signals_for(strategy: Strategy) -> tuple[signal.Signals, ...]:
+def signals_for(strategy: PreemptibleStrategy) -> tuple[signal.Signals, ...]:
     """The option's signal, and ``SIGTERM`` where SLURM started this rank (none without the option)."""
     name = strategy.options.preemption_signal
     if name is None:
@@ -121,7 +153,7 @@ def signals_for(strategy: Strategy) -> tuple[signal.Signals, ...]:
 
 
 @contextmanager
-def catching(strategy: Strategy) -> Iterator[PreemptionState | None]:
+def catching(strategy: PreemptibleStrategy) -> Iterator[PreemptionState | None]:
     """While the work runs: the pre-emption signals set this rank's flag (the previous handlers come back after)."""
     signals = signals_for(strategy)
     if not signals or threading.current_thread() is not threading.main_thread():
@@ -137,7 +169,7 @@ def catching(strategy: Strategy) -> Iterator[PreemptionState | None]:
                 signal.signal(number, handler)
 
 
-def agree(strategy: Strategy, state: PreemptionState | None, step: int | None) -> bool:
+def agree(strategy: PreemptibleStrategy, state: PreemptionState | None, step: int | None) -> bool:
     """Whether any rank has received a pre-emption signal (every rank gets the same answer)."""
     if state is None:
         return False
@@ -155,7 +187,7 @@ def agree(strategy: Strategy, state: PreemptionState | None, step: int | None) -
     return True
 
 
-def finish(strategy: Strategy, state: PreemptionState | None, result: Any) -> Any:
+def finish(strategy: PreemptibleStrategy, state: PreemptionState | None, result: Any) -> Any:
     """The work's result, or a :class:`Preempted` when the ranks agreed on it (rank 0 requeues first)."""
     if state is None or state.step is None:
         return result
@@ -211,7 +243,7 @@ def exit_if_preempted(result: Any, global_rank: int) -> Any:
 def recording_saves(save: Callable[..., None]) -> Callable[..., None]:
     """Wrap a strategy's ``save_checkpoint`` so that a save after agreed pre-emption names the checkpoint."""
 
-    def save_checkpoint(self: Strategy, path: Any, *args: Any, **kwargs: Any) -> None:
+    def save_checkpoint(self: PreemptibleStrategy, path: Any, *args: Any, **kwargs: Any) -> None:
         save(self, path, *args, **kwargs)
         state = getattr(self, "_preemption", None)
         if state is not None and state.step is not None:
