@@ -11,6 +11,7 @@ means: which device, how a module is wrapped, which shard of the data, who write
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 import weakref
@@ -22,22 +23,19 @@ import torch
 from torch.utils.data import DataLoader
 
 from runtime._protocol.gc_pause import collector_paused
-from runtime._protocol.launched_rank import run_launched_rank, run_worker
 from runtime._protocol.peers import record_finished
-from runtime._protocol.rank_environment import rendezvous_timeout, threads_applied
+from runtime._protocol.rank_environment import rendezvous_timeout
 from runtime._tensor_tree import map_tensors
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
 from runtime.collectives.rendezvous import Rendezvous
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import (
     DataLoaderWarning,
-    PeerStoppedAnsweringError,
-    RuntimeConfigError,
     stamp_failure_time,
-    users_frames_only,
 )
+from runtime.launchers._launching import launch_ranks
 from runtime.launchers._supervision.restarts import restart_count
-from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves, settle_preempted
+from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves
 from runtime.strategies.guard import BUILT, DATALOADER_USES, DataLoaderUse, guard_methods
 from runtime.strategies.options import StrategyOptions, structure_options
 
@@ -98,12 +96,8 @@ class Strategy:
         cluster_environment: ClusterEnvironment,
         checkpoint_io: CheckpointIO | None = None,
         options: StrategyOptions | None = None,
-        build: Callable[[ResolvedConfig], Strategy] | None = None,
     ) -> None:
         self._config = config
-        #: How each launched rank builds its own strategy (:func:`runtime.build` passes itself: the
-        #: strategies are below the build, so they cannot import it).
-        self._build = build
         self._accelerator = accelerator
         self._precision = precision
         self._collective = collective
@@ -120,6 +114,45 @@ class Strategy:
         # id -> parameter that setup_module replaced (by id: tensors compare elementwise, not by identity)
         self._replaced_parameters: dict[int, weakref.ref[torch.Tensor]] = {}
         self._preemption: PreemptionState | None = None  # while the work runs with preemption_signal set
+
+    @classmethod
+    def assemble(
+        cls,
+        config: ResolvedConfig,
+        accelerator: type[Accelerator],
+        precision: type[Precision],
+        collective: type[Collective],
+        cluster_environment: type[ClusterEnvironment],
+        launcher: type[Launcher] | None,
+    ) -> Strategy:
+        """A strategy of this class for ``config``, with a new component of each class given.
+
+        :func:`runtime.build` gives the classes the config names; each rank a launch starts gives its
+        launching strategy's own (so a strategy made by hand launches ranks like itself).
+        """
+        device = accelerator()
+        precision_plugin = precision(device)
+        communication = collective()
+        cluster = cluster_environment(config)
+        options = cls.structure_options(config)
+        starter = None
+        if launcher is not None:
+            starter = launcher(
+                config,
+                cluster,
+                timeout=options.timeout,
+                rank_output=options.rank_output,
+                max_restarts=options.max_restarts,
+            )
+        return cls(
+            config,
+            accelerator=device,
+            precision=precision_plugin,
+            collective=communication,
+            launcher=starter,
+            cluster_environment=cluster,
+            options=options,
+        )
 
     @classmethod
     def structure_options(cls, config: ResolvedConfig) -> StrategyOptions:
@@ -198,25 +231,23 @@ class Strategy:
     def launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(strategy, *args, **kwargs)`` in every rank; return rank 0's result here.
 
-        Each rank gets its own strategy, built from this one's config with that rank's
-        ``global_rank``/``local_rank``, with its environment set up (device selected, process
-        group joined) before ``fn`` runs and torn down after.
+        Each rank gets its own strategy, of this class with new components of this one's classes, for
+        this one's config with that rank's ``global_rank``/``local_rank``, with its environment set up
+        (device selected, process group joined) before ``fn`` runs and torn down after.
+        :func:`runtime.launchers._launching.launch_ranks` runs the launch.
         """
-        if self._launcher is None:
-            self._cluster_environment.check_started_by_cluster()  # before waiting for the others
-            # A rank some launcher started reports its failure to it (no-op otherwise).
-            with threads_applied(self._config):
-                try:
-                    result = run_launched_rank(self.run, fn, *args, **kwargs)
-                except PeerStoppedAnsweringError as exc:  # its message says it all: the user's line, not ours
-                    raise users_frames_only(exc) from None
-            return settle_preempted(result, self._config)
-        if self._build is None:
-            raise RuntimeConfigError(
-                f"this {type(self).__name__} was constructed without build=, so its launcher cannot build the "
-                "strategy of each rank it starts\n  hint: construct strategies with runtime.build(config)"
-            )
-        return self._launcher.launch(run_worker, self._build, fn, *args, **kwargs)
+        return launch_ranks(self, self._rank_maker(), fn, args, kwargs)  # type: ignore[no-any-return]
+
+    def _rank_maker(self) -> Callable[[ResolvedConfig], Strategy]:
+        """How each rank a launcher starts makes its own strategy: :meth:`assemble` with this one's classes."""
+        return functools.partial(
+            type(self).assemble,
+            accelerator=type(self._accelerator),
+            precision=type(self._precision),
+            collective=type(self._collective),
+            cluster_environment=type(self._cluster_environment),
+            launcher=None if self._launcher is None else type(self._launcher),
+        )
 
     def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(self, *args, **kwargs)`` in this process as this strategy's rank.

@@ -228,6 +228,9 @@ _MAKE_OPTIMIZER = _callable(
 #: (tests/runtime/test_strategy_misuse.py) fails for a public method missing here.
 RULES: dict[str, MethodRule] = {
     "structure_options": MethodRule("any", (Arg("config", _config),), why_any="a classmethod used by runtime.build"),
+    "assemble": MethodRule(
+        "any", (Arg("config", _config),), why_any="a classmethod used by runtime.build and by each rank a launch starts"
+    ),
     "launch": MethodRule("idle", (_FN,)),
     "run": MethodRule("idle", (_FN,)),
     "setup_environment": MethodRule("idle", after=_entered),
