@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = ["DATALOADER_USES", "DataLoaderUse", "Strategy"]
 
 R = TypeVar("R")
+#: The keyword names of :meth:`Strategy.assemble`'s component classes, in order.
+_PART_NAMES = ("accelerator", "precision", "collective", "cluster_environment", "launcher")
 #: The call that sets up a module and its optimizer together (what misuse errors show).
 SETUP_CALL = (
     "model, optimizer = strategy.setup_module_and_optimizer(model, lambda params: torch.optim.SGD(params, lr=0.01))"
@@ -98,6 +100,8 @@ class Strategy:
         options: StrategyOptions | None = None,
     ) -> None:
         self._config = config
+        #: The component classes :meth:`assemble` made this strategy of (``None``: made by hand).
+        self._parts: tuple[Any, ...] | None = None
         self._accelerator = accelerator
         self._precision = precision
         self._collective = collective
@@ -144,7 +148,7 @@ class Strategy:
                 rank_output=options.rank_output,
                 max_restarts=options.max_restarts,
             )
-        return cls(
+        strategy = cls(
             config,
             accelerator=device,
             precision=precision_plugin,
@@ -153,6 +157,10 @@ class Strategy:
             cluster_environment=cluster,
             options=options,
         )
+        # What each rank it launches assembles from: a strategy may wrap a component it was given (DeepSpeed's
+        # precision), whose class is then not the one to make the rank's from.
+        strategy._parts = (accelerator, precision, collective, cluster_environment, launcher)
+        return strategy
 
     @classmethod
     def structure_options(cls, config: ResolvedConfig) -> StrategyOptions:
@@ -240,14 +248,14 @@ class Strategy:
 
     def _rank_maker(self) -> Callable[[ResolvedConfig], Strategy]:
         """How each rank a launcher starts makes its own strategy: :meth:`assemble` with this one's classes."""
-        return functools.partial(
-            type(self).assemble,
-            accelerator=type(self._accelerator),
-            precision=type(self._precision),
-            collective=type(self._collective),
-            cluster_environment=type(self._cluster_environment),
-            launcher=None if self._launcher is None else type(self._launcher),
+        parts = self._parts or (
+            type(self._accelerator),
+            type(self._precision),
+            type(self._collective),
+            type(self._cluster_environment),
+            None if self._launcher is None else type(self._launcher),
         )
+        return functools.partial(type(self).assemble, **dict(zip(_PART_NAMES, parts, strict=True)))
 
     def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(self, *args, **kwargs)`` in this process as this strategy's rank.
