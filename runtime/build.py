@@ -43,39 +43,28 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
             f"the config runs on accelerator {config.accelerator!r}, which this machine does not have",
             hint="resolve the flags on the machine that runs the work (or pass accelerator='cpu')",
         )
-    accelerator = accelerator_class()
-    precision = PRECISIONS.get(config.precision)(accelerator)
-    collective = COLLECTIVES.get(config.collective)()
-    cluster_environment = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
+    # looked up in this order, so that of two missing packages the same one is named first
+    precision_class = PRECISIONS.get(config.precision)
+    collective_class = COLLECTIVES.get(config.collective)
+    cluster_class = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)
     strategy_class = STRATEGIES.get(config.strategy)
-    options = strategy_class.structure_options(config)
-    launcher = None
-    if config.launcher is not None:
-        launcher = LAUNCHERS.get(config.launcher)(
-            config,
-            cluster_environment,
-            timeout=options.timeout,
-            rank_output=options.rank_output,
-            max_restarts=options.max_restarts,
-            on_cpu=accelerator.computes_on_cpu,
-        )
-    elif options.max_restarts and launched_config() is None:
+    strategy = strategy_class.assemble(
+        config,
+        accelerator=accelerator_class,
+        precision=precision_class,
+        collective=collective_class,
+        cluster_environment=cluster_class,
+        launcher=None if config.launcher is None else LAUNCHERS.get(config.launcher),
+    )
+    max_restarts = strategy.options.max_restarts
+    if config.launcher is None and max_restarts and launched_config() is None:
         # Processes started by torchrun, SLURM, MPI...: restarts are theirs. One process: nothing restarts it.
-        started_by = config.cluster_environment if cluster_environment.starts_processes else None
+        started_by = config.cluster_environment if strategy.cluster_environment.starts_processes else None
         if started_by is None:
             raise RuntimeConfigError(
-                f"max_restarts={options.max_restarts}: a run of one process ({config.strategy!r}) has no launcher "
+                f"max_restarts={max_restarts}: a run of one process ({config.strategy!r}) has no launcher "
                 "to restart it",
                 hint="drop max_restarts, or run on several devices (e.g. strategy='ddp_spawn')",
             )
-        check_max_restarts(options.max_restarts, num_nodes=config.num_nodes, started_by=started_by)
-    return strategy_class(
-        config,
-        accelerator=accelerator,
-        precision=precision,
-        collective=collective,
-        launcher=launcher,
-        cluster_environment=cluster_environment,
-        options=options,
-        build=build,  # each rank its launcher starts builds its own strategy with it
-    )
+        check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)
+    return strategy

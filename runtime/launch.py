@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -9,11 +10,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from resolver._runtime_interface import collect_flags
 from runtime._protocol.exit_report import launch_failed
 from runtime._protocol.gc_pause import collector_paused
-from runtime._protocol.launched_rank import run_launched_rank
+from runtime._protocol.launched_rank import enter_rank
 from runtime._protocol.rank_environment import launched_config
 from runtime._protocol.spawned_rank import check_not_reimported
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
-from runtime._rank.worker import run_checked_worker
+from runtime._rank.worker import check_worker
 from runtime.build import build
 from runtime.errors import MissingDependencyError, RuntimeConfigError
 from runtime.preemption import exit_if_preempted
@@ -79,7 +80,8 @@ def launch(
         options = dict(strategy_options or {})
         if timeout is not None:
             options["timeout"] = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["timeout"])
-        result = run_launched_rank(run_checked_worker, launched, flags, max_restarts, options, fn, *args, **kwargs)
+        check = functools.partial(check_worker, launched, flags, max_restarts, options)
+        result = enter_rank(fn, args, kwargs, build=build, check=check)
         return exit_if_preempted(result, launched.global_rank)  # type: ignore[no-any-return]
     import resolver
 

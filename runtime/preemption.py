@@ -26,19 +26,24 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from runtime.errors import PreemptedError
 
 if TYPE_CHECKING:
-    from runtime.strategies.base import Strategy
+    import torch
+
+    from resolver import ResolvedConfig
+    from runtime.cluster.base import ClusterEnvironment
+    from runtime.collectives.base import Collective
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",
     "STACK_SIGNAL_NAME",
     "Preempted",
+    "PreemptibleStrategy",
     "check_preemption_signal",
     "exit_if_preempted",
     "forwarding",
@@ -47,6 +52,33 @@ __all__ = [
     "settle_preempted",
     "watched",
 ]
+
+
+class PreemptibleStrategy(Protocol):
+    """What pre-emption asks of the strategy (``runtime.strategies.base.Strategy``, above this module:
+    a protocol here rather than an import of it)."""
+
+    @property
+    def config(self) -> ResolvedConfig: ...
+
+    @property
+    def options(self) -> Any: ...
+
+    @property
+    def collective(self) -> Collective: ...
+
+    @property
+    def cluster_environment(self) -> ClusterEnvironment: ...
+
+    @property
+    def is_global_zero(self) -> bool: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def root_device(self) -> torch.device: ...
+
 
 #: The exit status of a pre-empted run: ``EX_TEMPFAIL`` of ``sysexits.h`` ("try again later"),
 #: apart from 1 (a failure), 124 (a timeout) and 128 + N (a death by signal N).
@@ -108,7 +140,7 @@ class PreemptionState:
         self.received = signum  # read at the next check: a handler must not call into a collective
 
 
-def signals_for(strategy: Strategy) -> tuple[signal.Signals, ...]:
+def signals_for(strategy: PreemptibleStrategy) -> tuple[signal.Signals, ...]:
     """The option's signal, and ``SIGTERM`` where SLURM started this rank (none without the option)."""
     name = strategy.options.preemption_signal
     if name is None:
@@ -121,7 +153,7 @@ def signals_for(strategy: Strategy) -> tuple[signal.Signals, ...]:
 
 
 @contextmanager
-def catching(strategy: Strategy) -> Iterator[PreemptionState | None]:
+def catching(strategy: PreemptibleStrategy) -> Iterator[PreemptionState | None]:
     """While the work runs: the pre-emption signals set this rank's flag (the previous handlers come back after)."""
     signals = signals_for(strategy)
     if not signals or threading.current_thread() is not threading.main_thread():
@@ -137,7 +169,7 @@ def catching(strategy: Strategy) -> Iterator[PreemptionState | None]:
                 signal.signal(number, handler)
 
 
-def agree(strategy: Strategy, state: PreemptionState | None, step: int | None) -> bool:
+def agree(strategy: PreemptibleStrategy, state: PreemptionState | None, step: int | None) -> bool:
     """Whether any rank has received a pre-emption signal (every rank gets the same answer)."""
     if state is None:
         return False
@@ -155,7 +187,7 @@ def agree(strategy: Strategy, state: PreemptionState | None, step: int | None) -
     return True
 
 
-def finish(strategy: Strategy, state: PreemptionState | None, result: Any) -> Any:
+def finish(strategy: PreemptibleStrategy, state: PreemptionState | None, result: Any) -> Any:
     """The work's result, or a :class:`Preempted` when the ranks agreed on it (rank 0 requeues first)."""
     if state is None or state.step is None:
         return result
@@ -197,7 +229,7 @@ def exit_if_preempted(result: Any, global_rank: int) -> Any:
 def recording_saves(save: Callable[..., None]) -> Callable[..., None]:
     """Wrap a strategy's ``save_checkpoint`` so that a save after agreed pre-emption names the checkpoint."""
 
-    def save_checkpoint(self: Strategy, path: Any, *args: Any, **kwargs: Any) -> None:
+    def save_checkpoint(self: PreemptibleStrategy, path: Any, *args: Any, **kwargs: Any) -> None:
         save(self, path, *args, **kwargs)
         state = getattr(self, "_preemption", None)
         if state is not None and state.step is not None:
@@ -210,14 +242,14 @@ def recording_saves(save: Callable[..., None]) -> Callable[..., None]:
     return save_checkpoint
 
 
-def settle_preempted(result: Any, strategy: Strategy) -> Any:
+def settle_preempted(result: Any, config: ResolvedConfig, cluster: ClusterEnvironment) -> Any:
     """For a run of no launcher (one process, or ranks a cluster started): raise where the user launched
     (one local process), exit where this process is one rank of a cluster's job."""
     from runtime._protocol.rank_environment import launched_config
 
-    if launched_config() is None and not strategy.cluster_environment.starts_processes:
+    if launched_config() is None and not cluster.starts_processes:
         return raise_if_preempted(result)
-    return exit_if_preempted(result, strategy.config.global_rank)
+    return exit_if_preempted(result, config.global_rank)
 
 
 #: The rank processes of this process's running launches (``rank_group`` registers each group's).

@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from resolver._engine.values import Provenance
 
 if TYPE_CHECKING:
-    from resolver._engine.evaluator import Evaluator
     from resolver._engine.steps import Choice
 
 __all__ = ["DEFAULT", "ProvenanceMap"]
 
 #: The provenance of a slot no rule decided.
 DEFAULT = Provenance("default")
+
+
+class Replaying(Protocol):
+    """What the map asks of the evaluator that made it (``resolver._engine.evaluator.Evaluator``,
+    which imports this module: a protocol here rather than an import back)."""
+
+    @property
+    def decided_slots(self) -> tuple[str, ...]: ...
+
+    @property
+    def other_inputs(self) -> tuple[str, ...]: ...
+
+    def replay(self, values: Mapping[str, Any], given: Mapping[str, None]) -> dict[str, Choice | None]: ...
+
+    def provenance_of(
+        self, choice: Choice, values: Mapping[str, Any], provenance: Mapping[str, Provenance]
+    ) -> Provenance: ...
 
 
 class ProvenanceMap(Mapping[str, Provenance]):
@@ -27,7 +43,7 @@ class ProvenanceMap(Mapping[str, Provenance]):
 
     def __init__(
         self,
-        evaluator: Evaluator,
+        evaluator: Replaying,
         values: Mapping[str, Any],
         inputs: Mapping[str, Provenance] | Callable[[str], Provenance | None],
         origins: Mapping[str, Choice | None] | None,

@@ -1,4 +1,5 @@
-"""The rank side of a launch: run the work, report failures, do not outlive the launcher."""
+"""The rank side of a launch: the one entry into a rank (:func:`enter_rank`), which runs the work,
+reports failures and does not outlive the launcher."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.rank_environment import CONFIG_VARIABLE, PARENT_PID_VARIABLE, launched_config, threads_applied
@@ -15,25 +16,39 @@ from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
 
 if TYPE_CHECKING:
+    import torch
+
     from resolver import ResolvedConfig
-    from runtime.strategies.base import Strategy
+    from runtime.accelerators.base import Accelerator
 
 __all__ = [
-    "MARKS_JOINED_ITSELF",
+    "RankStrategy",
     "check_worker_entry",
     "die_with_launcher",
+    "enter_rank",
     "is_stop_request",
-    "run_launched_rank",
-    "run_worker",
 ]
 
 R = TypeVar("R")
 
 _PR_SET_PDEATHSIG = 1
 _INTERRUPTED_EXIT_CODE = 130
-#: Set on a function that marks the rank as joined itself (after building its strategy), so that
-#: :func:`run_launched_rank` does not mark it on entry.
-MARKS_JOINED_ITSELF = "_runtime_marks_joined_itself"
+
+
+class RankStrategy(Protocol):
+    """What a rank's entry asks of its strategy (``runtime.strategies.base.Strategy``, above this module:
+    a protocol here rather than an import of it)."""
+
+    @property
+    def config(self) -> ResolvedConfig: ...
+
+    @property
+    def accelerator(self) -> Accelerator: ...
+
+    @property
+    def root_device(self) -> torch.device: ...
+
+    def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R: ...
 
 
 def is_stop_request(exc: BaseException) -> bool:
@@ -63,23 +78,43 @@ def die_with_launcher() -> None:
         os._exit(1)
 
 
-def run_launched_rank(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-    """Call ``fn(*args, **kwargs)`` in a process a launcher started for one rank.
+def enter_rank(
+    fn: Callable[..., R],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    strategy: RankStrategy | None = None,
+    build: Callable[[ResolvedConfig], RankStrategy] | None = None,
+    check: Callable[[], object] | None = None,
+) -> R:
+    """The one way into a rank: run ``fn(strategy, *args, **kwargs)`` as this process's rank.
 
-    Failures are reported to the launcher (which re-raises them in the caller with this rank's
-    traceback) and end this process's work with ``SystemExit(1)`` (130 for Ctrl-C), so the
-    traceback is shown once, by the launcher. The rank answers the launcher's stack requests.
+    (``args`` and ``kwargs`` are the work's own, kept apart from the entry's parameters.)
+
+    Every rank goes through it: a rank process a launcher started, a script a launcher re-ran
+    (or ``resolver run`` started) reaching its launch, the launching process acting as rank 0, a
+    process torchrun, SLURM or MPI started, an XLA replica. ``strategy`` is this rank's own (the one
+    the caller was given); without it, ``build`` builds it from this rank's ``RESOLVER_CONFIG``, and
+    the device is selected before the rank tells its launcher it joined (the launching rank of the
+    subprocess launcher waits for that before it joins the process group; every launcher bounds the
+    wait with the rendezvous timeout). ``check`` (a re-run worker's entry check,
+    :func:`check_worker_entry`) runs first, so that a wrong launch is reported like any failure.
+
+    Where a launcher of this library started the process, a failure is reported to it (which
+    re-raises it in the caller with this rank's traceback) and ends the process's work with
+    ``SystemExit(1)`` (130 for Ctrl-C), so the traceback is shown once, by the launcher; the rank
+    answers the launcher's stack requests and dies with it.
     """
+    if strategy is None and build is None:
+        raise TypeError("enter_rank needs this rank's strategy, or build to make it from RESOLVER_CONFIG")
     reports = RankFiles.from_environment()
     if reports is None:
-        return fn(*args, **kwargs)
+        return _run_rank(fn, args, kwargs, strategy, build, check, None)
     die_with_launcher()
     rank = int(os.environ.get("RANK", "0"))
-    if not getattr(fn, MARKS_JOINED_ITSELF, False):
-        reports.mark_joined(rank)
     try:
         with reports.reporting(rank):
-            result = fn(*args, **kwargs)
+            result = _run_rank(fn, args, kwargs, strategy, build, check, reports)
         reports.mark_finished(rank)
         return result
     except SystemExit:
@@ -89,6 +124,34 @@ def run_launched_rank(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         sys.stdout.flush()
         sys.stderr.flush()
         raise SystemExit(_INTERRUPTED_EXIT_CODE if isinstance(exc, KeyboardInterrupt) else 1) from None
+
+
+def _run_rank(
+    fn: Callable[..., R],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    strategy: RankStrategy | None,
+    build: Callable[[ResolvedConfig], RankStrategy] | None,
+    check: Callable[[], object] | None,
+    reports: RankFiles | None,
+) -> R:
+    if check is not None:
+        check()
+    if strategy is None:
+        assert build is not None
+        config = launched_config()
+        if config is None:
+            raise RuntimeError(f"a rank without its strategy builds it from {CONFIG_VARIABLE}, which is not set")
+        with collector_paused():
+            strategy = build(config)
+            if reports is not None:
+                # Selecting the device can fail (or hang) too: do it before telling the launcher this
+                # rank is about to join (strategy.run selects it again, which is harmless).
+                strategy.accelerator.set_device(strategy.root_device)
+    if reports is not None:
+        reports.mark_joined(int(os.environ.get("RANK", "0")))
+    with threads_applied(strategy.config):
+        return strategy.run(fn, *args, **kwargs)
 
 
 #: What must agree between the run that started a worker and the launch() call it reaches.
@@ -128,32 +191,3 @@ def check_worker_entry(requested: ResolvedConfig | None, wanted: str, *, accepts
             hint="make the ddp launch() the script's first and only launch, or use strategy='ddp_spawn' for the "
             "other launches",
         )
-
-
-def run_worker(build: Callable[[ResolvedConfig], Strategy], fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-    """Build this rank's strategy from ``RESOLVER_CONFIG`` with ``build`` and run ``fn(strategy, *args, **kwargs)``.
-
-    ``build`` is :func:`runtime.build`, handed down by the strategy that launched the ranks (which
-    :func:`runtime.build` gave it): the rank side of the launch is below the strategies and the
-    build, so it cannot import them.
-
-    Once the strategy is built and its device selected, the rank tells its launcher it reached
-    the rendezvous (the launching rank of the subprocess launcher waits for that before it joins
-    the process group, and every launcher bounds the wait with the rendezvous timeout).
-    """
-    config = launched_config()
-    if config is None:
-        raise RuntimeError(f"run_worker runs inside a launched rank, but {CONFIG_VARIABLE} is not set")
-    with collector_paused():
-        strategy = build(config)
-        reports = RankFiles.from_environment()
-        if reports is not None:
-            # Selecting the device can fail (or hang) too: do it before telling the launcher this
-            # rank is about to join (strategy.run selects it again, which is harmless).
-            strategy.accelerator.set_device(strategy.root_device)
-            reports.mark_joined(config.global_rank)
-    with threads_applied(strategy.config):
-        return strategy.run(fn, *args, **kwargs)
-
-
-setattr(run_worker, MARKS_JOINED_ITSELF, True)

@@ -5,35 +5,27 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from resolver import ResolutionError
 from resolver._runtime_interface import given_flags
-from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_worker
+from runtime._protocol.launched_rank import check_worker_entry
 from runtime._protocol.rank_environment import CONFIG_VARIABLE
 from runtime._protocol.run_context import RunContext
 from runtime._rank.script_flags import check_script_restarts, config_with_script_flags, config_with_script_options
-from runtime.build import build
 
 if TYPE_CHECKING:
     from resolver import ResolvedConfig
 
-__all__ = ["run_checked_worker"]
-
-R = TypeVar("R")
+__all__ = ["check_worker"]
 
 
-def run_checked_worker(
-    launched: ResolvedConfig,
-    flags: Mapping[str, Any],
-    max_restarts: int,
-    options: Mapping[str, Any],
-    fn: Callable[..., R],
-    *args: Any,
-    **kwargs: Any,
-) -> R:
-    """Run ``fn`` as the rank ``launched`` names, if this launch() is the one the rank was started for.
+def check_worker(
+    launched: ResolvedConfig, flags: Mapping[str, Any], max_restarts: int, options: Mapping[str, Any]
+) -> None:
+    """Raise unless this launch() is the one the rank ``launched`` names was started for (the ``check`` a
+    worker enters its rank with, :func:`~runtime._protocol.launched_rank.enter_rank`).
 
     A worker a launcher of the runtime started does not resolve: it compares the flags of the launch()
     it reached with the flags recorded in the config it was given (``ResolvedConfig.flags``). A launch()
@@ -56,7 +48,7 @@ def run_checked_worker(
             # What the rank runs with, and what runtime.launched_config() answers from now on.
             os.environ[CONFIG_VARIABLE] = config.to_json()
         check_worker_entry(config, f"launch({_shown(given)})", accepts_any=True)
-        return run_worker(build, fn, *args, **kwargs)
+        return
     recorded = dict(launched.flags)
     if given is not None:
         # Where this node sits in the rendezvous (resolver run --node-rank/--master-addr/--master-port)
@@ -67,7 +59,6 @@ def run_checked_worker(
     same = given is not None and _plain(given) == _plain(recorded)
     wanted = f"launch({_shown(given if given is not None else flags)})"
     check_worker_entry(launched if same else None, wanted, accepts_any=given == {})
-    return run_worker(build, fn, *args, **kwargs)
 
 
 #: Flags that place this node in a multi-node rendezvous rather than describe the run.
@@ -81,6 +72,3 @@ def _plain(flags: Mapping[str, Any]) -> str:
 
 def _shown(flags: Mapping[str, Any]) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in flags.items())
-
-
-setattr(run_checked_worker, MARKS_JOINED_ITSELF, True)  # run_worker marks it, after building

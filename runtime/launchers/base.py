@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from runtime._protocol.launched_rank import MARKS_JOINED_ITSELF, check_worker_entry, run_launched_rank
 from runtime._protocol.ports import listen_on_rendezvous_port
 from runtime._protocol.rank_environment import launched_config
-from runtime._protocol.rank_files import RankFiles
 from runtime._protocol.restarts import check_max_restarts, restart_variables, run_attempts
 from runtime._protocol.spawned_rank import check_not_reimported
 from runtime.errors import RuntimeConfigError
-from runtime.preemption import exit_if_preempted, forwarding, launching_signals, raise_if_preempted
+from runtime.preemption import forwarding, launching_signals, raise_if_preempted
 
 if TYPE_CHECKING:
     from resolver import ResolvedConfig
@@ -82,10 +79,9 @@ class Launcher(ABC):
         """Run ``fn(*args, **kwargs)`` in every local rank; return this node's first rank's result."""
         check_not_reimported()  # a spawned rank importing a script whose launch is not under `if __name__ ...`
         if launched_config() is not None:
-            # A worker (re-run script, or a `resolver run` rank): this must be the launch it was
-            # started for. Checked inside run_launched_rank so that a wrong call is reported.
-            result = run_launched_rank(self._enter_as_worker, fn, *args, **kwargs)
-            return exit_if_preempted(result, int(os.environ.get("RANK", "0")))  # type: ignore[no-any-return]
+            # Already a rank (a re-run script, a `resolver run` rank): nothing to start. A strategy's
+            # launch enters its rank itself (with the worker's checks); a launcher called directly runs fn.
+            return fn(*args, **kwargs)
         with forwarding(launching_signals(self.config.strategy_options)):
             return raise_if_preempted(self._launch_attempts(fn, *args, **kwargs))  # type: ignore[no-any-return]
 
@@ -118,16 +114,6 @@ class Launcher(ABC):
     def restart_variables(self) -> dict[str, str]:
         """What tells a rank of this attempt which one it is (nothing when restarts are off)."""
         return restart_variables(self.attempt, self.max_restarts) if self.max_restarts else {}
-
-    def _enter_as_worker(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        check_worker_entry(self.config, f"a launch of {self.config.strategy!r} on {self.config.num_devices} device(s)")
-        if not getattr(fn, MARKS_JOINED_ITSELF, False):
-            reports = RankFiles.from_environment()
-            if reports is not None:
-                reports.mark_joined(int(os.environ.get("RANK", "0")))
-        return fn(*args, **kwargs)
-
-    setattr(_enter_as_worker, MARKS_JOINED_ITSELF, True)  # it marks the rank joined itself (or fn does)
 
     @abstractmethod
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from runtime._protocol.launched_rank import run_launched_rank
 from runtime._protocol.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
 from runtime.errors import MissingDependencyError, RankFailedError, RuntimeConfigError
 from runtime.launchers._supervision.cleanup import temporary_rank_files
@@ -31,13 +30,14 @@ R = TypeVar("R")
 def _horovod_rank_main(
     per_rank: Mapping[int, Mapping[str, str]], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """Runs in each process ``horovod.run`` started: become the rank Horovod numbered, run ``fn``."""
+    """Runs in each process ``horovod.run`` started: become the rank Horovod numbered, run ``fn`` (the rank's
+    entry, :func:`runtime._protocol.launched_rank.enter_rank`)."""
     local_rank = int(os.environ["HOROVOD_LOCAL_RANK"])
     os.environ.update(per_rank[local_rank])
     try:
-        return run_launched_rank(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
     except BaseException:
-        # Reported to the launcher already (run_launched_rank), which raises it naming this rank.
+        # Reported to the launcher already (enter_rank), which raises it naming this rank.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)

@@ -20,7 +20,6 @@ import torch
 import torch.distributed
 import torch.multiprocessing
 
-from runtime._protocol.launched_rank import run_launched_rank
 from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
@@ -47,6 +46,8 @@ def _rank_process_main(
 ) -> None:
     """Entry point of a rank process: become the rank, run ``fn``, hand back the result.
 
+    ``fn`` is the rank's entry (:func:`runtime._protocol.launched_rank.enter_rank`, which reports a failure).
+
     ``store_socket`` (rank 0): the socket the launcher listens on, where this rank's store serves.
     """
     if streams is not None:
@@ -56,7 +57,7 @@ def _rank_process_main(
     os.environ.update(store_socket_variables(store_socket))
     rank = int(variables["RANK"])
     try:
-        result = run_launched_rank(fn, *args, **kwargs)
+        result = fn(*args, **kwargs)
         if variables["LOCAL_RANK"] == "0":
             reports = RankFiles.from_environment()
             assert reports is not None

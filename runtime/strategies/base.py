@@ -11,6 +11,7 @@ means: which device, how a module is wrapped, which shard of the data, who write
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 import weakref
@@ -22,9 +23,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from runtime._protocol.gc_pause import collector_paused
-from runtime._protocol.launched_rank import run_launched_rank, run_worker
 from runtime._protocol.peers import record_finished
-from runtime._protocol.rank_environment import rendezvous_timeout, threads_applied
+from runtime._protocol.rank_environment import rendezvous_timeout
 from runtime._protocol.restarts import restart_count
 from runtime._tensor_tree import map_tensors
 from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
@@ -32,12 +32,10 @@ from runtime.collectives.rendezvous import Rendezvous
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import (
     DataLoaderWarning,
-    PeerStoppedAnsweringError,
-    RuntimeConfigError,
     stamp_failure_time,
-    users_frames_only,
 )
-from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves, settle_preempted
+from runtime.launchers._launching import launch_ranks
+from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves
 from runtime.strategies.guard import BUILT, DATALOADER_USES, DataLoaderUse, guard_methods
 from runtime.strategies.options import StrategyOptions, structure_options
 
@@ -52,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = ["DATALOADER_USES", "DataLoaderUse", "Strategy"]
 
 R = TypeVar("R")
+#: The keyword names of :meth:`Strategy.assemble`'s component classes, in order.
+_PART_NAMES = ("accelerator", "precision", "collective", "cluster_environment", "launcher")
 #: The call that sets up a module and its optimizer together (what misuse errors show).
 SETUP_CALL = (
     "model, optimizer = strategy.setup_module_and_optimizer(model, lambda params: torch.optim.SGD(params, lr=0.01))"
@@ -98,12 +98,10 @@ class Strategy:
         cluster_environment: ClusterEnvironment,
         checkpoint_io: CheckpointIO | None = None,
         options: StrategyOptions | None = None,
-        build: Callable[[ResolvedConfig], Strategy] | None = None,
     ) -> None:
         self._config = config
-        #: How each launched rank builds its own strategy (:func:`runtime.build` passes itself: the
-        #: strategies are below the build, so they cannot import it).
-        self._build = build
+        #: The component classes :meth:`assemble` made this strategy of (``None``: made by hand).
+        self._parts: tuple[Any, ...] | None = None
         self._accelerator = accelerator
         self._precision = precision
         self._collective = collective
@@ -120,6 +118,50 @@ class Strategy:
         # id -> parameter that setup_module replaced (by id: tensors compare elementwise, not by identity)
         self._replaced_parameters: dict[int, weakref.ref[torch.Tensor]] = {}
         self._preemption: PreemptionState | None = None  # while the work runs with preemption_signal set
+
+    @classmethod
+    def assemble(
+        cls,
+        config: ResolvedConfig,
+        accelerator: type[Accelerator],
+        precision: type[Precision],
+        collective: type[Collective],
+        cluster_environment: type[ClusterEnvironment],
+        launcher: type[Launcher] | None,
+    ) -> Strategy:
+        """A strategy of this class for ``config``, with a new component of each class given.
+
+        :func:`runtime.build` gives the classes the config names; each rank a launch starts gives its
+        launching strategy's own (so a strategy made by hand launches ranks like itself).
+        """
+        device = accelerator()
+        precision_plugin = precision(device)
+        communication = collective()
+        cluster = cluster_environment(config)
+        options = cls.structure_options(config)
+        starter = None
+        if launcher is not None:
+            starter = launcher(
+                config,
+                cluster,
+                timeout=options.timeout,
+                rank_output=options.rank_output,
+                max_restarts=options.max_restarts,
+                on_cpu=device.computes_on_cpu,
+            )
+        strategy = cls(
+            config,
+            accelerator=device,
+            precision=precision_plugin,
+            collective=communication,
+            launcher=starter,
+            cluster_environment=cluster,
+            options=options,
+        )
+        # What each rank it launches assembles from: a strategy may wrap a component it was given (DeepSpeed's
+        # precision), whose class is then not the one to make the rank's from.
+        strategy._parts = (accelerator, precision, collective, cluster_environment, launcher)
+        return strategy
 
     @classmethod
     def structure_options(cls, config: ResolvedConfig) -> StrategyOptions:
@@ -198,26 +240,23 @@ class Strategy:
     def launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(strategy, *args, **kwargs)`` in every rank; return rank 0's result here.
 
-        Each rank gets its own strategy, built from this one's config with that rank's
-        ``global_rank``/``local_rank``, with its environment set up (device selected, process
-        group joined) before ``fn`` runs and torn down after.
+        Each rank gets its own strategy, of this class with new components of this one's classes, for
+        this one's config with that rank's ``global_rank``/``local_rank``, with its environment set up
+        (device selected, process group joined) before ``fn`` runs and torn down after.
+        :func:`runtime.launchers._launching.launch_ranks` runs the launch.
         """
-        if self._launcher is None:
-            self._cluster_environment.check_started_by_cluster()  # before waiting for the others
-            # A rank some launcher started reports its failure to it (no-op otherwise).
-            with threads_applied(self._config):
-                try:
-                    result = run_launched_rank(self.run, fn, *args, **kwargs)
-                except PeerStoppedAnsweringError as exc:  # its message says it all: the user's line, not ours
-                    raise users_frames_only(exc) from None
-            return settle_preempted(result, self)
-        if self._build is None:
-            raise RuntimeConfigError(
-                f"this {type(self).__name__} was constructed without build=, so its launcher cannot build the "
-                "strategy of each rank it starts",
-                hint="construct strategies with runtime.build(config)",
-            )
-        return self._launcher.launch(run_worker, self._build, fn, *args, **kwargs)
+        return launch_ranks(self, self._rank_maker(), fn, args, kwargs)  # type: ignore[no-any-return]
+
+    def _rank_maker(self) -> Callable[[ResolvedConfig], Strategy]:
+        """How each rank a launcher starts makes its own strategy: :meth:`assemble` with this one's classes."""
+        parts = self._parts or (
+            type(self._accelerator),
+            type(self._precision),
+            type(self._collective),
+            type(self._cluster_environment),
+            None if self._launcher is None else type(self._launcher),
+        )
+        return functools.partial(type(self).assemble, **dict(zip(_PART_NAMES, parts, strict=True)))
 
     def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run ``fn(self, *args, **kwargs)`` in this process as this strategy's rank.

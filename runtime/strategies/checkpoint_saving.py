@@ -8,15 +8,26 @@ raises the same :class:`~runtime.errors.CheckpointError` (``CheckpointNoSpaceErr
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from runtime.checkpoint import discard_save, no_space
 from runtime.errors import CheckpointError, CheckpointNoSpaceError
 
 if TYPE_CHECKING:
-    from runtime.strategies.base import Strategy
+    from runtime.collectives.base import Collective
 
-__all__ = ["settle_save"]
+__all__ = ["SavingStrategy", "settle_save"]
+
+
+class SavingStrategy(Protocol):
+    """What a save's end asks of the strategy (``runtime.strategies.base.Strategy``, which imports this
+    module: a protocol here rather than an import back)."""
+
+    @property
+    def collective(self) -> Collective: ...
+
+    @property
+    def is_global_zero(self) -> bool: ...
 
 
 def _outcome(failure: BaseException | None) -> tuple[bool, str] | None:
@@ -31,7 +42,7 @@ def _outcome(failure: BaseException | None) -> tuple[bool, str] | None:
 
 
 def settle_save(
-    strategy: Strategy,
+    strategy: SavingStrategy,
     path: str | os.PathLike[str],
     failure: BaseException | None,
     before: list[str] | None,

@@ -22,7 +22,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
 import torch
@@ -30,15 +30,21 @@ from torch.utils.data import DataLoader
 
 from runtime.errors import PeerStoppedAnsweringError, StrategyArgumentError, StrategyMisuseError
 
-if TYPE_CHECKING:
-    from runtime.strategies.base import Strategy
-
 #: What ``process_dataloader``'s ``use`` says a loader is for (checked here, before the call runs).
 DataLoaderUse = Literal["train", "val", "test", "predict"]
 #: The values ``process_dataloader``'s ``use`` accepts.
 DATALOADER_USES: tuple[str, ...] = ("train", "val", "test", "predict")
 
-__all__ = ["DATALOADER_USES", "RULES", "Arg", "DataLoaderUse", "MethodRule", "guard_methods", "running_strategy"]
+__all__ = [
+    "DATALOADER_USES",
+    "RULES",
+    "Arg",
+    "DataLoaderUse",
+    "GuardedStrategy",
+    "MethodRule",
+    "guard_methods",
+    "running_strategy",
+]
 
 BUILT, SET_UP, TORN_DOWN = "built", "set up", "torn down"
 #: ``any``: callable in every state; ``set_up``: only between setup_environment and teardown;
@@ -47,15 +53,38 @@ BUILT, SET_UP, TORN_DOWN = "built", "set up", "torn down"
 #: ``ranks_from_config = False``), never through another rank's strategy object.
 When = Literal["any", "set_up", "idle", "ranked"]
 
+
+class GuardedStrategy(Protocol):
+    """What the checks read and record on a strategy (``runtime.strategies.base.Strategy``, which imports
+    this module: a protocol here rather than an import back)."""
+
+    ranks_from_config: ClassVar[bool]
+    usable_unset: ClassVar[bool]
+    _lifecycle: str
+    _set_up_optimizers: weakref.WeakSet[Any]
+    _checked_optimizers: dict[int, weakref.ref[Any]]
+
+    @property
+    def global_rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def is_global_zero(self) -> bool: ...
+
+    def _optimizer_problem(self, optimizer: Any) -> tuple[str, str] | None: ...
+
+
 _MISSING = object()
 # The strategy set up in this thread, if any. Per thread: torch_xla's launcher runs XLA:CPU replicas
 # as threads of one process, each with its own strategy.
 _local = threading.local()
 
 
-def running_strategy() -> Strategy | None:
+def running_strategy() -> GuardedStrategy | None:
     """The strategy set up in this thread (between its ``setup_environment`` and ``teardown``)."""
-    ref: weakref.ref[Strategy] | None = getattr(_local, "running", None)
+    ref: weakref.ref[GuardedStrategy] | None = getattr(_local, "running", None)
     return ref() if ref is not None else None
 
 
@@ -65,20 +94,20 @@ class Arg:
     ``(what is wrong, the fix)``."""
 
     name: str
-    problem: Callable[[Strategy, Any], tuple[str, str] | None]
+    problem: Callable[[GuardedStrategy, Any], tuple[str, str] | None]
 
 
 def of_type(name: str, types: type | tuple[type, ...], expected: str, fix: str) -> Arg:
     """An argument that must be an instance of ``types`` (``expected`` says so in words)."""
 
-    def problem(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    def problem(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
         return None if isinstance(value, types) else (f"{name} must be {expected}, got {_describe(value)}", fix)
 
     return Arg(name, problem)
 
 
 def _callable(name: str, expected: str, fix: str) -> Arg:
-    def problem(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+    def problem(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
         return None if callable(value) else (f"{name} must be {expected}, got {_describe(value)}", fix)
 
     return Arg(name, problem)
@@ -90,7 +119,7 @@ def _describe(value: Any) -> str:
     return f"{type(value).__module__}.{type(value).__qualname__} ({text})".removeprefix("builtins.")
 
 
-def _loss(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+def _loss(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
     if not isinstance(value, torch.Tensor):
         return f"loss must be a torch.Tensor, got {_describe(value)}", "pass the loss tensor itself, not loss.item()"
     if not value.requires_grad:
@@ -102,7 +131,7 @@ def _loss(strategy: Strategy, value: Any) -> tuple[str, str] | None:
     return None
 
 
-def _optimizer(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+def _optimizer(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
     checked = strategy._checked_optimizers.get(id(value))
     if checked is not None and checked() is value:  # passed on an earlier step: every step after the first
         return None
@@ -117,7 +146,7 @@ def _optimizer(strategy: Strategy, value: Any) -> tuple[str, str] | None:
     return strategy._optimizer_problem(value)
 
 
-def _use(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+def _use(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
     if value in DATALOADER_USES:
         return None
     return f"use must be one of {', '.join(DATALOADER_USES)}, got {value!r}", 'e.g. process_dataloader(loader, "train")'
@@ -130,17 +159,17 @@ _STATE = of_type("state", Mapping, "a mapping of names to modules, optimizers an
 _FN = _callable("fn", "a function", "pass the function itself, e.g. strategy.launch(train, epochs), not train(...)")
 
 
-def _optional_state(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+def _optional_state(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
     return None if value is None else _STATE.problem(strategy, value)
 
 
-def _step(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+def _step(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return None
     return f"step must be the step number (an int) or None, got {_describe(value)}", "pass the loop's step, e.g. step"
 
 
-def _config(strategy: Strategy, value: Any) -> tuple[str, str] | None:
+def _config(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
     from resolver import ResolvedConfig
 
     if isinstance(value, ResolvedConfig):
@@ -156,7 +185,7 @@ class MethodRule:
     args: tuple[Arg, ...] = ()
     #: Why the method has no wrong time (``when="any"`` only; the sweep test requires a reason).
     why_any: str = ""
-    after: Callable[[Strategy, Any], None] | None = None
+    after: Callable[[GuardedStrategy, Any], None] | None = None
     #: Run ``after`` (with ``None``) even when the method raised (teardown: the group is left either way).
     after_on_error: bool = False
     #: Every rank must call it (it communicates): a collective failing inside it, in a run of several
@@ -165,18 +194,18 @@ class MethodRule:
     every_rank: bool = False
 
 
-def _entered(strategy: Strategy, result: Any) -> None:
+def _entered(strategy: GuardedStrategy, result: Any) -> None:
     strategy._lifecycle = SET_UP
     _local.running = weakref.ref(strategy)
 
 
-def _left(strategy: Strategy, result: Any) -> None:
+def _left(strategy: GuardedStrategy, result: Any) -> None:
     strategy._lifecycle = TORN_DOWN
     if running_strategy() is strategy:
         _local.running = None
 
 
-def _adopt_optimizer(strategy: Strategy, result: Any) -> None:
+def _adopt_optimizer(strategy: GuardedStrategy, result: Any) -> None:
     module, optimizer = result
     if not hasattr(optimizer, "param_groups"):
         raise StrategyArgumentError(
@@ -199,6 +228,9 @@ _MAKE_OPTIMIZER = _callable(
 #: (tests/runtime/strategies/test_strategy_misuse.py) fails for a public method missing here.
 RULES: dict[str, MethodRule] = {
     "structure_options": MethodRule("any", (Arg("config", _config),), why_any="a classmethod used by runtime.build"),
+    "assemble": MethodRule(
+        "any", (Arg("config", _config),), why_any="a classmethod used by runtime.build and by each rank a launch starts"
+    ),
     "launch": MethodRule("idle", (_FN,)),
     "run": MethodRule("idle", (_FN,)),
     "setup_environment": MethodRule("idle", after=_entered),
@@ -245,7 +277,7 @@ RULES: dict[str, MethodRule] = {
 }
 
 
-def _time_problem(strategy: Strategy, method: str, when: When) -> tuple[str, str] | None:
+def _time_problem(strategy: GuardedStrategy, method: str, when: When) -> tuple[str, str] | None:
     state = getattr(strategy, "_lifecycle", BUILT)
     running = running_strategy()
     mine = running is None or running is strategy  # not another rank's strategy object
@@ -326,7 +358,7 @@ def _guarded(name: str, function: Callable[..., Any], rule: MethodRule) -> Calla
     return guarded
 
 
-def _raise_if_a_peer_did_not_come(strategy: Strategy, name: str, exc: BaseException) -> None:
+def _raise_if_a_peer_did_not_come(strategy: GuardedStrategy, name: str, exc: BaseException) -> None:
     """A collective failed inside ``name``, which every rank must call: say so, and how to call it.
 
     It is marked as an echo of a peer's fault, so a launcher still blames a rank that crashed; when

@@ -37,6 +37,14 @@ def _loss() -> torch.Tensor:
 #: Arguments each method accepts (given the strategy and a scratch directory), by method name.
 VALID: dict[str, Callable[[Strategy, Path], tuple[Any, ...]]] = {
     "structure_options": lambda s, d: (s.config,),
+    "assemble": lambda s, d: (
+        s.config,
+        type(s.accelerator),
+        type(s.precision),
+        type(s.collective),
+        type(s.cluster_environment),
+        None,
+    ),
     "launch": lambda s, d: (_nothing,),
     "run": lambda s, d: (_nothing,),
     "setup_environment": lambda s, d: (),

@@ -46,6 +46,7 @@ CLASSES = [Strategy, SingleDeviceStrategy, DDPStrategy, FSDPStrategy, DeepSpeedS
 #: Methods that need no set-up (no device, no process group), and why; every other one does.
 NO_SETUP_NEEDED = {
     "structure_options": "a classmethod runtime.build uses",
+    "assemble": "a classmethod runtime.build and each launched rank use",
     "launch": "it sets the ranks up",
     "run": "it sets this process up",
     "setup_environment": "it is the set-up",
