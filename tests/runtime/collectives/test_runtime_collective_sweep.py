@@ -30,8 +30,12 @@ from runtime.collectives.rendezvous import Rendezvous
 
 pytestmark = pytest.mark.timeout(150)
 
-#: Public methods that are not operations: joining and leaving the group.
-NOT_OPERATIONS = {"setup": "joins the group (its own errors say why)", "teardown": "a no-op when not set up"}
+#: Public methods that are not operations: joining and leaving the group, and a question about the engine.
+NOT_OPERATIONS = {
+    "setup": "joins the group (its own errors say why)",
+    "teardown": "a no-op when not set up",
+    "lacks_point_to_point": "reads unsupported_operations; needs no group",
+}
 
 
 def public_methods() -> set[str]:
