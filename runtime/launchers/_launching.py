@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime._protocol.launched_rank import RankStrategy, check_worker_entry, enter_rank
 from runtime._protocol.rank_environment import launched_config
-from runtime.errors import PeerStoppedAnsweringError, users_frames_only
 from runtime.preemption import exit_if_preempted, settle_preempted
 
 if TYPE_CHECKING:
@@ -54,10 +53,8 @@ def launch_ranks(
     launcher = strategy.launcher
     if launcher is None:
         strategy.cluster_environment.check_started_by_cluster()  # before waiting for the others
-        try:
-            result = enter_rank(fn, args, kwargs, strategy=strategy)
-        except PeerStoppedAnsweringError as exc:  # its message says it all: the user's line, not ours
-            raise users_frames_only(exc) from None
+        # A PeerStoppedAnsweringError goes up as it is: Strategy.launch shows it with the user's frames only.
+        result = enter_rank(fn, args, kwargs, strategy=strategy)
         return settle_preempted(result, config, strategy.cluster_environment)
     if launched_config() is not None:
         # A worker (a re-run script, a `resolver run` rank): this must be the launch it was started

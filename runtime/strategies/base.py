@@ -32,7 +32,9 @@ from runtime.collectives.rendezvous import Rendezvous
 from runtime.dataloaders import is_shuffled, with_distributed_sampler
 from runtime.errors import (
     DataLoaderWarning,
+    PeerStoppedAnsweringError,
     stamp_failure_time,
+    users_frames_only,
 )
 from runtime.launchers._launching import launch_ranks
 from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves
@@ -245,7 +247,14 @@ class Strategy:
         (device selected, process group joined) before ``fn`` runs and torn down after.
         :func:`runtime.launchers._launching.launch_ranks` runs the launch.
         """
-        return launch_ranks(self, self._rank_maker(), fn, args, kwargs)  # type: ignore[no-any-return]
+        try:
+            return launch_ranks(self, self._rank_maker(), fn, args, kwargs)  # type: ignore[no-any-return]
+        except PeerStoppedAnsweringError as exc:
+            if self._launcher is not None:
+                raise
+            # this process is the rank: its message says it all, so the user's lines, not the runtime's
+            # (caught here, where the user called, so that no frame of the launch stands above it)
+            raise users_frames_only(exc) from None
 
     def _rank_maker(self) -> Callable[[ResolvedConfig], Strategy]:
         """How each rank a launcher starts makes its own strategy: :meth:`assemble` with this one's classes."""
