@@ -60,6 +60,12 @@ RUNS: dict[str, dict[str, Run | str]] = {
         ),
         "srun": "a killed rank ends an srun step: SLURM restarts nothing (a requeued job resumes: preempt_example.py)",
     },
+    "position_example.py": {
+        # no sample number: the whole run (2 epochs of 36 samples) on however many ranks start it
+        "python": Run(("position_example.py",), ((0, "stopped at sample 72"),)),
+        "torchrun": Run(("position_example.py",), ((0, "stopped at sample 72"),), _TWO_DDP),
+        "srun": Run(("python", "position_example.py"), ((0, "stopped at sample 72"),), _TWO_DDP),
+    },
     "preempt_example.py": {
         "python": Run(("preempt_example.py",), ((0, "trained 20 steps"),)),  # one process: no rank signals itself
         # --preemption-signal is resolver run's: started by torchrun or srun, it runs the script once, as its rank
