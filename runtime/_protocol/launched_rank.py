@@ -114,7 +114,7 @@ def enter_rank(
     rank = int(os.environ.get("RANK", "0"))
     try:
         with reports.reporting(rank):
-            result = _run_rank(fn, args, kwargs, strategy, build, check, reports)
+            result = _run_rank(fn, args, kwargs, strategy, build, check, (reports, rank))
         reports.mark_finished(rank)
         return result
     except SystemExit:
@@ -133,8 +133,9 @@ def _run_rank(
     strategy: RankStrategy | None,
     build: Callable[[ResolvedConfig], RankStrategy] | None,
     check: Callable[[], object] | None,
-    reports: RankFiles | None,
+    joining: tuple[RankFiles, int] | None,
 ) -> R:
+    """The rank's work; ``joining``: the launcher's rank files and this rank, told when it is about to join."""
     if check is not None:
         check()
     if strategy is None:
@@ -144,12 +145,13 @@ def _run_rank(
             raise RuntimeError(f"a rank without its strategy builds it from {CONFIG_VARIABLE}, which is not set")
         with collector_paused():
             strategy = build(config)
-            if reports is not None:
+            if joining is not None:
                 # Selecting the device can fail (or hang) too: do it before telling the launcher this
                 # rank is about to join (strategy.run selects it again, which is harmless).
                 strategy.accelerator.set_device(strategy.root_device)
-    if reports is not None:
-        reports.mark_joined(int(os.environ.get("RANK", "0")))
+    if joining is not None:
+        reports, rank = joining
+        reports.mark_joined(rank)
     with threads_applied(strategy.config):
         return strategy.run(fn, *args, **kwargs)
 
