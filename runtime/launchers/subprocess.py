@@ -65,6 +65,7 @@ class SubprocessScriptLauncher(Launcher):
 
     supports_restarts = True
     check_ranks = "processes"
+    runs_first_rank_here = True
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         command = script_command() if self.config.num_devices > 1 else []
