@@ -126,7 +126,9 @@ def run_script(
         command = [sys.executable, _RANK_MAIN, *(["-m", script] if module else [script]), *args]
     # One process on this machine (config.launcher is None there too) is this run's to restart.
     started_by = config.cluster_environment if started_by_cluster and cluster.starts_processes else None
-    check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)
+    check_max_restarts(
+        max_restarts, num_nodes=config.num_nodes, started_by=started_by, restart_hint=cluster.restart_hint
+    )
     context = _run_context(environment, rules, max_restarts)
     signals = launching_signals(config.strategy_options, cluster.stop_signals if started_by_cluster else ())
     with forwarding(signals):  # the ranks take a pre-emption signal this process gets (SLURM signals both)
