@@ -15,8 +15,8 @@ from runtime._protocol.rank_environment import elastic_variables, rank_config, r
 from runtime._protocol.restarts import check_max_restarts, report_restart, restart_variables
 from runtime._protocol.run_context import RUN_CONTEXT_VARIABLE, RunContext
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
+from runtime._supervision.rank_group import rank_group
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
-from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signals
 from runtime.registry import ACCELERATORS, CLUSTER_ENVIRONMENTS
