@@ -27,7 +27,6 @@ if importlib.util.find_spec("torch") is None:
 
 if TYPE_CHECKING:
     # explicit re-exports (name as name), for type checkers
-    from runtime._protocol.rank_environment import launched_config as launched_config
     from runtime.accelerators.base import Accelerator as Accelerator
     from runtime.checkpoint import CheckpointIO as CheckpointIO
     from runtime.checkpoint import TorchCheckpointIO as TorchCheckpointIO
@@ -67,6 +66,7 @@ if TYPE_CHECKING:
     from runtime.launchers.rank_output import RankOutput as RankOutput
     from runtime.precision.base import Precision as Precision
     from runtime.preflight import check as check
+    from runtime.rank_context import launched_config as launched_config
     from runtime.registry import register_accelerator as register_accelerator
     from runtime.registry import register_cluster_environment as register_cluster_environment
     from runtime.registry import register_collective as register_collective
@@ -127,7 +127,7 @@ _MODULES = {
     "XLACheckpointIO": "runtime.strategies.xla",  # needs torch_xla: importing it without raises ImportError
     "check": "runtime.preflight",
     "is_global_zero": "runtime.global_zero",
-    "launched_config": "runtime._protocol.rank_environment",
+    "launched_config": "runtime.rank_context",
     "register_accelerator": "runtime.registry",
     "register_cluster_environment": "runtime.registry",
     "register_collective": "runtime.registry",

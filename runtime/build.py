@@ -66,5 +66,10 @@ def build(config: ResolvedConfig, **strategy_options: Any) -> Strategy:
                 "to restart it",
                 hint="drop max_restarts, or run on several devices (e.g. strategy='ddp_spawn')",
             )
-        check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)
+        check_max_restarts(
+            max_restarts,
+            num_nodes=config.num_nodes,
+            started_by=started_by,
+            restart_hint=strategy.cluster_environment.restart_hint,
+        )
     return strategy

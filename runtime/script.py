@@ -15,8 +15,8 @@ from runtime._protocol.rank_environment import elastic_variables, rank_config, r
 from runtime._protocol.restarts import check_max_restarts, report_restart, restart_variables
 from runtime._protocol.run_context import RUN_CONTEXT_VARIABLE, RunContext
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
+from runtime._supervision.rank_group import rank_group
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
-from runtime.launchers._supervision.rank_group import rank_group
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signals
 from runtime.registry import ACCELERATORS, CLUSTER_ENVIRONMENTS
@@ -126,7 +126,9 @@ def run_script(
         command = [sys.executable, _RANK_MAIN, *(["-m", script] if module else [script]), *args]
     # One process on this machine (config.launcher is None there too) is this run's to restart.
     started_by = config.cluster_environment if started_by_cluster and cluster.starts_processes else None
-    check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by)
+    check_max_restarts(
+        max_restarts, num_nodes=config.num_nodes, started_by=started_by, restart_hint=cluster.restart_hint
+    )
     context = _run_context(environment, rules, max_restarts)
     signals = launching_signals(config.strategy_options, cluster.stop_signals if started_by_cluster else ())
     with forwarding(signals):  # the ranks take a pre-emption signal this process gets (SLURM signals both)

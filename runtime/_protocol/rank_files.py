@@ -260,7 +260,7 @@ class RankFiles:
     @classmethod
     def for_new_launch(cls, directory: str) -> RankFiles:
         """The files of a launch starting now in the fresh ``directory`` (the launcher makes and removes
-        it: :func:`runtime.launchers._supervision.cleanup.temporary_rank_files`)."""
+        it: :func:`runtime._supervision.cleanup.temporary_rank_files`)."""
         _abandoned.clear()  # a new launch
         return cls(directory)
 

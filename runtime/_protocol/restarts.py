@@ -52,9 +52,11 @@ def restart_count(environ: Mapping[str, str] | None = None) -> int:
         return 0
 
 
-def check_max_restarts(max_restarts: int, *, num_nodes: int, started_by: str | None) -> None:
+def check_max_restarts(max_restarts: int, *, num_nodes: int, started_by: str | None, restart_hint: str = "") -> None:
     """Refuse restarts the launch cannot do: ``started_by`` names what started the processes (torchrun,
-    SLURM, ...) when it was not this launch, and several nodes need a rendezvous they all agree on."""
+    SLURM, ...) when it was not this launch, ``restart_hint`` how to have it restart them (its cluster
+    environment's :attr:`~runtime.cluster.base.ClusterEnvironment.restart_hint`); and several nodes need a
+    rendezvous they all agree on."""
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
         raise RuntimeConfigError(
             f"max_restarts={max_restarts!r} is not a number of restarts", hint="pass a whole number, 0 or more"
@@ -62,11 +64,10 @@ def check_max_restarts(max_restarts: int, *, num_nodes: int, started_by: str | N
     if max_restarts == 0:
         return
     if started_by is not None:
-        fix = "pass --max-restarts to torchrun" if started_by == "torchelastic" else "let that launcher restart them"
         raise RuntimeConfigError(
             f"max_restarts={max_restarts} asks this launch to restart failed ranks, but the processes were started "
             f"by {started_by!r} (the cluster environment), so restarts belong to it",
-            hint=f"drop max_restarts here and {fix}",
+            hint=f"drop max_restarts here and {restart_hint}",
         )
     if num_nodes > 1:
         raise RuntimeConfigError(

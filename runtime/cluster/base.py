@@ -52,6 +52,9 @@ class ClusterEnvironment:
     #: Signals the cluster sends the processes it started before it stops them; a rank started so
     #: takes them as pre-emption too, beside ``preemption_signal`` (SLURM's ``SIGTERM``).
     stop_signals: ClassVar[tuple[signal.Signals, ...]] = ()
+    #: How to have the cluster restart failed ranks, where it starts the processes (the end of a hint
+    #: after "drop max_restarts here and").
+    restart_hint: ClassVar[str] = "let that launcher restart them"
     #: Why ``requeue=True`` does nothing here (:meth:`requeue`).
     cannot_requeue: ClassVar[str] = "this is not a SLURM job (SLURM_JOB_ID is unset)"
 

@@ -15,4 +15,5 @@ class TorchElasticEnvironment(ClusterEnvironment):
     """
 
     title = "torchrun"
+    restart_hint = "pass --max-restarts to torchrun"
     variables_hint = "start the script with torchrun, which exports MASTER_ADDR and MASTER_PORT"

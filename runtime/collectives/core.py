@@ -90,6 +90,17 @@ class CollectiveCore(ABC):
         self.check_every_call = check_every_call()
         self._agreed: set[tuple[Any, ...]] = set()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "teardown" in cls.__dict__:  # an engine's own teardown, a plugin's too, drops the run's state
+            cls.teardown = _forgetting_run(cls.__dict__["teardown"])  # type: ignore[method-assign,assignment]
+
+    def _forget_run(self) -> None:
+        """Drop what this collective learned during the run it leaves (called after :meth:`teardown`), so that
+        the next run it joins (a restarted attempt, a second launch) starts as a new collective would: a call
+        agreed with the last run's peers is compared again with the next run's."""
+        self._agreed.clear()
+
     @property
     def display_name(self) -> str:
         """The engine's name in messages: :attr:`title`, else :attr:`name`."""
@@ -370,6 +381,19 @@ def noted(method: Callable[..., T]) -> Callable[..., T]:
             raise
 
     return _noted_call
+
+
+def _forgetting_run(teardown: Callable[[CollectiveCore], None]) -> Callable[[CollectiveCore], None]:
+    """``teardown``, then :meth:`CollectiveCore._forget_run` (even when ``teardown`` raised)."""
+
+    @functools.wraps(teardown)
+    def _teardown(self: CollectiveCore) -> None:
+        try:
+            teardown(self)
+        finally:
+            self._forget_run()
+
+    return _teardown
 
 
 def first(*problems: CollectiveMisuseError | None) -> CollectiveMisuseError | None:

@@ -181,6 +181,12 @@ class PendingReceives:
             self._last[key] = posted
             return None if before is None or before.is_set() else before  # one entry per key: the table stays small
 
+    def forget(self) -> None:
+        """Forget the receives of a run that ended: none is the predecessor of the next run's (whose first
+        receive from a sender would otherwise wait for one that never completes). The threads stay."""
+        with self._lock:
+            self._last.clear()
+
     def submit(self, task: Callable[[], None]) -> None:
         with self._lock:
             if self._pid != os.getpid():  # a forked child has none of its parent's threads

@@ -24,6 +24,10 @@ class PointToPoint(CollectiveCore):
         super().__init__()
         self._pending_receives = PendingReceives()
 
+    def _forget_run(self) -> None:
+        super()._forget_run()
+        self._pending_receives.forget()
+
     @noted
     def send(self, tensor: torch.Tensor, dst: int, group: CollectiveGroup | None = None, tag: int = 0) -> None:
         """Send ``tensor`` to rank ``dst``, which receives it with :meth:`recv`, :meth:`irecv` or

@@ -4,7 +4,8 @@ Three cases, one entry (:func:`runtime._protocol.launched_rank.enter_rank`) for 
 launcher this process is the rank (torchrun, SLURM or MPI started it, or the run is one process); in a
 process a launcher already started (a re-run script), this must be the launch it was started for; else
 the launcher starts the ranks, each entering with a strategy of its own made of this one's classes
-(:data:`RankMaker`).
+(:data:`RankMaker`), but for a rank it runs in this process (``Launcher.runs_first_rank_here``), which
+enters with this very strategy.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def launch_ranks(
         check = functools.partial(check_worker_entry, config, wanted)
         result = enter_rank(fn, args, kwargs, build=make_rank, check=check)
         return exit_if_preempted(result, int(os.environ.get("RANK", "0")))
-    # Every rank, the one the subprocess launcher runs in this process too, makes its own strategy: the
-    # components keep state of a run (the collective's agreed calls, its group), which a restarted
-    # attempt or a second launch must not inherit.
+    if launcher.runs_first_rank_here:
+        # This process is the node's first rank, for each attempt: the strategy it was given runs it (its
+        # teardown drops what a run left in it, so a restart or a second launch starts afresh).
+        return launcher.launch(enter_rank, fn, args, kwargs, strategy=strategy)
     return launcher.launch(enter_rank, fn, args, kwargs, build=make_rank)

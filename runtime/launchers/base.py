@@ -50,6 +50,10 @@ class Launcher(ABC):
     #: runs inside the ranks this launcher starts (their engine numbers them: torch_xla's); ``None``,
     #: the ranks come from outside (``horovodrun``): run the check under it.
     check_ranks: ClassVar[Literal["processes", "replicas"] | None] = None
+    #: Whether the function :meth:`launch` is given runs in this process only, as this node's first rank
+    #: (the other ranks reach their launch themselves: the subprocess launcher re-runs the script); a
+    #: strategy's launch then hands that rank the launching strategy itself.
+    runs_first_rank_here: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from runtime._protocol.rank_environment import PARENT_PID_VARIABLE, rank_config, rank_variables
+from runtime._supervision.cleanup import temporary_rank_files
 from runtime.errors import MissingDependencyError, RankFailedError, RuntimeConfigError
-from runtime.launchers._supervision.cleanup import temporary_rank_files
 from runtime.launchers.base import Launcher
 
 __all__ = ["HorovodLauncher"]

@@ -24,10 +24,10 @@ from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime._protocol.spawned_rank import SPAWNED_RANK_VARIABLE, spawning
+from runtime._supervision.capacity import FORKED_RANK_MEMORY, TORCH_RANK_MEMORY
+from runtime._supervision.rank_group import rank_group
+from runtime._supervision.supervisor import MultiprocessingRank
 from runtime.errors import RuntimeConfigError
-from runtime.launchers._supervision.capacity import FORKED_RANK_MEMORY, TORCH_RANK_MEMORY
-from runtime.launchers._supervision.rank_group import rank_group
-from runtime.launchers._supervision.supervisor import MultiprocessingRank
 from runtime.launchers.base import Launcher
 from runtime.launchers.rank_output import ChildStreams, RankOutputPump
 

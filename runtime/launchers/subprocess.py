@@ -19,12 +19,12 @@ from runtime._protocol.launched_rank import is_stop_request
 from runtime._protocol.ports import store_socket_variables
 from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
+from runtime._supervision.capacity import TORCH_RANK_MEMORY
+from runtime._supervision.in_process_rank import InProcessRank
+from runtime._supervision.rank_group import rank_group
+from runtime._supervision.signals import watch_processes
+from runtime._supervision.supervisor import Failure, RankProcess, Supervisor
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
-from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY
-from runtime.launchers._supervision.in_process_rank import InProcessRank
-from runtime.launchers._supervision.rank_group import rank_group
-from runtime.launchers._supervision.signals import watch_processes
-from runtime.launchers._supervision.supervisor import Failure, RankProcess, Supervisor
 from runtime.launchers.base import Launcher
 from runtime.launchers.rank_output import RankOutputPump
 
@@ -65,6 +65,7 @@ class SubprocessScriptLauncher(Launcher):
 
     supports_restarts = True
     check_ranks = "processes"
+    runs_first_rank_here = True
 
     def _launch(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         command = script_command() if self.config.num_devices > 1 else []

@@ -17,9 +17,9 @@ import torch_xla.distributed.xla_multiprocessing as xmp
 
 from runtime._protocol.rank_environment import CONFIG_VARIABLE, environ_patch
 from runtime._protocol.rank_files import RankFiles
+from runtime._supervision.cleanup import temporary_rank_files
 from runtime.accelerators.xla import runtime_initialized
 from runtime.errors import LaunchError, LaunchTimeoutError, RankFailedError, RuntimeConfigError, stamp_failure_time
-from runtime.launchers._supervision.cleanup import temporary_rank_files
 from runtime.launchers.base import Launcher
 
 __all__ = ["XLALauncher"]

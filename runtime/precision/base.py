@@ -63,3 +63,6 @@ class Precision:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
+
+    def teardown(self) -> None:  # noqa: B027 (optional hook)
+        """Drop the state of the run that ended (a scaler's), so the next run starts afresh."""

@@ -30,7 +30,11 @@ class MixedPrecision(Precision):
     def __init__(self, accelerator: Accelerator) -> None:
         super().__init__(accelerator)
         self.scaler: torch.amp.GradScaler | None = None
-        if self.dtype == torch.float16 and accelerator.float16_needs_grad_scaler:
+        self.teardown()
+
+    def teardown(self) -> None:
+        """A new scaler: the next run's scale starts where a new run's does, not where this one's ended."""
+        if self.dtype == torch.float16 and self.accelerator.float16_needs_grad_scaler:
             self.scaler = torch.amp.GradScaler(self.device_type)
 
     def forward_context(self) -> contextlib.AbstractContextManager[Any]:

@@ -97,3 +97,6 @@ class EnginePrecision(Precision):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.inner.load_state_dict(state)
+
+    def teardown(self) -> None:
+        self.inner.teardown()

@@ -74,3 +74,6 @@ class XLAPrecision(Precision):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.inner.load_state_dict(state)
+
+    def teardown(self) -> None:
+        self.inner.teardown()

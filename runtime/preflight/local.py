@@ -23,8 +23,8 @@ from pathlib import Path
 
 from resolver import ResolvedConfig
 from runtime._protocol.rank_environment import rank_config, rank_variables
-from runtime.launchers._supervision.capacity import TORCH_RANK_MEMORY, check_room_for
-from runtime.launchers._supervision.signals import sigterm_guard
+from runtime._supervision.capacity import TORCH_RANK_MEMORY, check_room_for
+from runtime._supervision.signals import sigterm_guard
 from runtime.preflight.prestart import before_ranks, quiet_torch_log
 from runtime.preflight.progress import Progress, StepReporter
 from runtime.preflight.rank_output import last_meaningful_line

@@ -243,8 +243,9 @@ class Strategy:
         """Run ``fn(strategy, *args, **kwargs)`` in every rank; return rank 0's result here.
 
         Each rank gets its own strategy, of this class with new components of this one's classes, for
-        this one's config with that rank's ``global_rank``/``local_rank``, with its environment set up
-        (device selected, process group joined) before ``fn`` runs and torn down after.
+        this one's config with that rank's ``global_rank``/``local_rank``; a rank the launcher runs in this
+        process (the ``ddp`` launcher's rank 0) gets this one. Its environment is set up (device selected,
+        process group joined) before ``fn`` runs and torn down after.
         :func:`runtime.launchers._launching.launch_ranks` runs the launch.
         """
         try:
@@ -314,9 +315,18 @@ class Strategy:
         return agree(self, self._preemption, step)
 
     def teardown(self) -> None:
-        """Leave the collective and release device state."""
-        self._collective.teardown()
-        self._accelerator.teardown()
+        """Leave the collective and release device state. What the strategy and its components learned during
+        the run goes too (the optimizers and parameters set up, the collective's agreed calls, a scaler), so
+        that the same strategy can run again (a restarted attempt, a second launch) as a new one would."""
+        try:
+            self._collective.teardown()
+            self._accelerator.teardown()
+        finally:
+            self._precision.teardown()
+            self._set_up_optimizers = weakref.WeakSet()
+            self._checked_optimizers.clear()
+            self._replaced_parameters.clear()
+            self._preemption = None
 
     # -- modules and data ---------------------------------------------------------------------
 

@@ -112,6 +112,12 @@ class DeepSpeedStrategy(Strategy):
         self._check_precision(accelerator)
         deepspeed.init_distributed(dist_backend=self.config.process_group_backend, dist_init_required=False)
 
+    def teardown(self) -> None:
+        """Leave the run (:meth:`Strategy.teardown`) and drop its engines: the next run sets up its own."""
+        self._engine = None
+        self._engines = []
+        super().teardown()
+
     def _import(self) -> Any:
         import deepspeed
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.launchers._supervision.capacity import RANKS_PER_CORE, _cores
+from runtime._supervision.capacity import RANKS_PER_CORE, _cores
 from tests.support.cli_support import resolver_command, run_resolver
 
 pytestmark = pytest.mark.timeout(300)
@@ -84,7 +84,7 @@ def test_a_script_no_rank_can_read_is_a_usage_error(tmp_path: Path):
 _LAUNCH = """
 import resource, sys
 import runtime
-from runtime.launchers._supervision.capacity import _tasks_of_this_user
+from runtime._supervision.capacity import _tasks_of_this_user
 
 def target(strategy):
     return 7

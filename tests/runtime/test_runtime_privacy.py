@@ -3,6 +3,7 @@ and one named interface module, and every public class of the runtime lives in a
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import tomllib
 from pathlib import Path
@@ -44,3 +45,15 @@ def test_every_public_class_of_the_runtime_lives_in_a_public_module() -> None:
             private[name] = value.__module__
     assert not private, f"public classes in internal modules: {private}"
     assert runtime.RankOutput.__module__ == "runtime.launchers.rank_output"
+
+
+def test_every_public_name_of_the_runtime_can_be_imported_from_a_public_module() -> None:
+    homes = {name: module for name, module in runtime._MODULES.items() if name in runtime.__all__}
+    private = {name: module for name, module in homes.items() if any(p.startswith("_") for p in module.split("."))}
+    assert not private, f"public names whose module is internal: {private}"
+    assert all(
+        getattr(importlib.import_module(module), name) is getattr(runtime, name) for name, module in homes.items()
+    )
+    from runtime.rank_context import launched_config
+
+    assert launched_config is runtime.launched_config

@@ -227,7 +227,7 @@ def test_a_rank_frozen_by_sigstop_is_named_as_the_one_that_did_not_answer_the_st
 
 
 # Under ddp rank 0 runs in the launching process: stopping rank 1 does not end its sleep; the
-# launcher interrupts it (runtime.launchers._supervision.in_process_rank). Were it not interrupted, the
+# launcher interrupts it (runtime._supervision.in_process_rank). Were it not interrupted, the
 # 600 s sleep would outlast the 140 s the test waits for the script.
 @pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
 def test_a_rank_0_that_hangs_in_plain_python_is_stopped_at_the_timeout_and_named_with_its_stack(
@@ -256,7 +256,7 @@ def test_a_program_that_uses_sigalrm_itself_keeps_it_and_a_hung_rank_0_is_still_
 
 
 # Under ddp the launching process is rank 0, blocked in a barrier its peer never reaches: the
-# SIGTERM is acted on at once all the same (runtime.launchers._supervision.signals), not at the 120 s timeout.
+# SIGTERM is acted on at once all the same (runtime._supervision.signals), not at the 120 s timeout.
 @pytest.mark.parametrize("launcher", ("ddp", "ddp_spawn", "ddp_fork"))
 def test_sigterm_to_the_launching_process_stops_the_ranks_and_removes_the_report_folder_at_once(
     launcher: str, tmp_path: Path
@@ -291,7 +291,7 @@ def test_sigterm_to_the_launching_process_stops_the_ranks_and_removes_the_report
 
 
 def test_a_report_folder_left_by_a_killed_launch_is_removed_by_the_next_launch(tmp_path: Path) -> None:
-    from runtime.launchers._supervision.cleanup import report_folder
+    from runtime._supervision.cleanup import report_folder
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

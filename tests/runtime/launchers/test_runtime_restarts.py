@@ -18,10 +18,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from runtime_configs import ddp_config
 from runtime_workers import process_is_gone, recorded_pids
 
 import runtime
 from runtime.checkpoint import COMPLETE_MARKER, TorchCheckpointIO, latest_checkpoint
+from runtime.cluster.base import ClusterEnvironment
+from runtime.registry import CLUSTER_ENVIRONMENTS
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 TRAINING = SCRIPTS / "resume_training.py"
@@ -297,6 +300,22 @@ def test_under_torchrun_max_restarts_is_torchruns_to_apply(monkeypatch: pytest.M
         runtime.launch(lambda strategy: None, accelerator="cpu", devices=2, strategy="ddp", max_restarts=2)
     message = str(caught.value)
     assert "started by 'torchelastic'" in message and "pass --max-restarts to torchrun" in message
+
+
+def test_under_a_clusters_own_scheduler_max_restarts_is_refused_with_the_fix_that_cluster_gives() -> None:
+    class BatchFarm(ClusterEnvironment):  # a site's scheduler, which starts the ranks and restarts them
+        title = "the batch farm"
+        restart_hint = "submit the job with `farm submit --retries N`"
+
+    runtime.register_cluster_environment("test_batch_farm", BatchFarm, replace=True)
+    config = ddp_config(2, launcher=None, cluster_environment="test_batch_farm", main_port=29500)
+    try:
+        with pytest.raises(runtime.RuntimeConfigError) as caught:
+            runtime.build(config, max_restarts=1)
+    finally:
+        CLUSTER_ENVIRONMENTS.unregister("test_batch_farm")
+    assert "started by 'test_batch_farm'" in str(caught.value)
+    assert caught.value.hint == "drop max_restarts here and submit the job with `farm submit --retries N`"
 
 
 def test_restarts_on_several_nodes_and_on_one_process_are_refused_with_the_fix() -> None:

@@ -8,7 +8,7 @@ the others (``SIGTERM``, then ``SIGKILL`` after a grace period) and reaps every 
 launch deadline, or at the rendezvous deadline for ranks that never reached the rendezvous, it
 asks the ranks still running for their Python stacks, then stops them (a rank that cannot answer,
 stopped by ``SIGSTOP`` or blocked in the kernel, is named by its silence:
-:mod:`~runtime.launchers._supervision.stack_requests`).
+:mod:`~runtime._supervision.stack_requests`).
 
 The :class:`Outcome` blames the cause, not its echoes:
 
@@ -23,7 +23,7 @@ The :class:`Outcome` blames the cause, not its echoes:
 - a timeout comes before any communication failure, and before a cause that happened later.
 
 A rank that runs inside the launching process (the ``subprocess`` launcher's rank 0, an
-:class:`~runtime.launchers._supervision.in_process_rank.InProcessRank`) takes part in the launch timeout: at the
+:class:`~runtime._supervision.in_process_rank.InProcessRank`) takes part in the launch timeout: at the
 deadline its stack is taken with the others', and unless it waits in a collective (stopping its
 peers ends that) it is interrupted before its peers are stopped.
 """
@@ -50,16 +50,16 @@ from runtime._protocol.rank_files import (
     timeout_error,
     where_waiting,
 )
-from runtime.errors import LaunchTimeoutError, PeerLostError, RankFailedError, SilentRank, failure_time
-from runtime.launchers._supervision.in_process_rank import InProcessRank
-from runtime.launchers._supervision.rank_processes import (
+from runtime._supervision.in_process_rank import InProcessRank
+from runtime._supervision.rank_processes import (
     GRACE,
     MultiprocessingRank,
     PopenRank,
     RankProcess,
     stop_processes,
 )
-from runtime.launchers._supervision.stack_requests import request_stacks
+from runtime._supervision.stack_requests import request_stacks
+from runtime.errors import LaunchTimeoutError, PeerLostError, RankFailedError, SilentRank, failure_time
 
 __all__ = [
     "Failure",

@@ -18,8 +18,8 @@ from types import FrameType
 
 import pytest
 
+from runtime._supervision.in_process_rank import InProcessRank
 from runtime.errors import LaunchTimeoutError
-from runtime.launchers._supervision.in_process_rank import InProcessRank
 
 pytestmark = [
     pytest.mark.timeout(90, method="thread"),
@@ -134,7 +134,7 @@ def test_an_alarm_the_work_starts_without_a_handler_ends_the_process_as_it_would
     script = textwrap.dedent(
         """
         import signal, time
-        from runtime.launchers._supervision.in_process_rank import InProcessRank
+        from runtime._supervision.in_process_rank import InProcessRank
 
         with InProcessRank(0, 10).working():
             signal.setitimer(signal.ITIMER_REAL, 0.1)

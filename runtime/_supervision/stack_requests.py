@@ -12,8 +12,8 @@ import time
 from collections.abc import Mapping
 
 from runtime._protocol.rank_files import STACK_SIGNAL, RankFiles
+from runtime._supervision.rank_processes import RankProcess, process_state
 from runtime.errors import SilentRank
-from runtime.launchers._supervision.rank_processes import RankProcess, process_state
 
 __all__ = ["request_stacks"]
 

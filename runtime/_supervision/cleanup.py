@@ -6,7 +6,7 @@ temporary directory (``tempfile.gettempdir()``: ``$TMPDIR``, else ``/tmp``), pri
 
 - when the launch returns or raises (also on Ctrl-C);
 - when the launching process gets ``SIGTERM`` during the launch, at once, also while its main
-  thread is blocked in a collective (:mod:`runtime.launchers._supervision.signals`): the ranks are stopped and
+  thread is blocked in a collective (:mod:`runtime._supervision.signals`): the ranks are stopped and
   the folder removed before the process exits with 143, the status a shell reports for SIGTERM;
 - after ``SIGKILL`` (which no process can catch) by the next launch of the same user on this
   machine, which removes every such folder whose launching process (``<pid>`` started at
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from runtime._protocol.rank_files import RankFiles
-from runtime.launchers._supervision.signals import SIGTERM_EXIT_CODE, sigterm_guard
+from runtime._supervision.signals import SIGTERM_EXIT_CODE, sigterm_guard
 
 __all__ = ["FOLDER_PREFIX", "SIGTERM_EXIT_CODE", "report_folder", "sweep_stale_folders", "temporary_rank_files"]
 

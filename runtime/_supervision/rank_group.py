@@ -23,22 +23,36 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, Any, Protocol
 
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE
 from runtime._protocol.rank_files import RankFiles
-from runtime.launchers._supervision.capacity import PROGRAM_MEMORY, check_room_for, start_refused
-from runtime.launchers._supervision.cleanup import temporary_rank_files
-from runtime.launchers._supervision.in_process_rank import InProcessRank
-from runtime.launchers._supervision.supervisor import PopenRank, RankProcess, Supervisor, stop_processes
-from runtime.launchers.rank_output import RankOutputPump
+from runtime._supervision.capacity import PROGRAM_MEMORY, check_room_for, start_refused
+from runtime._supervision.cleanup import temporary_rank_files
+from runtime._supervision.in_process_rank import InProcessRank
+from runtime._supervision.supervisor import PopenRank, RankProcess, Supervisor, stop_processes
 from runtime.preemption import watched
 
 __all__ = ["DOORBELL_VARIABLE", "RankGroup", "rank_group", "start_rank_process"]
 
 
 _reapers: set[threading.Thread] = set()
+
+
+class OutputPump(Protocol):
+    """Where a rank's output goes (``runtime.launchers.rank_output.RankOutputPump``, a layer above: a
+    protocol here rather than an import of it)."""
+
+    def popen(
+        self,
+        command: Sequence[str],
+        *,
+        env: dict[str, str],
+        rank: int,
+        local_rank: int,
+        start: Callable[..., subprocess.Popen[bytes]],
+    ) -> subprocess.Popen[bytes]: ...
 
 
 def start_rank_process(
@@ -69,7 +83,7 @@ class RankGroup:
 
     def raise_if_refused(self, exc: OSError, rank: int) -> None:
         """Raise the clear error for the OS refusing to start ``rank`` for want of room
-        (:func:`~runtime.launchers._supervision.capacity.start_refused`); return for any other ``exc``."""
+        (:func:`~runtime._supervision.capacity.start_refused`); return for any other ``exc``."""
         refused = start_refused(exc, rank, max(self.ranks, len(self.processes) + 1), len(self.processes))
         if refused is not None:
             raise refused from exc
@@ -80,7 +94,7 @@ class RankGroup:
         command: Sequence[str],
         env: Mapping[str, str],
         *,
-        output: RankOutputPump | None = None,
+        output: OutputPump | None = None,
         local_rank: int = 0,
     ) -> PopenRank:
         """Start ``command`` as ``rank`` with ``env`` (plus the doorbell) and watch it; with
@@ -163,7 +177,7 @@ def rank_group(ranks: int = 0, per_rank: int = PROGRAM_MEMORY, *, on_cpu: bool =
 
     ``ranks`` processes of at least ``per_rank`` bytes each (``on_cpu``: computing on the CPU cores)
     are to start: refused first when this machine surely cannot hold them
-    (:mod:`~runtime.launchers._supervision.capacity`)."""
+    (:mod:`~runtime._supervision.capacity`)."""
     check_room_for(ranks, per_rank, "rank processes", on_cpu=on_cpu)
     with temporary_rank_files() as reports:
         read, write = os.pipe()

@@ -29,7 +29,7 @@ from collections.abc import Iterator, MutableMapping
 from types import FrameType
 from typing import Any
 
-from runtime.launchers._supervision.rank_processes import stop_processes
+from runtime._supervision.rank_processes import stop_processes
 
 __all__ = ["HANDLER_GRACE", "SIGTERM_EXIT_CODE", "sigterm_guard", "watch_processes"]
 

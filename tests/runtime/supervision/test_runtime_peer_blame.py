@@ -13,8 +13,8 @@ import pytest
 
 from runtime._protocol.peers import LostPeer, announcement, lost_peer, remember_hosts
 from runtime._protocol.rank_files import timeout_error
+from runtime._supervision.supervisor import Failure, Outcome
 from runtime.errors import PeerLostError, RankFailedError, SilentRank
-from runtime.launchers._supervision.supervisor import Failure, Outcome
 
 CLOSED = (
     "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by "
