@@ -1,15 +1,17 @@
 """Pre-emption: a signal announces it, every rank stops at the same step, saves and returns.
 
 With the strategy option ``preemption_signal`` (``resolver run --preemption-signal``), each rank
-catches that signal while its work runs, and, in ranks SLURM started, ``SIGTERM`` too (SLURM sends
-it to every task of a job it pre-empts or ends at its time limit). The handler only sets a flag:
+catches that signal while its work runs, and, in ranks a cluster started, the signals that cluster
+stops them with (its environment's ``stop_signals``: SLURM's ``SIGTERM``, which it sends to every
+task of a job it pre-empts or ends at its time limit). The handler only sets a flag:
 :meth:`~runtime.Strategy.preempted` reads it at the script's next check and agrees on it across
 the ranks (an ``all_reduce`` of the flags with ``max``), so every rank sees ``True`` at the same
 step, however many ranks got the signal. The script saves a checkpoint and returns; then:
 
-- with ``requeue`` (``--requeue``) in a SLURM job, global rank 0 runs ``scontrol requeue
-  $SLURM_JOB_ID`` once, after the checkpoint is written (every rank waited for it in
-  ``save_checkpoint``), and SLURM starts the job again, from its checkpoint;
+- with ``requeue`` (``--requeue``) in a job of a cluster that requeues (the cluster environment's
+  ``requeue``: SLURM's runs ``scontrol requeue $SLURM_JOB_ID``), global rank 0 requeues it once,
+  after the checkpoint is written (every rank waited for it in ``save_checkpoint``), and the
+  cluster starts the job again, from its checkpoint;
 - the run ends with "pre-empted at step N, checkpoint at PATH": ``launch()`` raises
   :class:`~runtime.errors.PreemptedError` in the launching process, and a rank process that
   something else started (``resolver run``, SLURM, torchrun) prints it (rank 0) and exits with
@@ -120,9 +122,11 @@ class Preempted:
     requeued: str | None
     note: str = ""
     hint: str | None = None
+    cluster: str | None = None  # the title of the cluster that requeued the job
 
     def error(self) -> PreemptedError:
-        return PreemptedError(self.step, self.checkpoint, requeued=self.requeued, note=self.note, hint=self.hint)
+        return PreemptedError(self.step, self.checkpoint, requeued=self.requeued, cluster=self.cluster, note=self.note,
+                              hint=self.hint)  # fmt: skip
 
 
 class PreemptionState:
@@ -141,7 +145,8 @@ class PreemptionState:
 
 
 def signals_for(strategy: PreemptibleStrategy) -> tuple[signal.Signals, ...]:
-    """The option's signal, and ``SIGTERM`` where SLURM started this rank (none without the option)."""
+    """The option's signal, and the stop signals of the cluster that started this rank (SLURM's ``SIGTERM``;
+    none without the option)."""
     name = strategy.options.preemption_signal
     if name is None:
         return ()
@@ -205,7 +210,7 @@ def finish(strategy: PreemptibleStrategy, state: PreemptionState | None, result:
             state.requeued = True
             # rank 0 requeues it
             requeued, note, hint = cluster.requeue(job) if strategy.is_global_zero else (job, "", None)
-    return Preempted(state.step, state.checkpoint, requeued, note, hint)
+    return Preempted(state.step, state.checkpoint, requeued, note, hint, strategy.cluster_environment.title)
 
 
 def raise_if_preempted(result: Any) -> Any:

@@ -17,6 +17,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from resolver import Reporter, ResolutionError
+from resolver._runtime_interface import diagnostic
 
 if TYPE_CHECKING:
     from resolver import Environment, Provenance
@@ -73,15 +74,16 @@ def _launchers_rank(environment: Environment | None, rules: RulesArg) -> int | N
 
 
 def reported_text(exc: BaseException, rank: int | None, where: str = "") -> str:
-    """What the hook prints for ``exc`` in global rank ``rank`` (``where``: the script's line that called launch)."""
+    """What the hook prints for ``exc`` in global rank ``rank`` (``where``: the script's line that called launch):
+    the error as ``resolver``'s command line renders it (``diagnostic``), for both packages' errors."""
     called = f"runtime.launch() ({where})" if where else "runtime.launch()"
     if isinstance(exc, ResolutionError):
         whole = f"{called}: the flags do not resolve\n{exc.diagnostic()}"
         first = exc.diagnostic().splitlines()[0]
-    else:
-        text = str(exc) or type(exc).__name__
-        whole = f"{called}: error: {text}"
-        first = f"error: {text.splitlines()[0]}"
+    else:  # a runtime error that carries its fix ends with "  = help: ...", as the command line prints it
+        text = diagnostic(exc) if str(exc) else f"error: {type(exc).__name__}"
+        whole = f"{called}: {text}"
+        first = text.splitlines()[0]
     if not rank:  # rank 0, or a process whose rank the flags did not get far enough to tell
         return whole
     return f"rank {rank}: {first} (rank 0 prints the whole error)"

@@ -247,25 +247,34 @@ class PreemptedError(HintedError, RuntimeError):
     """The run was pre-empted: every rank stopped at ``step`` after its pre-emption signal, and the
     script saved ``checkpoint`` (``None`` when it saved none after the signal).
 
-    ``requeued`` is the SLURM job id requeued to resume from it (``requeue=True``), else ``None``;
-    ``note`` says why a requested requeue did not happen, ``hint`` what to do (by default, with a checkpoint
-    and no requeue asked: run again to resume from it). ``exit_code`` is the status ``resolver run``
+    ``requeued`` is the id of the job requeued to resume from it (``requeue=True``), else ``None``, and
+    ``cluster`` the name of the cluster that requeued it (its environment's ``title``); ``note`` says
+    why a requested requeue did not happen, ``hint`` what to do (by default, with a checkpoint and no
+    requeue asked: run again to resume from it). ``exit_code`` is the status ``resolver run``
     and a pre-empted rank process exit with (75).
     """
 
     exit_code = 75
 
     def __init__(
-        self, step: int, checkpoint: str | None, *, requeued: str | None = None, note: str = "", hint: str | None = None
+        self,
+        step: int,
+        checkpoint: str | None,
+        *,
+        requeued: str | None = None,
+        cluster: str | None = None,
+        note: str = "",
+        hint: str | None = None,
     ) -> None:
         self.step = step
         self.checkpoint = checkpoint
         self.requeued = requeued
+        self.cluster = cluster
         self.note = note
         where = f"checkpoint at {checkpoint}" if checkpoint else "no checkpoint saved after the signal"
         message = f"pre-empted at step {step}, {where}"
         if requeued:
-            message += f"; SLURM job {requeued} requeued to resume from it"
+            message += f"; {cluster or 'the'} job {requeued} requeued to resume from it"
         if note:
             message += f"\n  {note}"
         if hint is None and not note and not requeued and checkpoint:

@@ -2,19 +2,18 @@
 pip-installed into a fresh virtual environment beside this project, is found by ``resolve()``,
 ``resolver explain``, ``resolver env`` and ``runtime.launch`` with no import in the user's script.
 
-The package is ``tests/plugin_example`` (only its files: a made-up accelerator ``npu``, which is
-the CPU underneath, and a made-up cluster ``pbs``). The environment is built once for the module:
-``python -m venv``, then pip installs torch (the pinned CPU build), this project's wheel and the
-plugin's wheel. Broken plugins are installed with ``pip --target`` into folders of their own that a
-test puts on ``PYTHONPATH``, so they never reach the other tests.
+The package is ``tests/plugin_example`` (only its files: a made-up accelerator ``npu``, whose
+tensors are host tensors, and a made-up cluster ``pbs``). The environment is built once for the
+session (``tests/support/plugin_venv.py``) and shared with ``test_plugin_parity.py``: ``python -m
+venv``, then pip installs torch (the pinned CPU build), this project's wheel and the plugin's wheel.
+Broken plugins are installed with ``pip --target`` into folders of their own that a test puts on
+``PYTHONPATH``, so they never reach the other tests.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,89 +21,17 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "tests" / "plugin_example"
-#: Every file of the example package: a plugin needs nothing else.
-EXAMPLE_FILES = {
-    "pyproject.toml",
-    "npu_pbs_plugin/__init__.py",  # the entry module: the NPU probe, RULES and COMPONENTS
-    "npu_pbs_plugin/rules/npu.toml",
-    "npu_pbs_plugin/npu.py",
-    "npu_pbs_plugin/rules/pbs.toml",
-    "npu_pbs_plugin/pbs.py",
-}
-INSTALL_TIMEOUT_S = 600
-RUN_TIMEOUT_S = 180
+from tests.support.plugin_venv import (
+    INSTALL_TIMEOUT_S,
+    RUN_TIMEOUT_S,
+    environ,
+    free_port_from_job_id,
+    pip,
+    python,
+    run,
+)
 
 pytestmark = pytest.mark.timeout(INSTALL_TIMEOUT_S + 4 * RUN_TIMEOUT_S)
-
-
-def _pip(python: Path | str, *args: str, cwd: Path | None = None) -> None:
-    result = subprocess.run(
-        [str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args],
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_TIMEOUT_S,
-        cwd=cwd,
-    )
-    assert result.returncode == 0, f"pip {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-
-
-def _example_files(folder: Path) -> set[str]:
-    return {
-        str(path.relative_to(folder))
-        for path in folder.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts
-    }
-
-
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A fresh virtual environment holding torch, this project and the example plugin, all pip-installed."""
-    where = tmp_path_factory.mktemp("plugin-venv")
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, timeout=300,
-                       capture_output=True)  # fmt: skip
-    except (subprocess.CalledProcessError, OSError) as exc:
-        pytest.skip(f"cannot create a virtual environment here ({exc}); the plugin tests need one")
-    python = where / "venv" / "bin" / "python"
-    # the plugin package, from a copy holding only its own files
-    plugin = where / "npu-pbs-plugin"
-    shutil.copytree(EXAMPLE, plugin, ignore=shutil.ignore_patterns("__pycache__"))
-    assert _example_files(plugin) == EXAMPLE_FILES
-    # wheels built here (hatchling is in this environment), installed there with their dependencies;
-    # --no-compile: torch's thousands of modules are compiled when imported, not all now
-    wheels = where / "wheels"
-    _pip(sys.executable, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT), str(plugin))
-    _pip(python, "install", "--no-compile", "torch==2.13.0", *map(str, sorted(wheels.glob("*.whl"))))
-    cache = where / "cache"
-    return {"python": python, "bin": python.parent, "cache": cache, "work": where}
-
-
-def _environ(venv: dict[str, Path], **extra: str) -> dict[str, str]:
-    """A user's shell in the venv: no PYTHONPATH (the installed project runs, not this checkout),
-    no cluster or launcher variables."""
-    keep = ("HOME", "LANG", "LC_ALL", "TMPDIR", "USER")
-    environ = {name: os.environ[name] for name in keep if name in os.environ}
-    environ.update(
-        PATH=f"{venv['bin']}{os.pathsep}{os.environ.get('PATH', '')}",
-        RESOLVER_CACHE_DIR=str(venv["cache"]),
-        CUDA_VISIBLE_DEVICES="",
-        OMP_NUM_THREADS="1",
-    )
-    environ.update(extra)
-    return environ
-
-
-def _run(venv: dict[str, Path], *argv: str, cwd: Path | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(argv), env=_environ(venv, **extra), cwd=cwd or venv["work"], capture_output=True, text=True,
-        timeout=RUN_TIMEOUT_S,
-    )  # fmt: skip
-
-
-def _python(venv: dict[str, Path], code: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return _run(venv, str(venv["python"]), "-c", textwrap.dedent(code), **extra)
 
 
 def test_resolve_finds_the_plugins_accelerator_and_cluster(venv):
@@ -123,7 +50,7 @@ def test_resolve_finds_the_plugins_accelerator_and_cluster(venv):
                                            "PBS_NODE_RANK": "0", "PBS_WORLD_SIZE": "2", "PBS_MAIN_ADDR": "node7"}))
         print("pbs", pbs.cluster_environment, pbs.launcher, pbs.global_rank, pbs.main_address, pbs.main_port)
     """
-    result = _python(venv, code, NPU_VISIBLE_DEVICES="0,1,2")
+    result = python(venv, code, NPU_VISIBLE_DEVICES="0,1,2")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines == [
@@ -131,7 +58,7 @@ def test_resolve_finds_the_plugins_accelerator_and_cluster(venv):
         "auto npu 3 accelerator.auto.npu",
         "pbs pbs None 1 node7 15017",
     ]
-    without = _python(venv, "import resolver; print(resolver.resolve().accelerator)")  # no NPU visible
+    without = python(venv, "import resolver; print(resolver.resolve().accelerator)")  # no NPU visible
     assert without.returncode == 0, without.stderr
     assert without.stdout.strip() == "cpu"
 
@@ -155,7 +82,7 @@ if __name__ == "__main__":
 
 def test_launch_runs_two_ranks_on_the_npu(venv, tmp_path):
     (tmp_path / "train.py").write_text(TRAIN)
-    result = _run(venv, str(venv["python"]), "train.py", cwd=tmp_path, NPU_VISIBLE_DEVICES="0,1")
+    result = run(venv, str(venv["python"]), "train.py", cwd=tmp_path, NPU_VISIBLE_DEVICES="0,1")
     assert result.returncode == 0, result.stdout + result.stderr
     returned = sorted(line for line in result.stdout.splitlines() if line.startswith("returned"))
     # the launcher re-runs the script for rank 1, whose launch() returns too; gloo summed 1 + 2
@@ -165,21 +92,9 @@ def test_launch_runs_two_ranks_on_the_npu(venv, tmp_path):
     ]
 
 
-def _free_port_from_job_id() -> tuple[str, int]:
-    """A PBS job id whose derived port (15000 + its last four digits) is free now."""
-    for port in range(15000 + os.getpid() % 9000, 25000):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return f"{port - 15000}.pbs-server", port
-    raise AssertionError("no free port between 15000 and 24999")
-
-
 def test_pbs_started_ranks_meet_through_the_plugins_cluster(venv, tmp_path):
     (tmp_path / "train.py").write_text(TRAIN)
-    job, _ = _free_port_from_job_id()
+    job, _ = free_port_from_job_id()
     ranks = []
     for rank in (0, 1):
         variables = {
@@ -190,7 +105,7 @@ def test_pbs_started_ranks_meet_through_the_plugins_cluster(venv, tmp_path):
             subprocess.Popen(
                 [str(venv["python"]), "train.py"],
                 cwd=tmp_path,
-                env=_environ(venv, **variables),
+                env=environ(venv, **variables),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -214,21 +129,21 @@ def test_pbs_started_ranks_meet_through_the_plugins_cluster(venv, tmp_path):
 
 
 def test_explain_and_env_see_the_plugin(venv):
-    explain = _run(venv, str(venv["bin"] / "resolver"), "explain", "--accelerator", "npu", NPU_VISIBLE_DEVICES="0,1")
+    explain = run(venv, str(venv["bin"] / "resolver"), "explain", "--accelerator", "npu", NPU_VISIBLE_DEVICES="0,1")
     assert explain.returncode == 0, explain.stderr
     rows = {line.split()[0]: line.split(None, 1)[1] for line in explain.stdout.splitlines() if line.strip()}
     assert rows["accelerator"].startswith("npu ") and rows["device_ids"].startswith("[0, 1] ")
     assert rows["process_group_backend"].startswith("gloo ")
-    missing = _run(venv, str(venv["bin"] / "resolver"), "explain", "--accelerator", "npu")
+    missing = run(venv, str(venv["bin"] / "resolver"), "explain", "--accelerator", "npu")
     assert missing.returncode == 1 and "error[accelerator.npu.unavailable]" in missing.stderr
 
-    text = _run(venv, str(venv["bin"] / "resolver"), "env")
+    text = run(venv, str(venv["bin"] / "resolver"), "env")
     assert text.returncode == 0, text.stderr
     assert "- plugins:" in text.stdout and "  - npu_pbs:" in text.stdout
     line = next(line for line in text.stdout.splitlines() if line.startswith("  - npu_pbs:"))
     assert "npu-pbs-plugin 0.1.0 (npu_pbs_plugin)" in line
     assert "probes npu_device_count; accelerator npu; cluster environment pbs" in line
-    data = json.loads(_run(venv, str(venv["bin"] / "resolver"), "env", "--format", "json").stdout)
+    data = json.loads(run(venv, str(venv["bin"] / "resolver"), "env", "--format", "json").stdout)
     (plugin,) = data["plugins"]
     assert plugin["distribution"] == "npu-pbs-plugin" and plugin["version"] == "0.1.0"
     assert plugin["probes"] == ["npu_device_count"] and plugin["problem"] is None
@@ -241,11 +156,11 @@ def test_explain_and_env_see_the_plugin(venv):
 
 def test_the_disable_variable_turns_plugins_off(venv):
     off = {"RESOLVER_DISABLE_PLUGINS": "1", "NPU_VISIBLE_DEVICES": "0,1"}
-    explain = _run(venv, str(venv["bin"] / "resolver"), "explain", "--accelerator", "npu", **off)
+    explain = run(venv, str(venv["bin"] / "resolver"), "explain", "--accelerator", "npu", **off)
     assert explain.returncode != 0 and "npu" in explain.stderr and "Traceback" not in explain.stderr
-    resolved = _python(venv, "import resolver; print(resolver.resolve().accelerator)", **off)
+    resolved = python(venv, "import resolver; print(resolver.resolve().accelerator)", **off)
     assert resolved.stdout.strip() == "cpu", resolved.stderr  # the NPU probe is not there to see them
-    env = _run(venv, str(venv["bin"] / "resolver"), "env", **off)
+    env = run(venv, str(venv["bin"] / "resolver"), "env", **off)
     assert "- plugins:" in env.stdout and "none (not looked for: RESOLVER_DISABLE_PLUGINS is set)" in env.stdout
 
 
@@ -287,7 +202,7 @@ def _package(tmp_path: Path, name: str, files: dict[str, str], target: Path) -> 
             packages = ["{module}"]
         """)
     )
-    _pip(sys.executable, "install", "--no-deps", "--no-build-isolation", "--target", str(target), str(source))
+    pip(sys.executable, "install", "--no-deps", "--no-build-isolation", "--target", str(target), str(source))
     return target
 
 
@@ -296,16 +211,16 @@ def test_installing_or_removing_a_plugin_is_seen_at_once(venv, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     notes = "import resolver; print(resolver.resolve(environment=resolver.Environment()).notes)"
-    assert _python(venv, notes, PYTHONPATH=str(site)).stdout.strip() == "()"  # caches the list and the table
+    assert python(venv, notes, PYTHONPATH=str(site)).stdout.strip() == "()"  # caches the list and the table
     files = {
         "hello_plugin/__init__.py": 'RULES = "hello.toml"\n',
         "hello_plugin/hello.toml": '[[rule]]\nid = "site.hello"\nstage = "placed"\nnote = "hello from a plugin"\n',
     }
     _package(tmp_path, "hello-plugin", files, site)
-    assert _python(venv, notes, PYTHONPATH=str(site)).stdout.strip() == "('hello from a plugin',)"
+    assert python(venv, notes, PYTHONPATH=str(site)).stdout.strip() == "('hello from a plugin',)"
     for installed in site.iterdir():  # what pip uninstall does: the module and its metadata go
         shutil.rmtree(installed)
-    assert _python(venv, notes, PYTHONPATH=str(site)).stdout.strip() == "()"
+    assert python(venv, notes, PYTHONPATH=str(site)).stdout.strip() == "()"
 
 
 @pytest.mark.parametrize(
@@ -318,7 +233,7 @@ def test_installing_or_removing_a_plugin_is_seen_at_once(venv, tmp_path):
 )
 def test_a_broken_plugin_is_an_error_naming_the_package_and_the_file(venv, tmp_path, name, says):
     site = _broken(venv, tmp_path, name)
-    explain = _run(venv, str(venv["bin"] / "resolver"), "explain", PYTHONPATH=str(site))
+    explain = run(venv, str(venv["bin"] / "resolver"), "explain", PYTHONPATH=str(site))
     assert explain.returncode == 1, explain.stdout + explain.stderr
     assert "Traceback" not in explain.stderr
     assert explain.stderr.startswith("error: ") and f"plugin {name} 0.2.0" in explain.stderr
@@ -332,8 +247,8 @@ def test_a_broken_plugin_is_an_error_naming_the_package_and_the_file(venv, tmp_p
         except (resolver.ResolutionError, resolver.RuleTableError) as error:
             print(type(error).__name__, error)
     """
-    resolved = _python(venv, code, PYTHONPATH=str(site))
+    resolved = python(venv, code, PYTHONPATH=str(site))
     assert resolved.returncode == 0, resolved.stderr
     assert f"plugin {name} 0.2.0" in resolved.stdout
-    off = _run(venv, str(venv["bin"] / "resolver"), "explain", PYTHONPATH=str(site), RESOLVER_DISABLE_PLUGINS="1")
+    off = run(venv, str(venv["bin"] / "resolver"), "explain", PYTHONPATH=str(site), RESOLVER_DISABLE_PLUGINS="1")
     assert off.returncode == 0, off.stderr
