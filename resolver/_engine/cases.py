@@ -5,7 +5,8 @@ becomes the ordinary rule ``ID.VALUE`` (or, where the rule gives ``case_id``, th
 in place of ``{case}``: ``ranks.{case}.global.negative`` makes ``ranks.slurm.global.negative``),
 whose ``when`` adds ``SLOT = VALUE`` to the rule's own conditions, whose ``set`` adds the case's
 ``set`` to the rule's, and whose ``why``, ``conflict``, ``hint`` and ``note`` are the case's where
-it gives them. ``[cases."ID"]`` in any file adds cases
+it gives them; a case's own ``when`` adds conditions on other slots, and ``none`` (for a
+``cases_complete`` table) says why a value has no rule at all. ``[cases."ID"]`` in any file adds cases
 to such a rule, and ``cases_join = "DOMAIN"`` makes every case's value a member of that domain
 (a flag value the table accepts), so a new alias is one line. Everything after loading (the
 compiler, the ambiguity check, provenance, ``explain``, ``docs/rules.md``) sees ordinary rules.
@@ -53,10 +54,10 @@ def expand_cases(table: TableData, extensions: Sequence[RuleCase]) -> None:
         if raw.spec.match is None:
             rules.append(raw)
         else:
-            expanded = _expand(table, raw, [*raw.cases, *more.get(raw.id, ())])
-            rules += expanded
+            cases = [*raw.cases, *more.get(raw.id, ())]
+            rules += _expand(table, raw, cases)
             if raw.spec.cases_complete:
-                complete.append((raw, {str(rule.case) for rule in expanded}))
+                complete.append((raw, {case.value for case in cases}))
     for raw, given in complete:  # after every table: a `cases_join` may add a value
         _check_complete(table, raw, given)
     defined: dict[str, RawRule] = {}
@@ -109,12 +110,29 @@ def _expand(table: TableData, raw: RawRule, cases: list[RuleCase]) -> list[RawRu
             raise case.error(f"given twice (first at {first.file}:{first.line})")
         made = raw.spec.case_id.replace("{case}", case.value) if raw.spec.case_id else f"{raw.id}.{case.value}"
         given = case.spec
+        if given.none is not None:
+            if not rule.cases_complete:
+                raise case.error(
+                    f"`none` says why a value has no rule of a `cases_complete` table, and rule {raw.id!r} is not "
+                    "one: leave the case out"
+                )
+            if slot.domain is not None and case.value not in table.expand_domain(slot.domain):
+                hint = did_you_mean(case.value, table.expand_domain(slot.domain))
+                raise case.error(f"{case.value!r} is not a value of {match!r}" + (f"; {hint}" if hint else ""))
+            continue
+        tested = [name for name in given.when if name == match or name in rule.when]
+        if tested:
+            raise case.error(
+                f"`when` tests {tested[0]!r}, which the rule's `when` (or its `match`) tests already: a case's "
+                "`when` adds conditions on other slots"
+            )
         changes: dict[str, Any] = dict.fromkeys(_TABLE_KEYS)  # the rules made are no tables
         changes["cases_complete"] = False
         changes.update((key, getattr(given, key)) for key in _REPLACED if getattr(given, key) is not None)
         if given.set is not None:
             changes["set"] = {**(rule.set or {}), **given.set}
-        spec = attrs.evolve(rule, id=made, when={**rule.when, match: _value(slot, case)}, cases={}, **changes)
+        when = {**rule.when, **given.when, match: _value(slot, case)}
+        spec = attrs.evolve(rule, id=made, when=when, cases={}, **changes)
         expanded.append(
             RawRule(spec, case.file, case.line, case_of=raw.id, case=case.value, table=(raw.file, raw.line))
         )

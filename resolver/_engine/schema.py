@@ -168,19 +168,32 @@ class RemovedSpec:
 class CaseSpec:
     """One case of a rule with ``match``: its outcome when the matched slot holds the case's value.
 
-    What a case gives replaces the rule's own key, except ``set``, which adds to the rule's ``set``.
+    What a case gives replaces the rule's own key, except ``set`` and ``when``, which add to the
+    rule's. ``none`` (alone) says why the value has no such rule, for a ``cases_complete`` table.
     """
 
     set: dict[str, Any] | None = attrs.field(default=None, validator=_check_set)
+    when: dict[str, Any] = attrs.field(factory=dict, validator=check_when)
     why: str | None = None
     conflict: str | None = None
     hint: str | None = None
     note: str | None = None
     between: list[str] | None = None
     priority: int | None = None
+    none: str | None = attrs.field(default=None)
 
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "set", _typed_set(self.set))
+    @none.validator
+    def _check_none(self, attribute: attrs.Attribute[Any], value: str | None) -> None:
+        if value is None:
+            return
+        if not value.strip():
+            raise Invalid("none", "`none` says why this value has no rule of the table: write the reason")
+        keys = ("set", "why", "conflict", "hint", "note", "between", "priority")
+        given = (["when"] if self.when else []) + [key for key in keys if getattr(self, key) is not None]
+        if given:
+            raise Invalid(
+                "none", f"`none` stands alone (this value has no rule), but the case gives {', '.join(given)}"
+            )
 
 
 @attrs.frozen

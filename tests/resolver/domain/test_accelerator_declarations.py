@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from resolver import ConflictError, RuleTableError, resolve
+from resolver import ConflictError, RuleTableError, load_rules, resolve
 
 ROOT = Path(__file__).resolve().parents[3]
 PLUGIN = ROOT / "tests" / "plugin_example"
@@ -102,6 +102,19 @@ _TPU2 = """
 """
 
 
+#: The device checks every accelerator answers (each `cases_complete`): its own, or `none` and why.
+_TPU2_DEVICES = """
+    [cases."accelerator.unavailable"]
+    tpu2 = { when = { "var.TPU2_VISIBLE" = { set = false } }, conflict = "no TPU2 here", hint = "set TPU2_VISIBLE" }
+    [cases."devices.all"]
+    tpu2 = { none = "one device" }
+    [cases."devices.auto"]
+    tpu2 = { none = "one device" }
+    [cases."devices.too_many"]
+    tpu2 = { none = "one device" }
+"""
+
+
 def test_an_accelerator_without_its_torch_distributed_case_does_not_load(tmp_path):
     site = _site(tmp_path, _TPU2)
     with pytest.raises(RuleTableError) as info:
@@ -117,7 +130,8 @@ def test_a_site_accelerator_with_its_case_is_listed_and_refused_by_fsdp(tmp_path
         tmp_path,
         _TPU2 + '\n    [cases."accelerator.distributed"]\n'
         '    tpu2 = { set = { "accelerator.backend" = "gloo" }, why = "gloo carries its tensors" }\n'
-        '    [cases."devices.count"]\n    tpu2 = {}\n',  # devices=N: the rule every accelerator shares
+        '    [cases."devices.count"]\n    tpu2 = {}\n'  # devices=N: the rule every accelerator shares
+         + _TPU2_DEVICES,
     )
     from resolver import Environment
 
@@ -128,6 +142,36 @@ def test_a_site_accelerator_with_its_case_is_listed_and_refused_by_fsdp(tmp_path
     with pytest.raises(ConflictError) as refused:
         resolve(accelerator="tpu2", devices=2, strategy="fsdp", environment=machine, rules=[str(site)])
     assert refused.value.rule == "strategy.fsdp.accelerator"
+
+
+def test_an_accelerator_without_its_device_checks_does_not_load(tmp_path):
+    distributed = '\n    [cases."accelerator.distributed"]\n    tpu2 = { set = { "accelerator.backend" = "gloo" } }\n'
+    site = _site(tmp_path, _TPU2 + distributed)
+    with pytest.raises(RuleTableError) as info:
+        resolve(rules=[str(site)])
+    message = str(info.value)
+    assert "accelerator 'tpu2' has no case of rule 'accelerator.unavailable'" in message
+    assert f'add [cases."accelerator.unavailable"] tpu2 = {{ ... }} to {site}' in message
+    assert info.value.file == str(site)
+
+
+def test_a_device_check_an_accelerator_answers_with_none_is_not_there(tmp_path):
+    distributed = '\n    [cases."accelerator.distributed"]\n    tpu2 = { set = { "accelerator.backend" = "gloo" } }\n'
+    site = _site(tmp_path, _TPU2 + distributed + _TPU2_DEVICES)
+    table = load_rules([str(site)])
+    assert "accelerator.tpu2.unavailable" in table.rules and "devices.tpu2.all" not in table.rules
+    with pytest.raises(ConflictError) as info:
+        resolve(accelerator="tpu2", rules=[str(site)])
+    assert info.value.rule == "accelerator.tpu2.unavailable" and info.value.hint == "set TPU2_VISIBLE"
+
+
+def test_none_stands_alone_and_names_a_value(tmp_path):
+    both = _site(tmp_path, '[cases."devices.all"]\ncuda = { none = "why", why = "also" }\n')
+    with pytest.raises(RuleTableError, match="`none` stands alone"):
+        load_rules([str(both)])
+    typo = _site(tmp_path, '[cases."devices.all"]\ncuad = { none = "why" }\n')
+    with pytest.raises(RuleTableError, match="'cuad' is not a value of 'accelerator'; did you mean 'cuda'"):
+        load_rules([str(typo)])
 
 
 def test_a_backend_without_its_case_does_not_load(tmp_path):

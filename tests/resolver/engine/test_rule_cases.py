@@ -186,6 +186,30 @@ def test_set_of_a_case_adds_to_the_rules_set():
     assert (config.strategy, dict(config.strategy_options)) == ("deepspeed", {"stage": 3})
 
 
+def test_a_case_adds_its_own_conditions_and_none_answers_a_complete_table():
+    table = compile_with(
+        """
+        [[rule]]
+        id = "site.session"
+        case_id = "site.{case}.session"
+        stage = "planned"
+        match = "accelerator"
+        cases_complete = true
+        when = { "env.interactive" = true }
+        note = "an interactive session"
+        cases.cuda = { when = { "env.cuda_device_count" = { gt = 1 } }, note = "an interactive session on GPUs" }
+        cases.cpu = {}
+        cases.mps = { none = "not asked" }
+        cases.xla = { none = "not asked" }
+        """
+    )
+    assert "site.mps.session" not in table.rules and "site.cpu.session" in table.rules
+    gpus = Environment(interactive=True, cuda_device_count=2)
+    assert "an interactive session on GPUs" in resolve(environment=gpus, rules=table).notes
+    one_gpu = Environment(interactive=True, cuda_device_count=1)
+    assert "an interactive session on GPUs" not in resolve(environment=one_gpu, rules=table).notes
+
+
 # -- mistakes: each names the file, the rule, the case and the line ------------------------------
 
 
@@ -316,6 +340,30 @@ def test_a_case_for_a_misspelt_rule_suggests_the_rule():
         (
             '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "flag.strategy"\n[rule.cases]\nx = { conflict = "c" }\n',
             "case 'x': a conflict needs a `hint`",
+            6,
+        ),
+        # a case's own `when` adds conditions on other slots; `none` stands alone, in a complete table
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "flag.strategy"\nwhen = { "env.interactive" = true }\n'
+            'note = "n"\ncases.x = { when = { "env.interactive" = false } }\n',
+            "case 'x': `when` tests 'env.interactive', which the rule's `when` (or its `match`) tests already",
+            7,
+        ),
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "flag.strategy"\nnote = "n"\n'
+            'cases.x = { when = { "flag.strategy" = "y" } }\n',
+            "case 'x': `when` tests 'flag.strategy', which the rule's `when` (or its `match`) tests already",
+            6,
+        ),
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "flag.strategy"\nnote = "n"\ncases.x = { none = "no" }\n',
+            "case 'x': `none` says why a value has no rule of a `cases_complete` table, and rule 'r' is not one",
+            6,
+        ),
+        (
+            '[[rule]]\nid = "r"\nstage = "planned"\nmatch = "flag.strategy"\nnote = "n"\n'
+            'cases.x = { none = "no", note = "m" }\n',
+            "`none` stands alone (this value has no rule), but the case gives note",
             6,
         ),
     ],
