@@ -9,7 +9,7 @@
 # versions, the dependency list and the build recipe (build_env below), and is reused while the
 # marker file written last exists. Build time and disk use go to stderr.
 #
-# Usage: env_dir=$(.ci/xla-env.sh) && "$env_dir/bin/python" -m pytest tests/xla
+# Usage: env_dir=$(.ci/xla-env.sh) && "$env_dir/bin/python" -m pytest -m xla
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-machine SLURM cluster for the tests (tests/cluster) and CI (.ci/run): munged, slurmctld and
+# A one-machine SLURM cluster for the tests (marked cluster) and CI (.ci/run): munged, slurmctld and
 # slurmd started without systemd, everything they write kept in one temporary folder.
 #
 #   scripts/test-cluster.sh install      # apt-get the packages that are missing (root, Debian)

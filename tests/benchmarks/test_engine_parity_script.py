@@ -21,6 +21,9 @@ ENGINES = {
     "xla": ("torch_xla", "step xla x1 (XLA:CPU)", "step xla"),
 }
 
+#: engine -> the marker of the CI phase that has it installed
+PHASES = {"deepspeed2": "deepspeed", "deepspeed3": "deepspeed", "horovod": "horovod", "xla": "xla"}
+
 
 def _installed(module: str) -> bool:
     try:
@@ -29,7 +32,9 @@ def _installed(module: str) -> bool:
         return False
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize(
+    "engine", [pytest.param(engine, marks=getattr(pytest.mark, PHASES[engine])) for engine in sorted(ENGINES)]
+)
 def test_each_engine_prints_its_ratios_or_why_it_is_skipped(engine: str) -> None:
     module, name, skip_name = ENGINES[engine]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPT.parents[2]), os.environ.get("PYTHONPATH", "")])}
@@ -46,6 +51,7 @@ def test_each_engine_prints_its_ratios_or_why_it_is_skipped(engine: str) -> None
             assert any(f"{name}{figure} {pair}" in line and "ratio" in line for line in lines), stdout
 
 
+@pytest.mark.xla
 def test_the_xla_step_breakdown_prints_every_side_and_what_torch_xla_counted() -> None:
     if not _installed("torch_xla") and os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
         pytest.skip("torch_xla is not installed here; the XLA phase runs this in its environment (.ci/xla-env.sh)")

@@ -88,8 +88,8 @@ def breakdown(strategy: runtime.Strategy, rounds: int) -> tuple[list[str], speed
     x, y = speed._batch(strategy.to_device)
     steps = _steps(strategy, x, y)
     rates, cpus = speed._interleaved_rates(rounds, *steps.values(), sync=xm.wait_device_ops)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "xla"))
-    from xla_workers import graph_counts  # what the XLA tests count, counted the same way
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
+    from tests.support.xla_workers import graph_counts  # what the XLA tests count, counted the same way
 
     counts = [
         f"{name}: {graph_counts(steps[name], 10, warm=0)} over 10 steps" for name in ("runtime", "raw, loss kept")

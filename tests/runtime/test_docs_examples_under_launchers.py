@@ -1,7 +1,7 @@
 """docs/runtime.md's examples that print on rank 0, run with plain ``python`` and under torchrun too.
 
 Each prints its rank-0 line exactly once (tests/support/docs_launcher_runs.py says how each runs, or why
-not); under srun: tests/cluster/test_slurm_runtime_docs.py.
+not); under srun: tests/runtime/test_slurm_runtime_docs.py.
 """
 
 from __future__ import annotations

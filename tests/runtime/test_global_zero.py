@@ -1,7 +1,7 @@
 """``runtime.is_global_zero()``: exactly one process of a run answers True, whatever started it.
 
 A script asks it before ``runtime.launch``, in the work and after, started by plain ``python``, by
-each local launcher, by ``resolver run``, torchrun and mpirun (srun: tests/cluster/test_slurm_runtime_docs.py);
+each local launcher, by ``resolver run``, torchrun and mpirun (srun: tests/runtime/test_slurm_runtime_docs.py);
 and the rank it picks from a launcher's variables is the rank the resolver gives 0.
 """
 

@@ -1,6 +1,6 @@
 """A ``runtime.launch()`` that cannot start ends the script with its message, not a traceback of engine
 frames; under a launcher that started several tasks, the whole message once (rank 0) and one line from
-every other rank (issue 39, point 13; the real ``srun -n 3`` case is tests/cluster/test_slurm.py)."""
+every other rank (issue 39, point 13; the real ``srun -n 3`` case is tests/runtime/cluster/test_slurm.py)."""
 
 from __future__ import annotations
 

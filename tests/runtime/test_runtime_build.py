@@ -59,7 +59,7 @@ def test_the_accelerator_is_device_logic_only() -> None:
 
 def test_the_accelerator_declares_the_device_facts_strategies_and_precisions_ask_for() -> None:
     # DDP's device_ids, pinned offload memory (FSDP, DeepSpeed) and float16 loss scaling: CUDA's, in one
-    # place (this machine cannot run CUDA; tests/gpu runs them).
+    # place (this machine cannot run CUDA; tests/runtime/accelerators/test_cuda_runtime.py runs them).
     cpu, cuda = CPUAccelerator(), CUDAAccelerator()
     assert (cpu.ddp_device_ids(torch.device("cpu")), cpu.pin_memory, cpu.float16_needs_grad_scaler) == (
         None,

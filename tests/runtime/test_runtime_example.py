@@ -65,9 +65,9 @@ def test_two_devices_train_to_identical_parameters(strategy: str, precision: str
     [
         ("fsdp", 0.5),
         # as fast as the others: the runtime turns off DeepSpeed's default clipping (gradient_clipping 1.0)
-        pytest.param("deepspeed", 0.5, marks=pytest.mark.skipif(
+        pytest.param("deepspeed", 0.5, marks=[pytest.mark.deepspeed, pytest.mark.skipif(
             importlib.util.find_spec("deepspeed") is None, reason="DeepSpeed is an optional extra (.ci/deepspeed)"
-        )),
+        )]),
     ],
 )  # fmt: skip
 def test_sharding_strategies_train_to_the_same_full_parameters_and_rank_0_alone_prints(

@@ -7,7 +7,7 @@ strategy_options={"preemption_signal": "SIGUSR1"})`` (``ddp``, ``ddp_spawn``, ``
 hold: both ranks stop at the same step, a checkpoint of that step exists, the run ends with
 "pre-empted at step N, checkpoint at PATH" and status 75 (``PreemptedError`` from ``launch``),
 nothing is left behind, and a second run resumes at that step.
-(The SLURM requeue: tests/cluster/test_slurm_preemption.py.)
+(The SLURM requeue: tests/runtime/cluster/test_slurm_preemption.py.)
 """
 
 from __future__ import annotations

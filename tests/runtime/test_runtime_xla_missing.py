@@ -1,5 +1,5 @@
 """Without torch_xla (the main environment): the XLA rules resolve, building says what to install,
-and nothing imports torch_xla. The XLA runtime itself is tested in ``tests/xla`` (XLA environment)."""
+and nothing imports torch_xla. The XLA runtime itself is tested by the tests marked ``xla`` (XLA environment)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import runtime
 from resolver import Environment
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("torch_xla") is not None, reason="torch_xla is installed here: tests/xla covers XLA"
+    importlib.util.find_spec("torch_xla") is not None, reason="torch_xla is installed here: the xla tests cover it"
 )
 
 # A TPU host as the resolver sees it: 8 XLA devices, torch_xla importable there.

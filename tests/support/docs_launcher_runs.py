@@ -3,7 +3,7 @@
 The page runs each as it shows it (``resolver run``, plain ``python``: tests/support/docs_examples.py). A user
 also starts them with plain ``python`` on one process, with torchrun, and with srun: :data:`RUNS` says
 how for each (or why not), and tests/runtime/test_docs_examples_under_launchers.py (python, torchrun)
-and tests/cluster/test_slurm_runtime_docs.py (srun) run them. Every run must print the line the
+and tests/runtime/test_slurm_runtime_docs.py (srun) run them. Every run must print the line the
 example prints on rank 0 exactly once.
 """
 

@@ -1,4 +1,4 @@
-"""Choosing gloo's interface on this host (the two-host runs are in tests/cluster/test_two_hosts.py)."""
+"""Choosing gloo's interface on this host (the two-host runs are in tests/runtime/collectives/test_two_hosts.py)."""
 
 from __future__ import annotations
 

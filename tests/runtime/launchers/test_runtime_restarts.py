@@ -55,7 +55,7 @@ def same_weights(first: Path, second: Path) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "deepspeed"])
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", pytest.param("deepspeed", marks=pytest.mark.deepspeed)])
 def test_a_rank_killed_mid_epoch_is_restarted_and_the_run_ends_with_the_weights_of_a_run_without_the_fault(
     strategy: str, tmp_path: Path
 ) -> None:
@@ -95,7 +95,7 @@ def test_under_torchrun_max_restarts_a_restarted_rank_meets_its_own_attempt_not_
     assert same_weights(*outs)
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "deepspeed"])
+@pytest.mark.parametrize("strategy", ["ddp", pytest.param("deepspeed", marks=pytest.mark.deepspeed)])
 def test_a_rank_killed_while_writing_a_checkpoint_leaves_the_previous_one_to_resume_from(
     strategy: str, tmp_path: Path
 ) -> None:

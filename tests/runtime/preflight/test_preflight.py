@@ -192,7 +192,7 @@ def test_under_resolver_run_each_rank_runs_the_check():
     assert "9 checks, passed, 3 ranks" in done.stdout
 
 
-@pytest.mark.parametrize("strategy", ["deepspeed", "fsdp"])
+@pytest.mark.parametrize("strategy", [pytest.param("deepspeed", marks=pytest.mark.deepspeed), "fsdp"])
 def test_one_step_of_a_sharding_strategy_matches_a_single_process_step(strategy):
     if strategy == "deepspeed":  # CI's DeepSpeed phase (.ci/deepspeed) runs it
         pytest.importorskip("deepspeed", reason="DeepSpeed is an optional extra: pip install -e '.[deepspeed]'")

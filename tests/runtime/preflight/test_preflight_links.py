@@ -1,7 +1,7 @@
 """The slow-link rule on measured figures (runtime/preflight/links.py): a pair markedly slower than
 the pairs of its kind is flagged in the report as a warning that names it; noise, pairs of another
 kind and a lone link are not. The real slow link (a throttled veth between network namespaces) is
-tests/cluster/test_check_slow_link.py."""
+tests/runtime/preflight/test_check_slow_link.py."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ call (2 real gloo ranks for the distributed strategies). Where a user makes the 
 to ``setup_module`` decides whether training works: FSDP refuses the silent case, DDP trains.
 
 DeepSpeed's sweep runs in ``test_runtime_deepspeed.py`` (its own CI phase), Horovod's in
-``tests/horovod_engine``, XLA's in ``tests/xla``.
+``test_horovod_runtime.py``, XLA's in ``test_xla_runtime.py`` (marked ``horovod`` and ``xla``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from runtime.strategies.guard import RULES
 
 pytestmark = pytest.mark.timeout(240)
 
-# XLAStrategy imports torch_xla: tests/xla/test_xla_runtime.py runs the same check on it
+# XLAStrategy imports torch_xla: tests/runtime/strategies/test_xla_runtime.py runs the same check on it
 CLASSES = [Strategy, SingleDeviceStrategy, DDPStrategy, FSDPStrategy, DeepSpeedStrategy, HorovodStrategy]
 #: Methods that need no set-up (no device, no process group), and why; every other one does.
 NO_SETUP_NEEDED = {

@@ -1,7 +1,7 @@
 """A peer that vanished is named from gloo's address; a rank that cannot answer for its stack is named by its silence.
 
 The processes themselves are in ``test_runtime_faults.py`` (SIGSTOP) and
-``tests/cluster/test_two_hosts.py`` (a node killed); these pin how the launcher turns what it
+``tests/runtime/collectives/test_two_hosts.py`` (a node killed); these pin how the launcher turns what it
 saw into the error, with the gloo messages torch 2.13 prints.
 """
 

@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from horovod_workers import fail_on_rank_1, identity, optimizer_of_ones_own, train
 
 import runtime
 from runtime.errors import RankFailedError
+from tests.support.horovod_workers import fail_on_rank_1, identity, optimizer_of_ones_own, train
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.horovod, pytest.mark.usefixtures("horovod_ranks"), pytest.mark.timeout(300)]
 
-SCRIPT = Path(__file__).resolve().parent / "scripts" / "horovodrun_train.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "horovodrun_train.py"
 
 
 def _pids(directory: Path) -> list[int]:

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slurm_jobs import Cluster, job_environment
-from two_hosts_support import Host, TwoHosts
-from two_hosts_support import missing_prerequisite as missing_namespaces
+from tests.support.slurm_jobs import Cluster, job_environment
+from tests.support.two_hosts_support import Host, TwoHosts
+from tests.support.two_hosts_support import missing_prerequisite as missing_namespaces
 
 COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "scancel", "squeue", "sinfo", "nsenter")
 #: Daemons in the order they are stopped: the slurmds (and their jobs' steps) first, munged last.

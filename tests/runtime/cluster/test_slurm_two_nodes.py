@@ -16,11 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_jobs import JOB_MINUTES, rank_reports, record_figures, run_batch, run_job, task_lines
 from slurm_two_nodes import TwoNodeCluster, missing_prerequisite, running
-from two_hosts_support import REQUIRE_VARIABLE
 
-pytestmark = pytest.mark.timeout(300)
+from tests.support.slurm_jobs import JOB_MINUTES, rank_reports, record_figures, run_batch, run_job, task_lines
+from tests.support.two_hosts_support import REQUIRE_VARIABLE
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 TRAIN = Path(__file__).resolve().parent / "slurm_train.py"
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import attrs
 import pytest
-from two_hosts_support import REQUIRE_VARIABLE, Host, finish, host_environment, missing_prerequisite
 
 from runtime._protocol.ports import find_free_port
+from tests.support.two_hosts_support import REQUIRE_VARIABLE, Host, finish, host_environment, missing_prerequisite
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 _why_not = missing_prerequisite() or (None if shutil.which("tc") else "tc is not installed (Debian: iproute2)")
 if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":

@@ -2,7 +2,7 @@
 single-GPU strategy and precision, checkpoints, and the collective over NCCL.
 
 Skipped without CUDA (CI has no GPU); run on a machine with one:
-``python -m pytest tests/gpu -q``. With one GPU, ``ddp``/``fsdp`` run a process group of one on NCCL.
+``python -m pytest -m gpu -q``. With one GPU, ``ddp``/``fsdp`` run a process group of one on NCCL.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 import resolver  # noqa: E402
 import runtime  # noqa: E402

@@ -15,11 +15,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from mpi_support import ROOT, clean_environment, mpirun_command, run_job
 
 import resolver
 from resolver import ConflictError
 from resolver.cli.simulate import simulate
+from tests.support.mpi_support import ROOT, clean_environment, mpirun_command, run_job
+
+pytestmark = pytest.mark.cluster
 
 
 def _free_port() -> int:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_jobs import (
+
+from tests.support.slurm_jobs import (
     CANNOT_RUN,
     JOB_MINUTES,
     REQUIRED,
@@ -35,6 +36,8 @@ from slurm_jobs import (
     stop_cluster,
     task_lines,
 )
+
+pytestmark = pytest.mark.cluster
 
 TRAIN = str(Path(__file__).resolve().parent / "slurm_train.py")
 RESOLVER_RUN = [sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"]
@@ -203,7 +206,7 @@ def test_a_user_who_cannot_start_the_cluster_is_told_why() -> None:
     assert done.stdout == ""
 
 
-PEER_GONE = str(Path(__file__).resolve().parents[1] / "runtime" / "scripts" / "peer_gone.py")
+PEER_GONE = str(Path(__file__).resolve().parents[1] / "scripts" / "peer_gone.py")
 
 
 def test_a_task_killed_mid_training_stopped_answering_it_made_no_misuse(slurm_cluster: Cluster) -> None:

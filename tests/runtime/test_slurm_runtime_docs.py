@@ -11,10 +11,12 @@ import shlex
 from pathlib import Path
 
 import pytest
-from slurm_jobs import JOB_MINUTES, Cluster, run_job
 
 from tests.support.docs_examples import named_file_block
 from tests.support.docs_launcher_runs import PAGE, RUNS, count_line
+from tests.support.slurm_jobs import JOB_MINUTES, Cluster, run_job
+
+pytestmark = pytest.mark.cluster
 
 
 @pytest.mark.parametrize("example", list(RUNS))

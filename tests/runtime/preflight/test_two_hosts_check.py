@@ -11,11 +11,11 @@ import time
 from typing import Any
 
 import pytest
-from two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
 
 from runtime._protocol.ports import find_free_port
+from tests.support.two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 _why_not = missing_prerequisite()
 if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":

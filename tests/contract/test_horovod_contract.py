@@ -10,7 +10,7 @@ from collective_cases import CASE_NAMES, CaseResult, check
 
 import runtime
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.horovod, pytest.mark.usefixtures("horovod_ranks"), pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def results_for() -> Callable[[int], dict[str, CaseResult]]:
     """One launch per world size, run the first time a test asks for it."""
 
     def results(world_size: int) -> dict[str, CaseResult]:
-        from horovod_workers import run_contract
+        from tests.support.horovod_workers import run_contract
 
         return runtime.launch(run_contract, accelerator="cpu", devices=world_size, strategy="horovod", timeout=120)
 

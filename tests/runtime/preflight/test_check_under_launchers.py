@@ -1,6 +1,6 @@
 """``resolver check`` inside jobs that mpirun or srun started: every rank runs it, rank 0 prints
 the whole run's report. mpirun: skipped where it is missing; srun: on the session's live SLURM
-(tests/cluster/conftest.py), skipped only where that cannot start (a failure under
+(tests/support/environments.py), skipped only where that cannot start (a failure under
 RESOLVER_REQUIRE_CLUSTER=1)."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from slurm_jobs import Cluster, run_job, task_lines
 
 from runtime._protocol.ports import find_free_port
+from tests.support.slurm_jobs import Cluster, run_job, task_lines
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def _env() -> dict[str, str]:
@@ -47,7 +47,7 @@ def test_under_mpirun_rank_0_prints_the_report():
 
 
 def test_under_srun_rank_0_prints_the_report(slurm_cluster: Cluster) -> None:
-    # the session's live cluster (tests/cluster/conftest.py): skipped only where it cannot start
+    # the session's live cluster (tests/support/environments.py): skipped only where it cannot start
     job = run_job(slurm_cluster, ["srun", "--job-name=check-srun", "--ntasks", "2", "--ntasks-per-node", "2", *CHECK],
                   "check-srun", timeout=180)  # fmt: skip
     assert job.returncode == 0, job.output

@@ -14,7 +14,10 @@ import shlex
 from pathlib import Path
 
 import pytest
-from slurm_jobs import ROOT, Cluster, Job, run_batch, run_job
+
+from tests.support.slurm_jobs import ROOT, Cluster, Job, run_batch, run_job
+
+pytestmark = pytest.mark.cluster
 
 USAGE = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
 SECTION = USAGE[USAGE.index("\n### SLURM\n") :].split("\n## ", 1)[0].split("\n### ", 2)[1]

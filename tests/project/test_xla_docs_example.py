@@ -12,6 +12,8 @@ import pytest
 
 from tests.support.docs_examples import named_file_block
 
+pytestmark = [pytest.mark.xla, pytest.mark.usefixtures("xla_cpu")]
+
 # CI's XLA phase sets RESOLVER_REQUIRE_XLA=1: there a missing torch_xla fails instead of skipping.
 if os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
     pytest.importorskip(

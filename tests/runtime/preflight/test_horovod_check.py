@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 
 pytestmark = [
+    pytest.mark.horovod,
+    pytest.mark.usefixtures("horovod_ranks"),
     pytest.mark.timeout(300),
     pytest.mark.skipif(shutil.which("horovodrun") is None, reason="horovodrun is not on PATH"),
 ]
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def _check(*extra: str, env: dict[str, str] | None = None) -> tuple[int, str, float]:

@@ -20,12 +20,11 @@ if os.environ.get("RESOLVER_REQUIRE_XLA") != "1":
         reason="torch_xla is not installed here; the XLA tests run in the XLA environment (.ci/xla-env.sh)",
     )
 
-import xla_workers  # noqa: E402
-
 import resolver  # noqa: E402
 import runtime  # noqa: E402
+from tests.support import xla_workers  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.xla, pytest.mark.usefixtures("xla_cpu"), pytest.mark.timeout(300)]
 
 Fresh = Callable[..., Any]
 

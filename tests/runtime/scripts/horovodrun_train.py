@@ -10,12 +10,11 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # horovod_workers
-
-from horovod_workers import train  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the project root: tests.support.horovod_workers
 
 import resolver  # noqa: E402
 import runtime  # noqa: E402
+from tests.support.horovod_workers import train  # noqa: E402
 
 
 def main(out: str) -> None:

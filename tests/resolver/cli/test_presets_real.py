@@ -11,7 +11,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from mpi_support import (
+
+import resolver
+from resolver import Environment, ResolvedConfig
+from resolver.cli.simulate import simulate
+from tests.support.mpi_support import (
     captured_rank_environments,
     clean_environment,
     horovod_torch_importable,
@@ -19,9 +23,7 @@ from mpi_support import (
     mpirun_command,
 )
 
-import resolver
-from resolver import Environment, ResolvedConfig
-from resolver.cli.simulate import simulate
+pytestmark = pytest.mark.cluster
 
 #: Values a launcher draws anew for every job (ids, free ports) or takes from its command line.
 VARIES_PER_JOB = frozenset(
@@ -88,6 +90,7 @@ def test_torchrun_preset_matches_torchrun():
     _compare([launcher_script("torchrun"), "--nproc-per-node", "2"], "torchrun=2", runs_python=True, devices=2)
 
 
+@pytest.mark.horovod
 def test_horovodrun_preset_matches_horovodrun_gloo():
     if not horovod_torch_importable():
         # Horovod is built in CI's own phase (after the main one), which runs this file again with
@@ -100,7 +103,7 @@ def test_horovodrun_preset_matches_horovodrun_gloo():
     _compare([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo"], "horovodrun=2", devices=2, strategy="horovod")
 
 
-@pytest.mark.parametrize("spec", ["mpi=2", "torchrun=2", "horovodrun=2"])
+@pytest.mark.parametrize("spec", ["mpi=2", "torchrun=2", pytest.param("horovodrun=2", marks=pytest.mark.horovod)])
 def test_presets_name_their_launchers_variables_only(spec):
     """A preset alone (no real launcher needed) resolves to its cluster with two processes."""
     strategy = "horovod" if spec.startswith("horovodrun") else "auto"

@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 import pytest
-from slurm_jobs import JOB_MINUTES, PREEMPTION_FIGURES, Cluster
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.slurm_jobs import JOB_MINUTES, PREEMPTION_FIGURES, Cluster
+
+ROOT = Path(__file__).resolve().parents[3]
 TRAINING = ROOT / "tests" / "runtime" / "scripts" / "preempt_training.py"
 STEPS = 400
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
 
 def _job_fields(cluster: Cluster, job: str) -> dict[str, str]:

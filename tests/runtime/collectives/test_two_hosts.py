@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from two_hosts_support import REQUIRE_VARIABLE, Host, TwoHosts, finish, missing_prerequisite
 
 from runtime._protocol.ports import find_free_port
+from tests.support.two_hosts_support import REQUIRE_VARIABLE, Host, TwoHosts, finish, missing_prerequisite
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 _why_not = missing_prerequisite()
 if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":
     pytest.skip(f"two hosts as network namespaces: {_why_not}", allow_module_level=True)
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 
 SCRIPT = """
 import json, socket, sys

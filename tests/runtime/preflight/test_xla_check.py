@@ -17,9 +17,9 @@ import pytest
 
 pytest.importorskip("torch_xla", reason="torch_xla is not installed (CI runs this in .ci/xla-env.sh's environment)")
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.xla, pytest.mark.usefixtures("xla_cpu"), pytest.mark.timeout(300)]
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def _check(*extra: str, **variables: str) -> tuple[int, str, str]:

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_jobs import JOB_MINUTES, Cluster, run_batch, run_job
 
 import resolver
 from resolver.cli.simulate import simulate
+from tests.support.slurm_jobs import JOB_MINUTES, Cluster, run_batch, run_job
+
+pytestmark = pytest.mark.cluster
 
 # Each task writes its environment to FOLDER/env.<task>.json.
 DUMP = """import json, os, sys
