@@ -2,7 +2,8 @@
 
     python tests/benchmarks/recovery.py --launcher torchrun --repeats 3
     python tests/benchmarks/recovery.py --launcher resolver --repeats 3
-    python tests/benchmarks/recovery.py --launcher torchrun --cases node-loss --hand is_host   # try a set
+    python tests/benchmarks/recovery.py --launcher torchrun --cases node-loss --hand is_host --verbose
+    python tests/benchmarks/recovery.py --launcher torchrun --plain --hand is_host,local_addr,gloo_ifname
 
 Each run starts ``recovery_training.py`` (DDP over gloo on the CPU, a checkpoint after every step, a
 timestamped ``STEP`` line per step with its world size) under the launcher on one or two hosts
@@ -16,10 +17,15 @@ follows (the rank's own clock; one machine, one clock). Cases:
   (default: the smallest set found to train here, see ``TORCHRUN_HAND``); ``resolver run`` none.
 - ``node-loss-defaults`` (torchrun): the same with no hand setting; the case reports whether it
   trained within ``--defaults-wait`` seconds (then it is killed) and why not.
-- ``rank-death-1node``: one host, ``--standalone --nproc-per-node 2 --max-restarts 1``; ``kill -9``
+- ``rank-death-1node``: one host (host 1's namespace under this machine's name, which resolves:
+  torchrun ``--standalone`` looks it up), ``--standalone --nproc-per-node 2 --max-restarts 1``; ``kill -9``
   of rank 1's process; figure: the kill to the restarted group's first step.
 - ``rank-death-2nodes``: two hosts, ``--nnodes 2 --nproc-per-node P`` (``--nproc-per-node``, 1) on
   c10d, ``--max-restarts 1``; ``kill -9`` of host 2's highest rank.
+
+``--plain`` runs the ranks in torch alone (no ``runtime.launch``), to time the launcher by itself;
+``--verbose`` shows what the launchers printed between the fault and the next group's first step.
+The figures measured, and why some cases give none: ``tests/benchmarks/README.md``.
 
 The control, beside each figure: the step interval without faults (median time between the steps of
 one rank before the fault, in the same run). Each case runs ``--repeats`` times; the summary line
@@ -74,6 +80,7 @@ class Settings:
     wait: float
     defaults_wait: float
     verbose: bool
+    plain: bool
 
 
 @attrs.frozen
@@ -135,7 +142,8 @@ def run_once(case: str, settings: Settings) -> Outcome:
         port = 29500 + os.getpid() % 1000
         for host, (argv, extra) in zip(used, node_commands(case, settings, hosts, port), strict=False):
             argv = [a.replace("{out}", str(Path(tmp) / "out")) for a in argv]
-            env = launcher_environment(host_environment(), str(Path(tmp) / "tmp"), extra)
+            plain = {"RECOVERY_PLAIN": "1"} if settings.plain else {}
+            env = launcher_environment(host_environment(), str(Path(tmp) / "tmp"), {**extra, **plain})
             # One host keeps this machine's name, which resolves (torchrun --standalone looks it up).
             jobs.start(start_in(host.namespace, argv, env, None if len(used) == 1 else host.hostname))
         return _fault_and_recovery(case, settings, hosts, jobs)
@@ -239,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-wait", type=float, default=120, help="seconds for the job to reach --kill-at")
     parser.add_argument("--wait", type=float, default=150, help="seconds for the next group's first step")
     parser.add_argument("--defaults-wait", type=float, default=60, help="node-loss-defaults: seconds to train")
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="ranks in torch alone, not runtime.launch (on two hosts add gloo_ifname to --hand)",
+    )
     parser.add_argument("--verbose", action="store_true", help="show what the launchers printed during recovery")
     parser.add_argument("--quick", action="store_true", help="smallest run: 1 repeat, kill at step 3, waits 20-30 s")
     options = parser.parse_args(argv)
@@ -252,10 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     quick = options.quick
     settings = Settings(options.launcher, hand, options.nproc_per_node, 3 if quick else options.kill_at,
                         options.step_seconds, 30 if quick else options.start_wait, 25 if quick else options.wait,
-                        20 if quick else options.defaults_wait, options.verbose)  # fmt: skip
+                        20 if quick else options.defaults_wait, options.verbose, options.plain)  # fmt: skip
     repeats = 1 if quick else options.repeats
     cases = options.cases or [c for c in CASES if options.launcher == "torchrun" or c != "node-loss-defaults"]
-    print(f"recovery under {NAMES[options.launcher]}: {repeats} run(s) per case, load average {os.getloadavg()[0]:.1f} "
+    ranks = "torch alone (--plain)" if options.plain else "runtime.launch"
+    print(f"recovery under {NAMES[options.launcher]}, ranks in {ranks}: {repeats} run(s) per case, "
+          f"load average {os.getloadavg()[0]:.1f} "
           f"({os.cpu_count()} CPUs)", flush=True)  # fmt: skip
     for case in cases:
         print(f"{case}: {describe(case, settings)}", flush=True)
