@@ -33,9 +33,9 @@ __all__ = [
 ]
 
 #: steps, collectives begun, the number of the collective the rank is in now (0: none), its operation.
-_LAYOUT = struct.Struct("<qqq24s")
-_COUNT = struct.Struct("<q")
-_STEPS, _COLLECTIVES, _CURRENT, _OPERATION = 0, 8, 16, 24
+_LAYOUT = struct.Struct("=qqq24s")
+#: The words and bytes of the record, as the rank stores into them (native order: the reader is on this host).
+_STEPS, _COLLECTIVES, _CURRENT, _OPERATION = 0, 1, 2, slice(24, 48)
 _SUFFIX = "progress"
 
 
@@ -64,6 +64,8 @@ class RankProgress:
 class _Record:
     """This process's record, written in place (one per launched rank process)."""
 
+    __slots__ = ("map", "bytes", "words", "operation", "steps", "collectives", "depth")
+
     def __init__(self, path: str) -> None:
         partial = f"{path}.partial"
         with open(partial, "wb") as handle:
@@ -71,11 +73,17 @@ class _Record:
         with open(partial, "r+b") as handle:
             self.map = mmap.mmap(handle.fileno(), _LAYOUT.size)
         os.replace(partial, path)  # the launcher maps only a file of the full size
+        # Stores through views of the mapping: an index store each, cheaper than struct's pack_into.
+        self.bytes = memoryview(self.map)
+        self.words = self.bytes[:24].cast("q")
+        self.operation = ""
         self.steps = 0
         self.collectives = 0
         self.depth = 0  # a collective that calls another counts once
 
     def close(self) -> None:
+        self.words.release()
+        self.bytes.release()
         self.map.close()
 
 
@@ -100,7 +108,7 @@ def step() -> None:
     record = _record
     if record is not None:
         record.steps += 1
-        _COUNT.pack_into(record.map, _STEPS, record.steps)
+        record.words[_STEPS] = record.steps
 
 
 def collective_entered(operation: str) -> None:
@@ -111,11 +119,11 @@ def collective_entered(operation: str) -> None:
     record.depth += 1
     if record.depth == 1:
         record.collectives += 1
-        number = record.collectives
-        # The operation first: a reader that sees the new number sees its operation.
-        record.map[_OPERATION : _OPERATION + 24] = operation.encode()[:24].ljust(24, b"\0")
-        _COUNT.pack_into(record.map, _COLLECTIVES, number)
-        _COUNT.pack_into(record.map, _CURRENT, number)
+        if operation != record.operation:  # the name first: a reader that sees the number sees its operation
+            record.bytes[_OPERATION] = operation.encode()[:24].ljust(24, b"\0")
+            record.operation = operation
+        words = record.words
+        words[_COLLECTIVES] = words[_CURRENT] = record.collectives
 
 
 def collective_left() -> None:
@@ -125,7 +133,7 @@ def collective_left() -> None:
         return
     record.depth -= 1
     if record.depth == 0:
-        _COUNT.pack_into(record.map, _CURRENT, 0)
+        record.words[_CURRENT] = 0
 
 
 class ProgressFiles:
