@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from runtime.errors import PeerStoppedAnsweringError as PeerStoppedAnsweringError
     from runtime.errors import PortInUseError as PortInUseError
     from runtime.errors import PreemptedError as PreemptedError
+    from runtime.errors import ProgressTimeoutError as ProgressTimeoutError
     from runtime.errors import RankFailedError as RankFailedError
     from runtime.errors import RendezvousTimeoutError as RendezvousTimeoutError
     from runtime.errors import RendezvousWaitError as RendezvousWaitError
@@ -111,6 +112,7 @@ _MODULES = {
     "PeerStoppedAnsweringError": "runtime.errors",
     "PortInUseError": "runtime.errors",
     "PreemptedError": "runtime.errors",
+    "ProgressTimeoutError": "runtime.errors",
     "Precision": "runtime.precision.base",
     "RankFailedError": "runtime.errors",
     "Rendezvous": "runtime.collectives.rendezvous",

@@ -15,6 +15,7 @@ from runtime._protocol.rank_environment import elastic_variables, rank_config, r
 from runtime._protocol.restarts import check_max_restarts, report_restart, restart_variables
 from runtime._protocol.run_context import RUN_CONTEXT_VARIABLE, RunContext
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
+from runtime._supervision.progress_watchdog import progress_timeout as watchdog_floor
 from runtime._supervision.rank_group import rank_group
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
@@ -54,6 +55,7 @@ def run_script(
     args: Sequence[str] = (),
     *,
     timeout: float | None = None,
+    progress_timeout: float | None = None,
     module: bool = False,
     output: RankOutput | None = None,
     python: bool = True,
@@ -96,7 +98,9 @@ def run_script(
 
     Returns 0 when every rank exits cleanly; otherwise the first failing rank's exit code
     (128 + N when killed by signal N) after stopping the others, or 124 when ``timeout``
-    (seconds; default: the config's ``timeout`` option) ran out. Raises
+    (seconds; default: the config's ``timeout`` option) ran out, or when no rank made progress for the
+    progress watchdog's deadline (``progress_timeout``, default: the config's option, else 60 s; 0: off;
+    see :mod:`runtime._supervision.progress_watchdog`). Raises
     :class:`~runtime.errors.PortInUseError` or :class:`~runtime.errors.RuntimeConfigError`
     before starting anything when the rendezvous cannot work.
     """
@@ -106,6 +110,7 @@ def run_script(
     elif timeout is not None:
         timeout = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["timeout"])
     rendezvous_timeout(config)  # a bad rendezvous_timeout or RUNTIME_RENDEZVOUS_TIMEOUT fails before any rank starts
+    watchdog = watchdog_floor(config.strategy_options, progress_timeout)
     cluster = CLUSTER_ENVIRONMENTS.get(config.cluster_environment)(config)
     address, port = cluster.main_address, cluster.main_port
     started_by_cluster = config.launcher is None
@@ -132,7 +137,7 @@ def run_script(
     context = _run_context(environment, rules, max_restarts)
     signals = launching_signals(config.strategy_options, cluster.stop_signals if started_by_cluster else ())
     with forwarding(signals):  # the ranks take a pre-emption signal this process gets (SLURM signals both)
-        problem = _Attempts(config, ranks, command, cluster, run_id, role, output, timeout, context).run(
+        problem = _Attempts(config, ranks, command, cluster, run_id, role, output, timeout, context, watchdog).run(
             max_restarts, restarts_ours=started_by is None
         )
     if isinstance(problem, RankFailedError) and problem.exit_code == PREEMPTED_EXIT_CODE:
@@ -173,6 +178,8 @@ class _Attempts:
     output: RankOutput | None
     timeout: float | None
     context: RunContext
+    #: The progress watchdog's least deadline (0: off).
+    progress_timeout: float
 
     def run(self, max_restarts: int, *, restarts_ours: bool) -> Exception | int | None:
         """The problem that ended the run (``None``: none), or 130 after Ctrl-C."""
@@ -197,7 +204,7 @@ class _Attempts:
                     environment = {**os.environ, **variables}
                     group.popen(rank.global_rank, self.command, environment, output=pump, local_rank=rank.local_rank)
                 try:
-                    outcome = group.supervisor(timeout).watch()
+                    outcome = group.supervisor(timeout, progress_timeout=self.progress_timeout).watch()
                 except KeyboardInterrupt:
                     return 130  # the group stops and reaps every rank on the way out
                 # A rank whose work returned is not watched any more: its status says it was pre-empted.

@@ -43,8 +43,18 @@ EXAMPLES = (
 )
 TRAILER = (
     EXIT_CODES + " Otherwise the script's own exit code: the first failing rank's (128+N when signal N killed it),"
-    " 75 when every rank stopped on pre-emption, 124 when --timeout ran out, 130 after Ctrl-C."
+    " 75 when every rank stopped on pre-emption, 124 when --timeout or --progress-timeout ran out, 130 after Ctrl-C."
 )
+
+
+def _progress_timeout(text: str) -> float:
+    """``--progress-timeout``'s seconds: 0 (off) or a timeout in the usual range."""
+    try:
+        if float(text) == 0:
+            return 0.0
+    except ValueError:
+        pass
+    return timeout_option("0 turns the progress watchdog off")(text)
 
 
 def add_options(run: Parser) -> None:
@@ -57,6 +67,15 @@ def add_options(run: Parser) -> None:
         default=None,
         metavar="SECONDS",
         help="stop every rank (and fail) if the run takes longer than this",
+    )
+    run.add_argument(
+        "--progress-timeout",
+        type=_progress_timeout,
+        default=None,
+        metavar="SECONDS",
+        help="the progress watchdog: once a rank made its first step, stop every rank (and fail, with each one's "
+        "stack) when none made progress (an optimizer step, a collective, strategy.heartbeat()) for the larger of "
+        "this and 10x the median step time; default: the strategy option progress_timeout, else 60; 0: off",
     )
     _add_rank_output_options(run)
     preemption = run.add_argument_group("pre-emption (docs/runtime.md, Surviving failures)")
@@ -197,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
             args.script,
             list(args.script_args),
             timeout=args.timeout,
+            progress_timeout=args.progress_timeout,
             module=args.module,
             output=output,
             python=not args.no_python,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from runtime._protocol.gc_pause import collector_paused
+from runtime._protocol.progress import recording_progress
 from runtime._protocol.rank_environment import CONFIG_VARIABLE, PARENT_PID_VARIABLE, launched_config, threads_applied
 from runtime._protocol.rank_files import RankFiles
 from runtime.errors import RuntimeConfigError
@@ -113,7 +114,7 @@ def enter_rank(
     die_with_launcher()
     rank = int(os.environ.get("RANK", "0"))
     try:
-        with reports.reporting(rank):
+        with reports.reporting(rank), recording_progress(reports.directory, rank):
             result = _run_rank(fn, args, kwargs, strategy, build, check, (reports, rank))
         reports.mark_finished(rank)
         return result

@@ -19,7 +19,7 @@ import signal
 import stat
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import attrs
@@ -231,13 +231,15 @@ def timeout_error(
     *,
     rendezvous: bool,
     silent: dict[int, SilentRank] | None = None,
+    error: Callable[..., LaunchTimeoutError] | None = None,
 ) -> LaunchTimeoutError:
     """The error for ``ranks`` that ran past ``limit`` seconds (the rendezvous timeout if ``rendezvous``),
     naming those that hung, with their stacks, and the peers that waited for them (:func:`split_waiting`).
 
     ``silent`` are the ranks asked for their stack that did not answer. When some of ``ranks`` answered
     and others did not, the silent ones are named by elimination: a rank that answers is running,
-    one that cannot (stopped, blocked in the kernel) is the one its peers wait for.
+    one that cannot (stopped, blocked in the kernel) is the one its peers wait for. ``error`` makes the
+    error instead of the class (the progress watchdog's, which numbers the collectives).
     """
     hung, waiting = split_waiting(ranks, stacks, echoes)
     silent = {rank: process for rank, process in (silent or {}).items() if rank in ranks}
@@ -246,7 +248,7 @@ def timeout_error(
     shown = hung
     if frozen and running:
         hung, shown = frozen, hung
-    kind = RendezvousTimeoutError if rendezvous else LaunchTimeoutError
+    kind = error or (RendezvousTimeoutError if rendezvous else LaunchTimeoutError)
     return kind(hung, limit, {rank: stacks[rank] for rank in shown if rank in stacks}, waiting=waiting,
                 silent={rank: silent[rank] for rank in hung if rank in silent})  # fmt: skip
 

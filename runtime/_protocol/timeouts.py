@@ -12,6 +12,8 @@ __all__ = ["TIMEOUT_HINTS", "check_timeout"]
 #: What to give instead of a value out of range, for each timeout a user can set.
 TIMEOUT_HINTS = {
     "timeout": "give the seconds a run may take, e.g. timeout=3600, or leave it unset (None) for no limit",
+    "progress_timeout": "give the seconds no rank may go without progress, e.g. progress_timeout=300, or 0 to "
+    "turn the progress watchdog off",
     "rendezvous_timeout": "give the seconds every rank has to join, e.g. rendezvous_timeout=120, or leave it "
     "unset for RUNTIME_RENDEZVOUS_TIMEOUT, else 300",
     "RUNTIME_RENDEZVOUS_TIMEOUT": "set it to e.g. 120, or unset it for the default (300 s)",

@@ -3,7 +3,8 @@
 Rank processes are stopped with signals; the launching process cannot be, and a rank stuck in
 plain Python there (a loop, a ``time.sleep``) is not ended by stopping its peers either. Python
 raises an exception in the main thread only from a signal handler, so while the rank's work runs,
-:meth:`InProcessRank.working` installs a ``SIGALRM`` handler. At the launch deadline the
+:meth:`InProcessRank.working` installs a ``SIGALRM`` handler (with a launch timeout, or the progress
+watchdog on: ``interruptible``). At the launch deadline (or the watchdog's) the
 supervisor thread takes the rank's stack (:meth:`InProcessRank.stack`), then, unless the stack
 shows it waiting in a collective (stopping its peers ends that wait), calls
 :meth:`InProcessRank.interrupt`: ``SIGALRM`` goes to the main thread (``pthread_kill``) and the
@@ -41,9 +42,11 @@ _ALARM: int | None = getattr(signal, "SIGALRM", None)
 class InProcessRank:
     """One rank that runs in this process, in the thread that calls :meth:`working`."""
 
-    def __init__(self, rank: int, timeout: float | None) -> None:
+    def __init__(self, rank: int, timeout: float | None, *, interruptible: bool = False) -> None:
         self.rank = rank
         self.timeout = timeout
+        #: It can be interrupted without a timeout too (the progress watchdog may stop the launch).
+        self._interruptible = interruptible or timeout is not None
         self._thread_id: int | None = None
         self._handler_installed = False
         self._interrupted = threading.Event()
@@ -88,7 +91,7 @@ class InProcessRank:
 
     def _install(self) -> Any:
         """Install the handler when the program does not use SIGALRM itself; the handler it replaced."""
-        if self.timeout is None or _ALARM is None or not hasattr(signal, "pthread_kill"):
+        if not self._interruptible or _ALARM is None or not hasattr(signal, "pthread_kill"):
             return None
         if threading.current_thread() is not threading.main_thread():
             return None  # a handler can only be installed, and only runs, in the main thread
@@ -105,6 +108,6 @@ class InProcessRank:
             signal.signal(signum, signal.SIG_DFL)
             signal.raise_signal(signum)
             return
-        if self._thread_id is None or self.timeout is None:
+        if self._thread_id is None:
             return  # the work returned meanwhile: the launcher reports the timeout
-        raise LaunchTimeoutError((self.rank,), self.timeout)
+        raise LaunchTimeoutError((self.rank,), self.timeout or 0.0)  # the launcher reports what it saw

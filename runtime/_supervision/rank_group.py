@@ -122,11 +122,18 @@ class RankGroup:
         self.processes[rank] = process
 
     def supervisor(
-        self, timeout: float | None, *, rendezvous_timeout: float | None = None, in_process: InProcessRank | None = None
+        self,
+        timeout: float | None,
+        *,
+        rendezvous_timeout: float | None = None,
+        in_process: InProcessRank | None = None,
+        progress_timeout: float | None = None,
     ) -> Supervisor:
-        """The supervisor of these processes; ``in_process``: a rank running in this process (:class:`Supervisor`)."""
+        """The supervisor of these processes; ``in_process``: a rank running in this process; ``progress_timeout``:
+        the progress watchdog's least deadline (:class:`Supervisor`)."""
         return Supervisor(self.processes, self.reports, timeout, rendezvous_timeout=rendezvous_timeout,
-                          doorbell=self._bell_read, in_process=in_process)  # fmt: skip
+                          doorbell=self._bell_read, in_process=in_process,
+                          progress_timeout=progress_timeout)  # fmt: skip
 
     def release(self, limit: float | None = None) -> None:
         """Hand the processes still running (their work is done) to a background reaper, which

@@ -51,6 +51,7 @@ from runtime._protocol.rank_files import (
     where_waiting,
 )
 from runtime._supervision.in_process_rank import InProcessRank
+from runtime._supervision.progress_watchdog import ProgressWatchdog, Stall, stall_error
 from runtime._supervision.rank_processes import (
     GRACE,
     MultiprocessingRank,
@@ -127,6 +128,8 @@ class Outcome:
     stuck_ranks: tuple[int, ...] = ()
     #: The ranks this launch runs on this node (a peer lost elsewhere is another node's rank).
     local_ranks: frozenset[int] = frozenset()
+    #: Set when the progress watchdog stopped the launch (no rank made progress for its deadline).
+    stall: Stall | None = None
 
     def problem(self, timeout: float | None) -> RankFailedError | LaunchTimeoutError | None:
         """The exception for the cause of the failure (see the module docstring), or ``None``."""
@@ -157,7 +160,8 @@ class Outcome:
         if self.timed_out_at is not None and timed_out_first:
             limit = (timeout or 0.0) if self.rendezvous_timeout is None else self.rendezvous_timeout
             return timeout_error(self.timed_out_ranks, limit, self.stacks, echoes,
-                                 rendezvous=self.rendezvous_timeout is not None, silent=self.silent)  # fmt: skip
+                                 rendezvous=self.rendezvous_timeout is not None, silent=self.silent,
+                                 error=None if self.stall is None else stall_error(self.stall))  # fmt: skip
         return blamed.error() if blamed is not None else None
 
     def _lost_elsewhere(self) -> PeerLostError | None:
@@ -190,6 +194,7 @@ class Supervisor:
         grace: float = _GRACE,
         doorbell: int | None = None,
         in_process: InProcessRank | None = None,
+        progress_timeout: float | None = None,
     ) -> None:
         self.processes = dict(processes)
         self.in_process = in_process
@@ -201,6 +206,8 @@ class Supervisor:
         self._deadline = None if timeout is None else now + timeout
         self._rendezvous_timeout = rendezvous_timeout
         self._rendezvous_deadline = None if rendezvous_timeout is None else now + rendezvous_timeout
+        # progress_timeout: the progress watchdog's least deadline (None or 0: off; progress_watchdog.py)
+        self._watchdog = ProgressWatchdog(reports.directory, sorted(self.outcome.local_ranks), progress_timeout, now)
         self._joined: set[int] = set()
         self._last_alive: dict[int, float] = {rank: time.time() for rank in self.processes}
         self._stop_requested = threading.Event()
@@ -261,6 +268,7 @@ class Supervisor:
                 self._watching = False
                 self._changed.notify_all()
             supervising(False)
+            self._watchdog.close()
             os.close(self._bell_read)
             os.close(self._bell_write)
         return self.outcome
@@ -295,8 +303,13 @@ class Supervisor:
                     continue
                 self._rendezvous_deadline = None
                 continue
+            elif (stall := self._watchdog.check(now, lambda rank: self._work_returned(rank, running))) is not None:
+                self.outcome.stall = stall
+                self._time_out(running, tuple(sorted(running)), launch_deadline=True)
+                continue
             else:
-                deadlines = [d - now for d in (self._deadline, self._rendezvous_deadline) if d is not None]
+                deadlines = [d - now for d in (self._deadline, self._rendezvous_deadline, self._watchdog.next_check)
+                             if d is not None]  # fmt: skip
                 wait = min(deadlines) if deadlines else None
             self._wait_for_event(running, wait)
 
@@ -378,6 +391,11 @@ class Supervisor:
         summary = f"killed by signal {-code}" if code < 0 else "exited without reporting an error (see its output)"
         # It died between the last poll that saw it alive and this one: blame from the earlier.
         return Failure(rank, self._last_alive[rank], code, summary, "")
+
+    def _work_returned(self, rank: int, running: Mapping[int, RankProcess]) -> bool:
+        if rank in self.processes:
+            return rank not in running or self._is_exiting(rank)
+        return any(departure.rank == rank for departure in self.outcome.departures)  # the rank in this process
 
     def _is_exiting(self, rank: int) -> bool:
         return self.reports.read_error(rank) is not None or self.reports.has_finished(rank)

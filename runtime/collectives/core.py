@@ -19,6 +19,7 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 import torch
 
+from runtime._protocol.progress import collective_entered, collective_left
 from runtime.collectives.arguments import as_rank, bool_problem, type_name
 from runtime.collectives.checks import Call, Pairing, verdict
 from runtime.collectives.errors import (
@@ -367,6 +368,7 @@ def noted(method: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(method)
     def _noted_call(self: CollectiveCore, *args: Any, **kwargs: Any) -> T:  # "_": stack readers skip it
         _SKIPPED.checked = True
+        collective_entered(name)  # numbered for the progress watchdog (runtime._protocol.progress)
         try:
             return method(self, *args, **kwargs)
         except CollectiveMisuseError:
@@ -379,7 +381,10 @@ def noted(method: Callable[..., T]) -> Callable[..., T]:
                     f"{CHECK_VARIABLE}=every to compare every call and get a CollectiveMisuseError instead"
                 )
             raise
+        finally:
+            collective_left()
 
+    name = method.__name__
     return _noted_call
 
 

@@ -17,6 +17,7 @@ from runtime.errors._hinted import HintedError, with_hint
 from runtime.errors._ranks import (
     LaunchTimeoutError,
     PeerLostError,
+    ProgressTimeoutError,
     RankFailedError,
     RendezvousTimeoutError,
     RendezvousWaitError,
@@ -39,6 +40,7 @@ __all__ = [
     "PeerStoppedAnsweringError",
     "PortInUseError",
     "PreemptedError",
+    "ProgressTimeoutError",
     "RankFailedError",
     "RendezvousTimeoutError",
     "RendezvousWaitError",
@@ -54,8 +56,8 @@ __all__ = [
 ]
 
 # Tracebacks and pickles name these where users import them from, not the module that holds them.
-for _error in (HintedError, LaunchTimeoutError, PeerLostError, RankFailedError, RendezvousTimeoutError,
-               RendezvousWaitError, SilentRank):  # fmt: skip
+for _error in (HintedError, LaunchTimeoutError, PeerLostError, ProgressTimeoutError, RankFailedError,
+               RendezvousTimeoutError, RendezvousWaitError, SilentRank):  # fmt: skip
     _error.__module__ = __name__
 del _error
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from runtime.errors._hinted import HintedError, with_hint
 
@@ -133,6 +133,7 @@ class LaunchTimeoutError(HintedError, TimeoutError):
         *,
         waiting: Mapping[int, str] | None = None,
         silent: Mapping[int, SilentRank] | None = None,
+        notes: Sequence[str] = (),
     ) -> None:
         self.ranks = tuple(ranks)
         self.timeout = timeout
@@ -147,6 +148,9 @@ class LaunchTimeoutError(HintedError, TimeoutError):
                   for rank, s in sorted(self.silent.items())]  # fmt: skip
         lines += [f"  rank {rank} was waiting for {'it' if len(self.ranks) == 1 else 'them'} in {where}"
                   for rank, where in sorted(self.waiting.items())]  # fmt: skip
+        #: What else the launcher saw (collectives that do not match across ranks).
+        self.notes = tuple(notes)
+        lines += [f"  {note}" for note in self.notes]
         lines += [f"  rank {rank} answered the request for its stack (below): it was running, not frozen"
                   for rank in sorted(self.stacks) if rank not in self.ranks and rank not in self.waiting]  # fmt: skip
         for rank, stack in sorted(self.stacks.items()):
@@ -162,6 +166,34 @@ class LaunchTimeoutError(HintedError, TimeoutError):
             "raise `timeout` if the work is just slow; if ranks may have passed different arguments to a "
             "collective (the stacks show where each waits), run with RUNTIME_CHECK_COLLECTIVES=every to "
             "compare every call across ranks (by default each distinct call is compared once)"
+        )
+
+
+class ProgressTimeoutError(LaunchTimeoutError):
+    """No rank made progress (a step, a collective, a heartbeat) for the progress deadline; every rank was stopped.
+
+    Raised with no ``timeout`` set, where the ranks would otherwise wait until torch's own collective
+    timeout (30 minutes). ``timeout`` is the deadline that passed, ``why`` what it came from
+    (``progress_timeout`` or the median step time); the rest is as for :class:`LaunchTimeoutError`.
+    """
+
+    def __init__(self, *args: Any, why: str = "", **kwargs: Any) -> None:
+        self.why = why
+        super().__init__(*args, **kwargs)
+
+    def _what(self, one: bool) -> str:
+        because = f" ({self.why})" if self.why else ""
+        return (
+            f"made no progress for {self.timeout:g} s{because}: no optimizer step, collective or heartbeat on any "
+            f"rank; every rank was stopped"
+        )
+
+    def _hint(self) -> str:
+        return (
+            "a rank outside any collective while its peers wait in one is stuck in its own work (see its stack); "
+            "if the work is only slow between steps (evaluation, saving), call strategy.heartbeat() in its loop, "
+            "or raise the strategy option `progress_timeout` (resolver run --progress-timeout; 0 turns the "
+            "watchdog off)"
         )
 
 

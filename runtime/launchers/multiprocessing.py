@@ -25,6 +25,7 @@ from runtime._protocol.rank_environment import DOORBELL_VARIABLE, rank_config, r
 from runtime._protocol.rank_files import RankFiles
 from runtime._protocol.spawned_rank import SPAWNED_RANK_VARIABLE, spawning
 from runtime._supervision.capacity import FORKED_RANK_MEMORY, TORCH_RANK_MEMORY
+from runtime._supervision.progress_watchdog import progress_timeout
 from runtime._supervision.rank_group import rank_group
 from runtime._supervision.supervisor import MultiprocessingRank
 from runtime.errors import RuntimeConfigError
@@ -126,7 +127,11 @@ class MultiprocessingLauncher(Launcher):
                     if streams is not None:
                         streams.close()  # the child holds its own copies
                 group.add(config.global_rank, MultiprocessingRank(process))
-            outcome = group.supervisor(self.timeout, rendezvous_timeout=rendezvous_timeout(self.config)).watch()
+            outcome = group.supervisor(
+                self.timeout,
+                rendezvous_timeout=rendezvous_timeout(self.config),
+                progress_timeout=progress_timeout(self.config.strategy_options),
+            ).watch()
             problem = outcome.problem(self.timeout)
             if problem is not None:
                 raise problem

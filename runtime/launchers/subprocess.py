@@ -17,10 +17,12 @@ from typing import Any, TypeVar
 
 from runtime._protocol.launched_rank import is_stop_request
 from runtime._protocol.ports import store_socket_variables
+from runtime._protocol.progress import recording_progress
 from runtime._protocol.rank_environment import environ_patch, rank_config, rank_variables, rendezvous_timeout
 from runtime._protocol.rank_files import RankFiles
 from runtime._supervision.capacity import TORCH_RANK_MEMORY
 from runtime._supervision.in_process_rank import InProcessRank
+from runtime._supervision.progress_watchdog import progress_timeout
 from runtime._supervision.rank_group import rank_group
 from runtime._supervision.signals import watch_processes
 from runtime._supervision.supervisor import Failure, RankProcess, Supervisor
@@ -86,8 +88,10 @@ class SubprocessScriptLauncher(Launcher):
                 group.popen(config.global_rank, command, environment, output=pump, local_rank=local_rank)
             processes = dict(group.processes)
             # This rank runs here: at the launch deadline it is interrupted too (in_process_rank.py).
-            in_process = InProcessRank(own.global_rank, self.timeout)
-            supervisor = group.supervisor(self.timeout, rendezvous_timeout=joining_timeout, in_process=in_process)
+            watchdog = progress_timeout(self.config.strategy_options)
+            in_process = InProcessRank(own.global_rank, self.timeout, interruptible=watchdog > 0)
+            supervisor = group.supervisor(self.timeout, rendezvous_timeout=joining_timeout, in_process=in_process,
+                                          progress_timeout=watchdog)  # fmt: skip
             watcher = threading.Thread(target=supervisor.watch, name="rank-supervisor", daemon=True)
             watcher.start()
             try:
@@ -97,7 +101,11 @@ class SubprocessScriptLauncher(Launcher):
                     **self.restart_variables(),
                     **store_socket_variables(listening),  # this rank's store serves on it
                 }
-                with environ_patch(own_variables), in_process.working():
+                with (
+                    environ_patch(own_variables),
+                    in_process.working(),
+                    recording_progress(reports.directory, own.global_rank),
+                ):
                     result = fn(*args, **kwargs)
                 # If a peer's collective now fails, this rank left it waiting (as a rank process that exits would).
                 supervisor.add_departure(own.global_rank)

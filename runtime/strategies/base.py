@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.peers import record_finished
+from runtime._protocol.progress import step as record_step
 from runtime._protocol.rank_environment import rendezvous_timeout
 from runtime._protocol.restarts import restart_count
 from runtime._tensor_tree import map_tensors
@@ -412,6 +413,11 @@ class Strategy:
     def optimizer_step(self, optimizer: torch.optim.Optimizer, **kwargs: Any) -> Any:
         """Step ``optimizer`` (the precision may unscale gradients or skip the step)."""
         return self._precision.optimizer_step(optimizer, **kwargs)
+
+    def heartbeat(self) -> None:
+        """Tell the progress watchdog this rank is making progress, in a loop that makes no optimizer step
+        and runs no collective (evaluation, saving, data preparation). Costs a store into shared memory."""
+        record_step()
 
     def process_dataloader(self, dataloader: DataLoader[Any], use: DataLoaderUse) -> DataLoader[Any]:
         """The loader this rank should iterate for ``use`` (``train``, ``val``, ``test``, ``predict``).

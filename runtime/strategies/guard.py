@@ -28,6 +28,7 @@ import attrs
 import torch
 from torch.utils.data import DataLoader
 
+from runtime._protocol.progress import step as record_step
 from runtime.errors import PeerStoppedAnsweringError, StrategyArgumentError, StrategyMisuseError
 
 #: What ``process_dataloader``'s ``use`` says a loader is for (checked here, before the call runs).
@@ -205,6 +206,10 @@ def _left(strategy: GuardedStrategy, result: Any) -> None:
         _local.running = None
 
 
+def _stepped(strategy: GuardedStrategy, result: Any) -> None:
+    record_step()  # the progress watchdog's count (runtime._protocol.progress): a store into shared memory
+
+
 def _adopt_optimizer(strategy: GuardedStrategy, result: Any) -> None:
     module, optimizer = result
     if not hasattr(optimizer, "param_groups"):
@@ -250,7 +255,8 @@ RULES: dict[str, MethodRule] = {
     "units": MethodRule("any", (_MODULE,), why_any="lists a module's FSDP units; no device or process group"),
     "to_device": MethodRule("set_up"),
     "backward": MethodRule("set_up", (Arg("loss", _loss),), every_rank=True),
-    "optimizer_step": MethodRule("set_up", (Arg("optimizer", _optimizer),), every_rank=True),
+    "optimizer_step": MethodRule("set_up", (Arg("optimizer", _optimizer),), after=_stepped, every_rank=True),
+    "heartbeat": MethodRule("set_up"),
     "process_dataloader": MethodRule(
         "ranked",
         (

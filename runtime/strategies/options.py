@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
+from runtime._supervision.progress_watchdog import DEFAULT_PROGRESS_TIMEOUT, check_progress_timeout
 from runtime.errors import RuntimeConfigError
 from runtime.launchers.rank_output import RankOutput
 
@@ -35,6 +36,10 @@ class StrategyOptions:
     - ``timeout`` (seconds): bounds a launched run and every collective operation.
     - ``rendezvous_timeout`` (seconds): bounds the time until every rank has joined the process
       group (default: ``RUNTIME_RENDEZVOUS_TIMEOUT``, else 300); separate from ``timeout``.
+    - ``progress_timeout`` (seconds, default 60): the progress watchdog stops a launch, as at its
+      ``timeout``, when no rank has made progress (an optimizer step, a collective,
+      :meth:`~runtime.Strategy.heartbeat`) for the larger of this and 10x the median step time,
+      once a rank made its first step (:mod:`runtime._supervision.progress_watchdog`); 0 turns it off.
     - ``check_collectives``: ranks compare their arguments before each collective operation, so
       misuse raises on every rank instead of hanging (``False`` saves that small exchange).
     - ``num_threads``: intra-op CPU threads of each rank, instead of the resolved
@@ -61,6 +66,12 @@ class StrategyOptions:
     def _check_timeout(self, attribute: attrs.Attribute[float | None], value: float | None) -> None:
         if value is not None:
             check_timeout(value, f"{attribute.name}={value!r}", TIMEOUT_HINTS[attribute.name])
+
+    progress_timeout: float = attrs.field(default=DEFAULT_PROGRESS_TIMEOUT)
+
+    @progress_timeout.validator
+    def _check_progress_timeout(self, attribute: attrs.Attribute[float], value: float) -> None:
+        check_progress_timeout(value, f"progress_timeout={value!r}")
 
     check_collectives: bool = True
     num_threads: int | None = attrs.field(default=None)

@@ -64,6 +64,7 @@ VALID: dict[str, Callable[[Strategy, Path], tuple[Any, ...]]] = {
     "load_checkpoint": lambda s, d: (str(d / "checkpoint"), None),
     "preempted": lambda s, d: (3,),
     "sync": lambda s, d: (),
+    "heartbeat": lambda s, d: (),
 }
 
 
