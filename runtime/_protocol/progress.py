@@ -28,14 +28,16 @@ __all__ = [
     "ProgressFiles",
     "collective_entered",
     "collective_left",
+    "long_operation",
     "recording_progress",
     "step",
 ]
 
-#: steps, collectives begun, the number of the collective the rank is in now (0: none), its operation.
-_LAYOUT = struct.Struct("=qqq24s")
+#: steps, collectives begun, the number of the collective the rank is in now (0: none), how many long
+#: operations it is inside (0: none), the collective's operation.
+_LAYOUT = struct.Struct("=qqqq24s")
 #: The words and bytes of the record, as the rank stores into them (native order: the reader is on this host).
-_STEPS, _COLLECTIVES, _CURRENT, _OPERATION = 0, 1, 2, slice(24, 48)
+_STEPS, _COLLECTIVES, _CURRENT, _LONG, _OPERATION = 0, 1, 2, 3, slice(32, 56)
 _SUFFIX = "progress"
 
 
@@ -51,20 +53,25 @@ class RankProgress:
     current: int = 0
     #: That collective's operation (``all_reduce``), or ``""``.
     operation: str = ""
+    #: How many long operations it is inside (a checkpoint being saved or loaded), which take as long
+    #: as the disk and the checkpoint's size make them: the watchdog does not judge a rank inside one.
+    long: int = 0
 
     def moved_since(self, other: RankProgress | None) -> bool:
-        """Whether it did anything since ``other`` (a step, a collective begun or ended)."""
-        return other is None or (self.steps, self.collectives, self.current) != (
+        """Whether it did anything since ``other`` (a step, a collective begun or ended, a long operation
+        begun or ended)."""
+        return other is None or (self.steps, self.collectives, self.current, self.long) != (
             other.steps,
             other.collectives,
             other.current,
+            other.long,
         )
 
 
 class _Record:
     """This process's record, written in place (one per launched rank process)."""
 
-    __slots__ = ("map", "bytes", "words", "operation", "steps", "collectives", "depth")
+    __slots__ = ("map", "bytes", "words", "operation", "steps", "collectives", "depth", "long")
 
     def __init__(self, path: str) -> None:
         partial = f"{path}.partial"
@@ -75,11 +82,12 @@ class _Record:
         os.replace(partial, path)  # the launcher maps only a file of the full size
         # Stores through views of the mapping: an index store each, cheaper than struct's pack_into.
         self.bytes = memoryview(self.map)
-        self.words = self.bytes[:24].cast("q")
+        self.words = self.bytes[:32].cast("q")
         self.operation = ""
         self.steps = 0
         self.collectives = 0
         self.depth = 0  # a collective that calls another counts once
+        self.long = 0
 
     def close(self) -> None:
         self.words.release()
@@ -136,6 +144,23 @@ def collective_left() -> None:
         record.words[_CURRENT] = 0
 
 
+@contextlib.contextmanager
+def long_operation() -> Iterator[None]:
+    """This rank is inside an operation whose length is not a step's (saving or loading a checkpoint):
+    while inside, the watchdog does not count the time against the ranks."""
+    record = _record
+    if record is None:
+        yield
+        return
+    record.long += 1
+    record.words[_LONG] = record.long
+    try:
+        yield
+    finally:
+        record.long -= 1
+        record.words[_LONG] = record.long
+
+
 class ProgressFiles:
     """The launcher's side: the records of a launch's ranks, mapped once each exists."""
 
@@ -153,8 +178,8 @@ class ProgressFiles:
             except (OSError, ValueError):
                 return None
             self._maps[rank] = mapped
-        steps, collectives, current, operation = _LAYOUT.unpack_from(mapped, 0)
-        return RankProgress(steps, collectives, current, operation.rstrip(b"\0").decode(errors="replace"))
+        steps, collectives, current, long, operation = _LAYOUT.unpack_from(mapped, 0)
+        return RankProgress(steps, collectives, current, operation.rstrip(b"\0").decode(errors="replace"), long)
 
     def close(self) -> None:
         for mapped in self._maps.values():

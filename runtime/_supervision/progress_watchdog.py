@@ -130,7 +130,13 @@ class ProgressWatch:
             self._steps_at = (now, steps)
 
     def stalled(self, now: float) -> bool:
-        return self.on and self.armed and self._changed_at is not None and now - self._changed_at >= self.deadline()
+        return (
+            self.on
+            and self.armed
+            and self._changed_at is not None
+            and not any(record.long for record in self._last.values())  # a checkpoint being saved: not judged
+            and now - self._changed_at >= self.deadline()
+        )
 
     def next_look(self) -> float:
         """Seconds until the next look is due (a fraction of the deadline, at most a second)."""

@@ -28,6 +28,7 @@ import attrs
 import torch
 from torch.utils.data import DataLoader
 
+from runtime._protocol.progress import long_operation
 from runtime._protocol.progress import step as record_step
 from runtime.errors import PeerStoppedAnsweringError, StrategyArgumentError, StrategyMisuseError
 
@@ -193,6 +194,8 @@ class MethodRule:
     #: ranks, is reported as a misuse when a peer returned without calling it, or as the peer that
     #: stopped answering when its connection ended before it finished (the rendezvous store tells).
     every_rank: bool = False
+    #: It may take longer than steps do (checkpoint IO): the progress watchdog does not judge it.
+    long: bool = False
 
 
 def _entered(strategy: GuardedStrategy, result: Any) -> None:
@@ -264,8 +267,8 @@ RULES: dict[str, MethodRule] = {
             Arg("use", _use),
         ),
     ),
-    "save_checkpoint": MethodRule("set_up", (_PATH, _STATE), every_rank=True),
-    "load_checkpoint": MethodRule("set_up", (_PATH, Arg("state", _optional_state)), every_rank=True),
+    "save_checkpoint": MethodRule("set_up", (_PATH, _STATE), every_rank=True, long=True),
+    "load_checkpoint": MethodRule("set_up", (_PATH, Arg("state", _optional_state)), every_rank=True, long=True),
     "latest_checkpoint": MethodRule(
         "any",
         (
@@ -333,6 +336,8 @@ def _guarded(name: str, function: Callable[..., Any], rule: MethodRule) -> Calla
     fine_when_set_up = when in ("set_up", "ranked")
     after, after_on_error, every_rank = rule.after, rule.after_on_error, rule.every_rank
     plain = after is None and not every_rank
+    if rule.long:
+        function = _not_judged(function)
 
     @functools.wraps(function)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -362,6 +367,17 @@ def _guarded(name: str, function: Callable[..., Any], rule: MethodRule) -> Calla
 
     guarded.__strategy_guard__ = rule  # type: ignore[attr-defined]
     return guarded
+
+
+def _not_judged(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, run as a long operation of the progress watchdog's (it is not judged while inside)."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with long_operation():
+            return function(*args, **kwargs)
+
+    return run
 
 
 def _raise_if_a_peer_did_not_come(strategy: GuardedStrategy, name: str, exc: BaseException) -> None:

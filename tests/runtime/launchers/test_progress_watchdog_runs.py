@@ -93,6 +93,8 @@ def test_resolver_run_stops_a_stuck_rank_at_its_progress_timeout_with_status_124
         ("healthy", {}),  # the default watchdog
         ("heartbeat", {"progress_timeout": 1}),  # 4 s of heartbeats only: progress all the same
         ("pause", {"progress_timeout": 0}),  # 4 s with no progress at all, the watchdog off
+        # a checkpoint that takes 4 s to write, under a 1 s deadline: saving is not judged
+        ("slow-save", {"progress_timeout": 1}),
     ],
 )
 def test_a_run_that_makes_progress_or_turned_the_watchdog_off_is_not_stopped(

@@ -5,7 +5,8 @@
 flags). KIND is ``stuck`` (rank 1 loops forever at step 40), ``healthy`` (every rank runs 60 steps),
 ``slow-stuck`` (steps of 0.3 s, then rank 1 stuck at step 12: the deadline comes from the step time),
 ``heartbeat`` (at step 10 every rank spends 4 s in a loop of ``strategy.heartbeat()`` only) or
-``pause`` (at step 10 every rank sleeps 4 s, with no step, collective or heartbeat).
+``pause`` (at step 10 every rank sleeps 4 s, with no step, collective or heartbeat) or ``slow-save`` (at
+step 10 a checkpoint is saved whose writing takes 4 s).
 OPTIONS_JSON are strategy options (e.g. ``{"progress_timeout": 2}``). The launching process prints one
 ``OUTCOME {json}`` line: the error type, its ranks and message, and the seconds it took.
 """
@@ -26,6 +27,14 @@ from runtime_workers import record_pid, wait_for_pids  # noqa: E402
 import runtime  # noqa: E402
 
 
+class SlowToWrite:
+    """A checkpoint entry that takes 4 s to write (a large checkpoint on a slow disk)."""
+
+    def __getstate__(self) -> dict[str, object]:
+        time.sleep(4.0)
+        return {}
+
+
 def train(strategy: runtime.Strategy, kind: str, out: str) -> str:
     record_pid(Path(out), strategy)
     wait_for_pids(Path(out), strategy.world_size)
@@ -42,6 +51,8 @@ def train(strategy: runtime.Strategy, kind: str, out: str) -> str:
                 time.sleep(0.05)
                 if kind == "heartbeat":
                     strategy.heartbeat()
+        if step == 10 and kind == "slow-save":
+            strategy.save_checkpoint(Path(out) / "slow.ckpt", {"model": model, "slow": SlowToWrite()})
         time.sleep(pause)
         loss = model(torch.ones(2, 4)).square().mean()
         loss.backward()

@@ -63,6 +63,17 @@ def test_a_collective_begun_or_ended_or_a_rank_finishing_counts_as_progress() ->
     assert watch.stalled(now + 37)
 
 
+def test_a_rank_saving_or_loading_a_checkpoint_is_not_judged_however_long_it_takes() -> None:
+    watch = ProgressWatch(10)
+    now = _steps(watch, 0.0, 5, every=1.0)
+    watch.look(now + 1, {0: RankProgress(5, 0, 0, "", long=1), 1: RankProgress(steps=5)})
+
+    assert not watch.stalled(now + 3600)
+    watch.look(now + 3600, {0: RankProgress(steps=5), 1: RankProgress(steps=5)})  # the save returned
+    assert not watch.stalled(now + 3609)
+    assert watch.stalled(now + 3610)
+
+
 def test_progress_timeout_0_turns_the_watchdog_off() -> None:
     watch = ProgressWatch(progress_timeout({"progress_timeout": 0}))
     now = _steps(watch, 0.0, 5, every=1.0)
