@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,8 @@ def work(strategy):
         strategy.collective.all_reduce(total)
         if step == 0:
             print(f"first-step rank={strategy.global_rank} count={count} at={time.time():.3f}", flush=True)
+            if len(sys.argv) > 3:
+                open(os.path.join(sys.argv[3], f"up-{strategy.global_rank}"), "w").close()
         if step == 2 and count == "0" and socket.gethostname() == sys.argv[1]:
             print(f"dies rank={strategy.global_rank} at={time.time():.3f}", flush=True)
             raise RuntimeError("planned failure at step 2")
@@ -53,16 +57,20 @@ def hosts() -> Any:
     assert made.namespaces_left() == []
 
 
-def _run(hosts: TwoHosts, script: Path, mode: str, extra: list[list[str]]) -> list[tuple[int, str, str]]:
+def _start(hosts: TwoHosts, script: Path, mode: str, extra: list[list[str]], *more: str) -> list[Any]:
     endpoint = f"{hosts.hosts[0].address}:{find_free_port()}"
     env = {**host_environment(), "RUNTIME_RENDEZVOUS_TIMEOUT": "60"}
     processes = []
-    for host, more in zip(hosts.hosts, extra, strict=True):
+    for host, options in zip(hosts.hosts, extra, strict=True):
         command = [sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--nproc-per-node", "1",
                    "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "job-38",
-                   "--max-restarts", "1", *more, str(script), hosts.hosts[1].hostname, mode]  # fmt: skip
+                   "--max-restarts", "1", *options, str(script), hosts.hosts[1].hostname, mode, *more]  # fmt: skip
         processes.append(host.start(command, env))
-    return finish(processes, timeout=200)
+    return processes
+
+
+def _run(hosts: TwoHosts, script: Path, mode: str, extra: list[list[str]]) -> list[tuple[int, str, str]]:
+    return finish(_start(hosts, script, mode, extra), timeout=200)
 
 
 def _lines(results: list[tuple[int, str, str]], word: str) -> list[str]:
@@ -98,6 +106,26 @@ def test_a_timeout_on_one_host_ends_both_with_the_same_reason(hosts, tmp_path):
     assert "did not finish within the 20 s launch timeout" in ends[0][0], ends
     assert results[1][0] == 124, results[1]
     assert results[0][0] == 1, results[0]
+
+
+def test_sigterm_to_one_hosts_launcher_ends_both_with_the_same_reason(hosts, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    processes = _start(hosts, script, "hang", [[], []], str(marks))
+    try:
+        deadline = time.monotonic() + 150
+        while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in processes), "a node ended before its rank trained"
+            time.sleep(0.1)
+        processes[1].send_signal(signal.SIGTERM)  # the second host's resolver run (exec'd by ip netns, unshare, sh)
+    finally:
+        results = finish(processes, timeout=120)
+    ends = [re.findall(r"resolver run: the run ended on every node: (.*)", err) for _, _, err in results]
+    assert ends[0] == ends[1] and len(ends[0]) == 1, results
+    assert f"({hosts.hosts[1].hostname}): its launcher was stopped by SIGTERM" in ends[0][0], ends
+    assert [code for code, _, _ in results] == [1, 143], results
 
 
 @pytest.mark.skipif(not Path(sys.executable).with_name("torchrun").exists(), reason="torchrun is not installed")
