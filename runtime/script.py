@@ -150,6 +150,10 @@ def run_script(
     if across_nodes:
         from runtime._supervision.node_rendezvous import NodeRendezvous
 
+        if config.node_rank != 0:  # nothing a torchrun command line gives is silently dropped
+            print(f"resolver run: node rank {config.node_rank} (--node-rank or NODE_RANK) is not kept: the c10d "
+                  "rendezvous numbers the nodes as they join, as torchrun's does", file=sys.stderr)  # fmt: skip
+
         source = "--rdzv-endpoint, or --master-addr/--master-port"
         nodes = NodeRendezvous(
             address,

@@ -80,9 +80,11 @@ def _lines(results: list[tuple[int, str, str]], word: str) -> list[str]:
 def test_a_rank_failing_on_node_2_restarts_every_rank_on_both_hosts_with_one_restart_count(hosts, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    results = _run(hosts, script, "train", [[], []])
+    # torchrun's --node-rank, given to one node: the rendezvous numbers the nodes, and the launcher says so.
+    results = _run(hosts, script, "train", [["--node-rank", "1"], []])
     for code, out, err in results:
         assert code == 0, out + err
+    assert "resolver run: node rank 1 (--node-rank or NODE_RANK) is not kept" in results[0][2]
     both = "".join(out + err for _, out, err in results)
     assert "RuntimeError: planned failure at step 2" in both, both
     # Every rank of each round saw the same TORCHELASTIC_RESTART_COUNT: 0, then 1 after the restart.
