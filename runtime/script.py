@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
+
 from resolver import ResolvedConfig
 from runtime._protocol.ports import check_rendezvous_port
-from runtime._protocol.rank_environment import elastic_variables, rank_config, rank_variables, rendezvous_timeout
+from runtime._protocol.rank_environment import (
+    AGENT_STORE_VARIABLE,
+    elastic_variables,
+    rank_config,
+    rank_variables,
+    rendezvous_timeout,
+)
 from runtime._protocol.restarts import check_max_restarts, report_restart, restart_variables
 from runtime._protocol.run_context import RUN_CONTEXT_VARIABLE, RunContext
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
@@ -24,6 +32,8 @@ from runtime.registry import ACCELERATORS, CLUSTER_ENVIRONMENTS
 
 if TYPE_CHECKING:
     from resolver import Environment
+    from runtime._supervision.node_rendezvous import NodeRound
+    from runtime._supervision.supervisor import Outcome, Supervisor
     from runtime.cluster.base import ClusterEnvironment
 
 __all__ = ["PREEMPTED_EXIT_CODE", "TIMEOUT_EXIT_CODE", "run_script"]
@@ -64,6 +74,8 @@ def run_script(
     max_restarts: int = 0,
     environment: Environment | None = None,
     rules: Sequence[str] = (),
+    rendezvous_backend: str | None = None,
+    rendezvous_conf: Mapping[str, str] | None = None,
 ) -> int:
     """Run ``python script args...`` once per local rank of ``config``; return the exit code.
 
@@ -116,7 +128,10 @@ def run_script(
     started_by_cluster = config.launcher is None
     if started_by_cluster:
         cluster.check_started_by_cluster()  # e.g. a SLURM batch script is not one of the job's tasks
-    else:
+    # Nodes that restart together meet in torch's elastic rendezvous at the address and port the flags give.
+    across_nodes = not started_by_cluster and config.num_nodes > 1 and max_restarts > 0
+    _check_rendezvous(config, max_restarts, across_nodes, rendezvous_backend, rendezvous_conf)
+    if not started_by_cluster and not across_nodes:
         check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
     ranks = [config] if started_by_cluster else [rank_config(config, i) for i in range(config.num_devices)]
     # One id for the run, alike on every node (each node's resolver run computes it from the same
@@ -131,15 +146,41 @@ def run_script(
         command = [sys.executable, _RANK_MAIN, *(["-m", script] if module else [script]), *args]
     # One process on this machine (config.launcher is None there too) is this run's to restart.
     started_by = config.cluster_environment if started_by_cluster and cluster.starts_processes else None
-    check_max_restarts(
-        max_restarts, num_nodes=config.num_nodes, started_by=started_by, restart_hint=cluster.restart_hint
-    )
+    check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by,
+                       restart_hint=cluster.restart_hint, rendezvous=across_nodes)  # fmt: skip
     context = _run_context(environment, rules, max_restarts)
     signals = launching_signals(config.strategy_options, cluster.stop_signals if started_by_cluster else ())
-    with forwarding(signals):  # the ranks take a pre-emption signal this process gets (SLURM signals both)
-        problem = _Attempts(config, ranks, command, cluster, run_id, role, output, timeout, context, watchdog).run(
-            max_restarts, restarts_ours=started_by is None
+    attempts = _Attempts(
+        config, ranks, command, cluster, run_id, role, output, timeout, context, watchdog, max_restarts
+    )
+    nodes = None
+    if across_nodes:
+        from runtime._supervision.node_rendezvous import NodeRendezvous
+
+        if config.node_rank != 0:  # nothing a torchrun command line gives is silently dropped
+            print(f"resolver run: node rank {config.node_rank} (--node-rank or NODE_RANK) is not kept: the c10d "
+                  "rendezvous numbers the nodes as they join, as torchrun's does", file=sys.stderr)  # fmt: skip
+
+        source = "--rdzv-endpoint, or --master-addr/--master-port"
+        nodes = NodeRendezvous(
+            address,
+            port,
+            run_id,
+            nodes=(config.num_nodes, config.num_nodes),
+            local_world_size=config.num_devices,
+            max_restarts=max_restarts,
+            role=role,
+            join_timeout=rendezvous_timeout(config),
+            conf=rendezvous_conf or {},
+            source=source,
         )
+    with forwarding(signals):  # the ranks take a pre-emption signal this process gets (SLURM signals both)
+        if nodes is not None:
+            from runtime._supervision.node_rounds import run_rounds
+
+            problem = run_rounds(nodes, attempts.node_round, max_restarts, timeout, PREEMPTED_EXIT_CODE)
+        else:
+            problem = attempts.run(max_restarts, restarts_ours=started_by is None)
     if isinstance(problem, RankFailedError) and problem.exit_code == PREEMPTED_EXIT_CODE:
         problem = PREEMPTED_EXIT_CODE  # a rank exited so before its work was seen to return
     if problem == PREEMPTED_EXIT_CODE:
@@ -154,6 +195,29 @@ def run_script(
     if isinstance(problem, LaunchTimeoutError):
         return TIMEOUT_EXIT_CODE
     return _exit_code(problem.exit_code) if isinstance(problem, RankFailedError) else 1
+
+
+def _check_rendezvous(config: ResolvedConfig, max_restarts: int, across_nodes: bool, backend: str | None,
+                      conf: Mapping[str, str] | None) -> None:  # fmt: skip
+    """A rendezvous backend or settings (torchrun's ``--rdzv-backend``, ``--rdzv-conf``) this run cannot use."""
+    if across_nodes and backend not in (None, "c10d"):
+        raise RuntimeConfigError(
+            f"--rdzv-backend {backend}: {config.num_nodes} nodes with --max-restarts {max_restarts} restart together "
+            "through torch's c10d rendezvous, not a static one",
+            hint="use --rdzv-backend c10d (or leave it out)",
+        )
+    if conf is None:
+        return
+    if not across_nodes:
+        raise RuntimeConfigError(
+            f"--rdzv-conf {','.join(f'{k}={v}' for k, v in conf.items())}: it sets torch's c10d rendezvous, which "
+            f"resolver run joins only when several nodes restart together; this run has {config.num_nodes} node(s) "
+            f"and --max-restarts {max_restarts}",
+            hint="drop --rdzv-conf, or run several nodes (--nnodes N) with --max-restarts K",
+        )
+    from runtime._supervision.node_rendezvous import check_rendezvous_conf
+
+    check_rendezvous_conf(conf)
 
 
 def _run_context(environment: Environment | None, rules: Sequence[str], max_restarts: int) -> RunContext:
@@ -180,6 +244,7 @@ class _Attempts:
     context: RunContext
     #: The progress watchdog's least deadline (0: off).
     progress_timeout: float
+    max_restarts: int
 
     def run(self, max_restarts: int, *, restarts_ours: bool) -> Exception | int | None:
         """The problem that ended the run (``None``: none), or 130 after Ctrl-C."""
@@ -190,25 +255,10 @@ class _Attempts:
             if attempt:
                 check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
             restart = restart_variables(attempt, max_restarts) if restarts_ours else {}
-            # The group is left first: every rank is stopped and reaped before the pump writes what is left.
-            with (
-                RankOutputPump(output, config.num_devices) as pump,
-                rank_group(len(self.ranks), on_cpu=ACCELERATORS.get(config.accelerator).computes_on_cpu) as group,
-            ):
-                for rank in self.ranks:
-                    variables = rank_variables(rank, address, port, group.reports.directory)
-                    if restarts_ours:  # ranks it starts itself, one alone too: as torchrun's (a cluster's keep its own)
-                        variables.update(elastic_variables(rank, self.run_id, self.role))
-                    variables.update(restart)
-                    variables[RUN_CONTEXT_VARIABLE] = self.context.to_json()
-                    environment = {**os.environ, **variables}
-                    group.popen(rank.global_rank, self.command, environment, output=pump, local_rank=rank.local_rank)
-                try:
-                    outcome = group.supervisor(timeout, progress_timeout=self.progress_timeout).watch()
-                except KeyboardInterrupt:
-                    return 130  # the group stops and reaps every rank on the way out
-                # A rank whose work returned is not watched any more: its status says it was pre-empted.
-                preempted = any(process.poll() == PREEMPTED_EXIT_CODE for process in group.processes.values())
+            try:
+                outcome, preempted = self._round(self.ranks, address, port, restart, elastic=restarts_ours)
+            except KeyboardInterrupt:
+                return 130  # the group stopped and reaped every rank on the way out
             problem = outcome.problem(timeout)
             if problem is None and preempted:
                 return PREEMPTED_EXIT_CODE
@@ -218,3 +268,39 @@ class _Attempts:
                 break  # pre-empted, not failed: never restarted here (a requeued SLURM job starts again)
             report_restart(_report(problem, output), attempt + 1, max_restarts, "resolver run")
         return problem
+
+    def _round(self, ranks: list[ResolvedConfig], address: str, port: int, extra: dict[str, str], *, elastic: bool,
+               watching: Callable[[Supervisor], None] | None = None) -> tuple[Outcome, bool]:  # fmt: skip
+        """Start ``ranks`` (``extra``: more variables for each) and watch them until they ended; the outcome,
+        and whether they stopped on pre-emption. ``watching`` is called with the supervisor before the watch."""
+        config = self.config
+        # The group is left first: every rank is stopped and reaped before the pump writes what is left.
+        with (
+            RankOutputPump(self.output, config.num_devices) as pump,
+            rank_group(len(ranks), on_cpu=ACCELERATORS.get(config.accelerator).computes_on_cpu) as group,
+        ):
+            for rank in ranks:
+                variables = rank_variables(rank, address, port, group.reports.directory)
+                if elastic:  # ranks it starts itself, one alone too: as torchrun's (a cluster's keep its own)
+                    variables.update(elastic_variables(rank, self.run_id, self.role))
+                variables.update(extra)
+                variables[RUN_CONTEXT_VARIABLE] = self.context.to_json()
+                environment = {**os.environ, **variables}
+                group.popen(rank.global_rank, self.command, environment, output=pump, local_rank=rank.local_rank)
+            supervisor = group.supervisor(self.timeout, progress_timeout=self.progress_timeout)
+            if watching is not None:
+                watching(supervisor)
+            outcome = supervisor.watch()
+            # A rank whose work returned is not watched any more: its status says it was pre-empted.
+            preempted = any(process.poll() == PREEMPTED_EXIT_CODE for process in group.processes.values())
+        return outcome, preempted
+
+    def node_round(self, current: NodeRound, watching: Callable[[Supervisor], None]) -> tuple[Outcome, bool]:
+        """One round of a run whose nodes restart together: this node's ranks as the rendezvous placed them."""
+        placed = attrs.evolve(self.config, node_rank=current.node_rank, num_nodes=current.num_nodes,
+                              world_size=current.world_size)  # fmt: skip
+        ranks = [attrs.evolve(placed, global_rank=rank, local_rank=local) for local, rank in
+                 enumerate(current.global_ranks)]  # fmt: skip
+        extra = restart_variables(current.restart_count, self.max_restarts)
+        extra[AGENT_STORE_VARIABLE] = str(current.agent_store)
+        return self._round(ranks, current.master_addr, current.master_port, extra, elastic=True, watching=watching)

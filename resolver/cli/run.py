@@ -223,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
             role=args.role or "default",
             run_id=args.run_id,
             max_restarts=args.max_restarts,
+            rendezvous_backend=args.rendezvous_backend,
+            rendezvous_conf=args.rendezvous_conf,
             environment=environment,  # what a rank resolves a script's launch() flags against, with the rules
             # the flags file's and --rules' files (a rank reads RESOLVER_RULES itself, from its environment)
             rules=[rule_file.path for rule_file in rule_files if rule_file.kind != "variable"],

@@ -22,8 +22,6 @@ _C10D_DEFAULT_PORT = 29400
 
 #: torchrun options with no equivalent in ``resolver run``, and what to do instead.
 _NO_EQUIVALENT: dict[str, str] = {
-    "rdzv-conf": "the rendezvous is set by the flags alone: drop it (the rendezvous timeout is "
-    "RUNTIME_RENDEZVOUS_TIMEOUT)",
     "monitor-interval": "resolver run watches its ranks by events, it does not poll: drop it",
     "event-log-handler": "resolver run writes no torchelastic events: drop it",
     "local-addr": "each rank's address comes from the flags and the cluster: drop it",
@@ -62,7 +60,7 @@ def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
         dest="torchrun_nnodes",
         metavar="N",
         help="number of nodes (--num-nodes N); a fixed count (MIN:MAX needs elastic membership, "
-        "which resolver run does not have)",
+        "which resolver run does not have); with --max-restarts the nodes restart together",
     )
     group.add_argument(
         "--standalone",
@@ -80,7 +78,15 @@ def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
         *_spellings("rdzv-backend"),
         dest="torchrun_rdzv_backend",
         metavar="NAME",
-        help="static or c10d: both meet at the endpoint here",
+        help="static or c10d: both meet at the endpoint here; nodes that restart together (--nnodes above 1 with "
+        "--max-restarts) join torch's c10d rendezvous there",
+    )
+    group.add_argument(
+        *_spellings("rdzv-conf"),
+        dest="torchrun_rdzv_conf",
+        metavar="KEY=VALUE,...",
+        help="settings of the c10d rendezvous that nodes restarting together join (--nnodes above 1 with "
+        "--max-restarts), e.g. join_timeout=120,is_host=1",
     )
     group.add_argument(
         *_spellings("rdzv-id"),
@@ -185,6 +191,20 @@ def _endpoint(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _settings(text: str) -> dict[str, str]:
+    """``--rdzv-conf key=value,key=value`` as torchrun writes it (which keys count is the runtime's to say)."""
+    settings: dict[str, str] = {}
+    for part in filter(None, (item.strip() for item in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise TorchrunOptionError(
+                f"--rdzv-conf {text!r}: {part!r} is not KEY=VALUE\n"
+                "  = help: e.g. --rdzv-conf join_timeout=120,is_host=1"
+            )
+        settings[key.strip()] = value.strip()
+    return settings
+
+
 def _streams(text: str) -> int:
     value = text.strip()
     if value in ("0", "1", "2", "3"):
@@ -220,6 +240,8 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
                 f"torchrun's --{name} has no equivalent in resolver run\n  = help: {_NO_EQUIVALENT[name]}"
             )
     args.role = args.run_id = None
+    args.rendezvous_conf = None if args.torchrun_rdzv_conf is None else _settings(args.torchrun_rdzv_conf)
+    args.rendezvous_backend = None if args.torchrun_rdzv_backend is None else args.torchrun_rdzv_backend.strip().lower()
     args.no_python = bool(args.torchrun_no_python)
     args.redirects = 0 if args.torchrun_redirects is None else _streams(args.torchrun_redirects)
     if args.no_python and args.module:

@@ -22,6 +22,7 @@ from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.errors import RuntimeConfigError
 
 __all__ = [
+    "AGENT_STORE_VARIABLE",
     "CONFIG_VARIABLE",
     "DOORBELL_VARIABLE",
     "DEFAULT_RENDEZVOUS_TIMEOUT",
@@ -40,6 +41,9 @@ __all__ = [
 
 #: The resolved config of a launched rank, as JSON.
 CONFIG_VARIABLE = "RESOLVER_CONFIG"
+#: ``True`` where the ranks' store is hosted by torch's agent (torchrun's, or resolver run's across nodes):
+#: rank 0 then connects to it as the others do, instead of hosting one.
+AGENT_STORE_VARIABLE = "TORCHELASTIC_USE_AGENT_STORE"
 #: Where a launched rank writes its error report, result and stack dump for its launcher.
 REPORT_DIR_VARIABLE = "RUNTIME_REPORT_DIR"
 #: The launcher's pid: a rank whose launcher is gone stops instead of running orphaned.

@@ -52,11 +52,14 @@ def restart_count(environ: Mapping[str, str] | None = None) -> int:
         return 0
 
 
-def check_max_restarts(max_restarts: int, *, num_nodes: int, started_by: str | None, restart_hint: str = "") -> None:
+def check_max_restarts(
+    max_restarts: int, *, num_nodes: int, started_by: str | None, restart_hint: str = "", rendezvous: bool = False
+) -> None:
     """Refuse restarts the launch cannot do: ``started_by`` names what started the processes (torchrun,
     SLURM, ...) when it was not this launch, ``restart_hint`` how to have it restart them (its cluster
     environment's :attr:`~runtime.cluster.base.ClusterEnvironment.restart_hint`); and several nodes need a
-    rendezvous they all agree on."""
+    rendezvous they all agree on (``rendezvous``: this launch has one, torch's elastic rendezvous that
+    ``resolver run`` joins on every node)."""
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
         raise RuntimeConfigError(
             f"max_restarts={max_restarts!r} is not a number of restarts", hint="pass a whole number, 0 or more"
@@ -69,12 +72,12 @@ def check_max_restarts(max_restarts: int, *, num_nodes: int, started_by: str | N
             f"by {started_by!r} (the cluster environment), so restarts belong to it",
             hint=f"drop max_restarts here and {restart_hint}",
         )
-    if num_nodes > 1:
+    if num_nodes > 1 and not rendezvous:
         raise RuntimeConfigError(
-            f"max_restarts={max_restarts} with {num_nodes} nodes: each node would restart its own ranks with no "
-            "rendezvous to bring the nodes' attempts together",
-            hint="run the nodes under torchrun --max-restarts (its rendezvous restarts every node together), "
-            "or drop max_restarts",
+            f"max_restarts={max_restarts} with {num_nodes} nodes: runtime.launch restarts one node's ranks, "
+            "with no rendezvous to bring the nodes' attempts together",
+            hint="start each node with `resolver run --nnodes N --rdzv-endpoint HOST:PORT --max-restarts K "
+            "script.py` (torch's elastic rendezvous restarts every node together), or drop max_restarts",
         )
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
 import torch.distributed as dist
 
 from runtime._protocol.ports import handed_store_socket, port_is_free
+from runtime._protocol.rank_environment import AGENT_STORE_VARIABLE
 from runtime._protocol.rank_files import mark_as_echo, rendezvous_abandoned, rendezvous_may_be_abandoned
 from runtime.errors import PortInUseError, RendezvousWaitError
 
@@ -42,14 +44,16 @@ def rendezvous_store(address: str, port: int, rank: int, world_size: int, timeou
     Rank 0 serves on the socket its launcher has listened on since before any rank started, where
     the launcher did (:mod:`runtime._protocol.ports`): then no peer is refused and backs off.
     """
-    listening = handed_store_socket(port) if rank == 0 else None
+    # Under torch's agent (torchrun, or resolver run's nodes that restart together) the agent hosts it.
+    hosts = rank == 0 and os.environ.get(AGENT_STORE_VARIABLE) != "True"
+    listening = handed_store_socket(port) if hosts else None
     try:
         return dist.TCPStore(
-            address, port, world_size, is_master=rank == 0, timeout=timedelta(seconds=timeout), wait_for_workers=False,
+            address, port, world_size, is_master=hosts, timeout=timedelta(seconds=timeout), wait_for_workers=False,
             master_listen_fd=listening,
         )  # fmt: skip
     except dist.DistError as exc:
-        if rank == 0:
+        if hosts:
             if not port_is_free(port):
                 raise PortInUseError(address, port, "MASTER_PORT") from exc
             raise

@@ -7,7 +7,7 @@
 
 Each run starts ``recovery_training.py`` (DDP over gloo on the CPU, a checkpoint after every step, a
 timestamped ``STEP`` line per step with its world size) under the launcher on one or two hosts
-(``tests/cluster/two_hosts_support.py``: veth addresses, own host names, no DNS), waits for step
+(``tests/support/two_hosts_support.py``: veth addresses, own host names, no DNS), waits for step
 ``--kill-at``, makes the fault and times it from the fault to the first step of the group that
 follows (the rank's own clock; one machine, one clock). Cases:
 
@@ -51,7 +51,7 @@ from pathlib import Path
 import attrs
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "cluster")]
+sys.path[:0] = [str(HERE), str(HERE.parent / "support")]
 
 from recovery_jobs import Jobs, Step, kill_every_process, launcher_environment, start_in  # noqa: E402
 from two_hosts_support import TwoHosts, host_environment, missing_prerequisite  # noqa: E402

@@ -81,7 +81,7 @@ def test_the_rendezvous_options_read_as_flags(show: Path) -> None:
     ("options", "message"),
     [
         (["--monitor-interval", "5"], "torchrun's --monitor-interval has no equivalent in resolver run"),
-        (["--rdzv_conf", "timeout=9"], "torchrun's --rdzv-conf has no equivalent in resolver run"),
+        (["--rdzv_conf", "join_timeout"], "--rdzv-conf 'join_timeout': 'join_timeout' is not KEY=VALUE"),
         (["--local-addr", "10.0.0.1"], "torchrun's --local-addr has no equivalent in resolver run"),
         (["--nnodes", "1:4"], "a range of nodes (MIN:MAX) needs elastic membership"),
         (["--nproc-per-node", "two"], "--nproc-per-node 'two': expected a whole number"),
@@ -119,3 +119,29 @@ def test_redirects_keep_a_stream_off_the_console_and_in_the_logs(show: Path, tmp
     assert done.returncode == 0, done.stderr
     assert "VARS" not in done.stdout
     assert all("VARS {" in (logs / f"rank_{rank}.log").read_text() for rank in (0, 1))
+
+
+NODES = ["--nnodes", "2", "--max-restarts", "1", "--rdzv-endpoint", "127.0.0.1:29400"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--rdzv-conf", "join_timeout=5"], "--rdzv-conf join_timeout=5: it sets torch's c10d rendezvous, which "
+         "resolver run joins only when several nodes restart together; this run has 1 node(s) and --max-restarts 0"),
+        ([*NODES, "--rdzv-conf", "join_timout=5"], "--rdzv-conf join_timout=5: torch's c10d rendezvous has no "
+         "setting 'join_timout'"),
+        ([*NODES, "--rdzv-conf", "is_host=maybe"], "--rdzv-conf is_host=maybe: not a yes or no"),
+        ([*NODES, "--rdzv-conf", "read_timeout=-1"], "--rdzv-conf read_timeout=-1: not a whole number above 0"),
+        ([*NODES, "--rdzv-backend", "static"], "--rdzv-backend static: 2 nodes with --max-restarts 1 restart "
+         "together through torch's c10d rendezvous"),
+    ],
+)  # fmt: skip
+def test_a_rendezvous_setting_nodes_restarting_together_cannot_use_says_what_and_the_fix(
+    show: Path, options: list[str], message: str
+) -> None:
+    done = run_resolver("run", "--accelerator", "cpu", "--devices", "1", *options, str(show))
+    assert done.returncode == 1, done.stderr
+    assert message in done.stderr
+    assert "help:" in done.stderr and "Traceback" not in done.stderr
+    assert "VARS" not in done.stdout  # nothing started

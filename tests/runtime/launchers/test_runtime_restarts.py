@@ -319,9 +319,10 @@ def test_under_a_clusters_own_scheduler_max_restarts_is_refused_with_the_fix_tha
 
 
 def test_restarts_on_several_nodes_and_on_one_process_are_refused_with_the_fix() -> None:
-    with pytest.raises(runtime.RuntimeConfigError, match="2 nodes: each node would restart its own ranks"):
+    with pytest.raises(runtime.RuntimeConfigError, match="2 nodes: runtime.launch restarts one node") as caught:
         runtime.launch(lambda strategy: None, accelerator="cpu", devices=2, num_nodes=2, node_rank=1,
                        master_addr="127.0.0.1", master_port=29500, strategy="ddp_spawn", max_restarts=1)  # fmt: skip
+    assert "resolver run --nnodes N --rdzv-endpoint HOST:PORT --max-restarts K" in str(caught.value.hint)
     with pytest.raises(runtime.RuntimeConfigError, match="a run of one process .* has no launcher to restart it"):
         runtime.launch(lambda strategy: None, accelerator="cpu", devices=1, max_restarts=1)
 

@@ -1,0 +1,301 @@
+"""Nodes that restart together: each node's launcher is a member of torch's elastic rendezvous.
+
+The membership is torchrun's own engine: the c10d ``DynamicRendezvousHandler`` (its key-value store
+at the endpoint, hosted by the node the endpoint names) forms each round's nodes and their order, and
+torch's agent (:class:`~torch.distributed.elastic.agent.server.api.SimpleElasticAgent`, subclassed
+here for its rendezvous step and its exit barrier only) assigns the global ranks and hands out the
+address and port of the ranks' store, as torchrun's agent does. So a node started with
+``torchrun --rdzv-backend c10d`` and one started with ``resolver run`` at the same endpoint and run id
+form one job. The ranks themselves are started and watched by this project's supervision.
+
+What this module adds to torch's engine:
+
+- no hand settings on hosts without DNS names: the store host is the node holding the endpoint's
+  address among its own interface addresses (torch resolves this host's name, which fails there), and
+  the address this node advertises is the one the kernel sends from towards the endpoint (torch
+  advertises the host's name otherwise);
+- one restart count for every rank of a round: torchrun counts each node's own failures, so a node
+  whose ranks were stopped because another node's failed keeps its count while the failed node's
+  grows (and the ranks' store keys, prefixed with the count, then differ). Here the first node of each
+  round to ask takes the next number from a counter in the rendezvous store;
+- one end for every node: a failure that must not restart writes its reason to the store and closes
+  the rendezvous; every other node stops its ranks and reports that same reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+from torch.distributed.elastic.agent.server.api import RunResult, SimpleElasticAgent, WorkerGroup, WorkerSpec
+from torch.distributed.elastic.rendezvous import RendezvousParameters
+from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import create_backend
+from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
+
+from runtime._gloo_interface import host_addresses
+from runtime.errors import RuntimeConfigError
+
+__all__ = ["RENDEZVOUS_CONF_KEYS", "NodeRendezvous", "NodeRound", "check_rendezvous_conf"]
+
+#: The ``--rdzv-conf`` keys torch's c10d rendezvous reads (seconds, counts, booleans), as torchrun takes them.
+RENDEZVOUS_CONF_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
+                        "keep_alive_interval", "keep_alive_max_attempt", "read_timeout", "is_host")  # fmt: skip
+#: How long the store's host waits for the other nodes to have read the end (or finished) before it leaves.
+_LINGER = 10.0
+_QUIET = ("torch.distributed.elastic.rendezvous.dynamic_rendezvous", "torch.distributed.elastic.agent.server.api")
+
+
+_BOOLEANS = {"1": True, "true": True, "yes": True, "y": True, "on": True,
+             "0": False, "false": False, "no": False, "n": False, "off": False}  # fmt: skip
+
+
+def check_rendezvous_conf(conf: Mapping[str, str]) -> None:
+    """Refuse a ``--rdzv-conf`` key torch's c10d rendezvous does not read, or a value it cannot take."""
+    for key, value in conf.items():
+        where = f"--rdzv-conf {key}={value}"
+        if key not in RENDEZVOUS_CONF_KEYS:
+            raise RuntimeConfigError(
+                f"{where}: torch's c10d rendezvous has no setting {key!r}",
+                hint=f"use one of {', '.join(RENDEZVOUS_CONF_KEYS)}",
+            )
+        if key == "is_host":
+            if value.strip().lower() not in _BOOLEANS:
+                raise RuntimeConfigError(f"{where}: not a yes or no", hint="write is_host=1 or is_host=0")
+        elif not (value.strip().isascii() and value.strip().isdigit() and int(value) > 0):
+            raise RuntimeConfigError(f"{where}: not a whole number above 0", hint=f"e.g. {key}=30")
+
+
+@attrs.frozen
+class NodeRound:
+    """One round of the rendezvous as this node takes part in it."""
+
+    #: The ranks' ``TORCHELASTIC_RESTART_COUNT``: 0 for the first round, the same on every node.
+    restart_count: int
+    node_rank: int
+    num_nodes: int
+    #: Where every rank of the round meets (``MASTER_ADDR``/``MASTER_PORT``, torch's agent store).
+    master_addr: str
+    master_port: int
+    #: This node's ranks, local rank by local rank.
+    global_ranks: tuple[int, ...]
+    world_size: int
+    #: Whether the ranks use the store torch's agent hosts (``TORCHELASTIC_USE_AGENT_STORE``).
+    agent_store: bool
+
+
+class _RoundAgent(SimpleElasticAgent):
+    """torch's agent for its rendezvous step (node rank, global ranks, the ranks' store) and its exit
+    barrier; this project's supervision starts and watches the ranks, so the process methods are unused."""
+
+    def join_round(self) -> WorkerGroup:
+        self._rendezvous(self._worker_group)
+        return self._worker_group
+
+    def exit_barrier(self) -> None:
+        self._exit_barrier()  # type: ignore[no-untyped-call]
+
+    def _start_workers(self, worker_group: WorkerGroup) -> dict[int, Any]:
+        raise NotImplementedError("resolver run starts the ranks itself")
+
+    def _stop_workers(self, worker_group: WorkerGroup) -> None:
+        raise NotImplementedError("resolver run stops the ranks itself")
+
+    def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:
+        raise NotImplementedError("resolver run watches the ranks itself")
+
+    def _shutdown(self, death_sig: Any = None, timeout: int = 30) -> None:
+        raise NotImplementedError("resolver run stops the ranks itself")
+
+
+def _endpoint_address(host: str, source: str) -> str:
+    """The endpoint's IPv4 address: ``host`` itself, or what it resolves to (the endpoint's name, never
+    this host's)."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        pass
+    try:
+        return str(socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
+    except socket.gaierror as exc:
+        raise RuntimeConfigError(
+            f"this host ({socket.gethostname()}) cannot resolve the rendezvous endpoint {host!r} ({source}): "
+            f"{exc.strerror}",
+            hint="give the endpoint as an address every node can reach (e.g. --rdzv-endpoint 10.0.0.1:29400)",
+        ) from None
+
+
+def _address_towards(target: str, source: str) -> str:
+    """The address the kernel sends from to reach ``target`` (a UDP connect looks up the route only)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((target, 9))
+            return str(probe.getsockname()[0])
+    except OSError as exc:
+        raise RuntimeConfigError(
+            f"no network interface of this host ({socket.gethostname()}) routes to the rendezvous endpoint "
+            f"{target} ({source}): {exc.strerror or exc}",
+            hint="give an endpoint address this host can reach, the address of the node that hosts the rendezvous",
+        ) from None
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """torch's agent and rendezvous log each step at INFO and a store gone at exit as WARNING: the
+    launcher reports what matters itself."""
+    loggers = [logging.getLogger(name) for name in _QUIET]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+class NodeRendezvous:
+    """This node's membership of the c10d rendezvous at ``host:port`` for the run ``run_id`` (see the
+    module docstring). ``source`` names where the endpoint came from, for errors."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        run_id: str,
+        *,
+        nodes: tuple[int, int],
+        local_world_size: int,
+        max_restarts: int,
+        role: str,
+        join_timeout: float,
+        conf: Mapping[str, str],
+        source: str,
+    ) -> None:
+        target = _endpoint_address(host, source)
+        self.local_address = _address_towards(target, source)
+        check_rendezvous_conf(conf)
+        given = conf.get("is_host")
+        # The node whose own address the endpoint is hosts the store (never this host's name resolved).
+        self.is_host = target in host_addresses() or ipaddress.ip_address(target).is_loopback
+        if given is not None:
+            self.is_host = _BOOLEANS[given.strip().lower()]
+        settings: dict[str, Any] = {"join_timeout": str(max(1, round(join_timeout))), **conf, "is_host": self.is_host}
+        self.run_id = run_id
+        self.endpoint = f"{host}:{port}"
+        params = RendezvousParameters("c10d", self.endpoint, run_id, nodes[0], nodes[1], self.local_address,
+                                      **settings)  # fmt: skip
+        try:
+            with _quiet():
+                try:
+                    backend, self._store = create_backend(params)
+                except Exception:
+                    if given is not None or not self.is_host:
+                        raise
+                    # Another node on this same host holds the store already (nodes tried out on one machine),
+                    # as torch's own guess allows: join it.
+                    self.is_host = False
+                    params.config["is_host"] = False
+                    backend, self._store = create_backend(params)
+                self._handler = create_handler(self._store, backend, params)
+        except Exception as exc:  # torch's RendezvousConnectionError, ValueError for a bad setting
+            doing = "host" if self.is_host else "reach"
+            raise RuntimeConfigError(
+                f"this node ({socket.gethostname()}, {self.local_address}) could not {doing} the rendezvous store at "
+                f"{self.endpoint} ({source}): {exc}",
+                hint="on the node the endpoint names, make sure the port is free; on the others, that the endpoint's "
+                "node is started and reachable; check --rdzv-conf",
+            ) from None
+        spec = WorkerSpec(
+            role=role,
+            local_world_size=local_world_size,
+            rdzv_handler=self._handler,
+            entrypoint="resolver run",
+            max_restarts=max_restarts,
+            local_addr=self.local_address,
+        )
+        self._agent = _RoundAgent(spec, exit_barrier_timeout=join_timeout)
+        self._keys = f"resolver.{run_id}."
+        self._num_nodes = nodes[1]
+
+    def next_round(self) -> NodeRound:
+        """Join the next round (wait until every node has); raises torch's ``RendezvousClosedError`` once a
+        node ended the run, ``RendezvousTimeoutError`` when the nodes did not come within the join timeout."""
+        with _quiet():
+            group = self._agent.join_round()
+        store = group.store
+        assert store is not None
+        if store.add(f"{self._keys}counted", 1) == 1:  # the round's first node to ask numbers it
+            store.set(f"{self._keys}restart_count", str(self._store.add(f"{self._keys}rounds", 1) - 1))
+        count = int(store.get(f"{self._keys}restart_count"))
+        self._num_nodes = group.group_world_size
+        return NodeRound(
+            restart_count=count,
+            node_rank=group.group_rank,
+            num_nodes=group.group_world_size,
+            master_addr=str(group.master_addr),
+            master_port=int(group.master_port or 0),
+            global_ranks=tuple(worker.global_rank for worker in group.workers),
+            world_size=group.workers[0].world_size,
+            agent_store=self._handler.use_agent_store,
+        )
+
+    def others_waiting(self) -> bool:
+        """Whether another node waits for a new round (its ranks failed, or it joined)."""
+        with _quiet():
+            return self._handler.num_nodes_waiting() > 0
+
+    def ended(self) -> str | None:
+        """The reason a node ended the run, once one did (or torchrun's agent closed the rendezvous)."""
+        with _quiet():
+            if not self._handler.is_closed():
+                return None
+        return self.reason()
+
+    def reason(self) -> str:
+        key = f"{self._keys}end"
+        if self._store.check([key]):
+            return self._store.get(key).decode()
+        return f"a node closed the rendezvous at {self.endpoint} (a torchrun agent that ended, or ran out of restarts)"
+
+    def end(self, reason: str) -> str:
+        """End the run on every node with ``reason`` (the first reason written wins); return that reason."""
+        key = f"{self._keys}end"
+        with _quiet():
+            written = self._store.compare_set(key, "", reason).decode()
+            self._handler.set_closed()
+        return written or reason
+
+    def wait_for_end(self, seconds: float) -> str | None:
+        """The reason another node ends the run with, if one does within ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            reason = self.ended()
+            if reason is not None:
+                return reason
+            time.sleep(0.1)
+        return None
+
+    def finish(self) -> None:
+        """After this node's ranks succeeded: torch's exit barrier (until every node's ranks are done)."""
+        with _quiet():
+            self._agent.exit_barrier()
+
+    def leave(self) -> None:
+        """Stop taking part; the store's host first waits (a little) until the other nodes have left."""
+        with _quiet():
+            try:
+                left = self._store.add(f"{self._keys}left", 1)
+                if self.is_host:
+                    deadline = time.monotonic() + _LINGER
+                    while left < self._num_nodes and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                        left = self._store.add(f"{self._keys}left", 0)
+            except Exception:  # noqa: BLE001 - the store's host has gone already: nothing to wait for
+                pass
+            self._handler.shutdown()

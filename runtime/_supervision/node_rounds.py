@@ -1,0 +1,151 @@
+"""The rounds of a run whose nodes restart together (``resolver run --nnodes N --max-restarts K``).
+
+Each round: join the rendezvous (:class:`~runtime._supervision.node_rendezvous.NodeRendezvous`), start
+this node's ranks with the round's ranks and store, and watch them while a helper thread watches the
+rendezvous. Then, on every node alike:
+
+- a rank's failure (here, or seen here as a peer's) with restarts left: this node joins the next round,
+  and the other nodes, seeing it wait, stop their ranks and join too; the round's number is every rank's
+  ``TORCHELASTIC_RESTART_COUNT``;
+- a failure that must not restart (a timeout, a configuration error, the launcher interrupted,
+  pre-emption, the last restart used): the reason is written to the rendezvous, which is closed; every
+  node stops its ranks and prints that same reason;
+- success: torch's exit barrier, then every node leaves.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from runtime._protocol.restarts import report_restart
+from runtime.errors import PeerLostError, RankFailedError
+
+if TYPE_CHECKING:
+    from runtime._supervision.node_rendezvous import NodeRendezvous, NodeRound
+    from runtime._supervision.supervisor import Outcome, Supervisor
+
+__all__ = ["RoundResult", "run_rounds"]
+
+#: Seconds between two looks at the rendezvous while this node's ranks run.
+_LOOK = 0.25
+#: How long a node whose ranks saw only a peer's failure waits for that peer's node to give the reason.
+_ECHO_WAIT = 5.0
+#: The exit status of a node whose run another node ended.
+ENDED_ELSEWHERE = 1
+
+#: What one round's ranks did: the supervisor's outcome, and whether they stopped on pre-emption.
+RoundResult = tuple["Outcome", bool]
+#: Starts this node's ranks for a round and watches them; calls its second argument with the round's
+#: supervisor once the ranks run (so that the rendezvous watch can stop them).
+StartRound = Callable[["NodeRound", Callable[["Supervisor"], None]], RoundResult]
+
+
+class _Watch(threading.Thread):
+    """Watches the rendezvous while a round's ranks run: another node waiting for a new round, or the
+    run ended, stops them."""
+
+    def __init__(self, nodes: NodeRendezvous, supervisor: Supervisor) -> None:
+        super().__init__(name="rendezvous-watch", daemon=True)
+        self.nodes, self.supervisor = nodes, supervisor
+        self.done = threading.Event()
+        self.seen: str | None = None  # "ended" or "new round"
+        self.reason = ""
+
+    def run(self) -> None:
+        while not self.done.wait(_LOOK):
+            try:
+                reason = self.nodes.ended()
+                if reason is not None:
+                    self.seen, self.reason = "ended", reason
+                elif self.nodes.others_waiting():
+                    self.seen = "new round"
+            except Exception as exc:  # noqa: BLE001 - torch raises its own errors when the store is gone
+                self.seen = "ended"
+                self.reason = f"the rendezvous store at {self.nodes.endpoint} stopped answering ({exc})"
+            if self.seen is not None:
+                self.supervisor.stop()
+                return
+
+
+def _echo(problem: Exception | None) -> bool:
+    """Whether ``problem`` is what a peer's failure looks like from here (its node will say why)."""
+    return isinstance(problem, PeerLostError)
+
+
+def run_rounds(
+    nodes: NodeRendezvous, start: StartRound, max_restarts: int, timeout: float | None, preempted_code: int
+) -> Exception | int | None:
+    """Run rounds until the run ends (module docstring); the problem that ended it on this node (``None``:
+    none), or an exit status (130 after Ctrl-C, ``preempted_code``, :data:`ENDED_ELSEWHERE`)."""
+    host = socket.gethostname()
+    number = -1
+    try:
+        while True:
+            try:
+                current = nodes.next_round()
+            except Exception as exc:  # noqa: BLE001 - torch's RendezvousClosedError, RendezvousTimeoutError
+                return _ended_elsewhere(nodes, exc)
+            number = current.node_rank
+            watches: list[_Watch] = []
+
+            def watching(supervisor: Supervisor, watches: list[_Watch] = watches) -> None:
+                watches.append(_Watch(nodes, supervisor))
+                watches[0].start()
+
+            try:
+                outcome, preempted = start(current, watching)
+            finally:
+                for watch in watches:
+                    watch.done.set()
+                    watch.join()
+            seen = watches[0].seen if watches else None
+            if seen == "ended":
+                return _print_end(watches[0].reason)
+            problem = outcome.problem(timeout)
+            if problem is None and preempted:
+                _print_end(nodes.end(f"node {number} ({host}): its ranks stopped on pre-emption"))
+                return preempted_code
+            if problem is None and seen is None:
+                nodes.finish()
+                return None
+            if seen == "new round" and (problem is None or _echo(problem)):
+                print(f"resolver run: node {number} ({host}): another node asks for a new round: this node's ranks "
+                      "stopped", file=sys.stderr, flush=True)  # fmt: skip
+                continue
+            restartable = isinstance(problem, RankFailedError) and problem.exit_code != preempted_code
+            if restartable and current.restart_count < max_restarts:
+                report_restart(problem, current.restart_count + 1, max_restarts, f"resolver run: node {number}")
+                continue
+            if _echo(problem):
+                reason = nodes.wait_for_end(_ECHO_WAIT)
+                if reason is not None:
+                    return _print_end(reason)
+            first = str(problem).splitlines()[0] if problem is not None else "stopped"
+            _print_end(nodes.end(f"node {number} ({host}): {first}"))
+            return problem
+    except (KeyboardInterrupt, SystemExit) as stop:
+        signal_name = "SIGINT (Ctrl-C)" if isinstance(stop, KeyboardInterrupt) else "SIGTERM"
+        who = f"node {number}" if number >= 0 else "a node joining"
+        _print_end(nodes.end(f"{who} ({host}): its launcher was stopped by {signal_name}"))
+        if isinstance(stop, KeyboardInterrupt):
+            return 130
+        raise
+    finally:
+        nodes.leave()
+
+
+def _print_end(reason: str) -> int:
+    print(f"resolver run: the run ended on every node: {reason}", file=sys.stderr, flush=True)
+    return ENDED_ELSEWHERE
+
+
+def _ended_elsewhere(nodes: NodeRendezvous, exc: Exception) -> int:
+    try:
+        closed = nodes.ended()
+    except Exception:  # noqa: BLE001 - the store is gone with its node
+        closed = None
+    return _print_end(closed if closed is not None else f"the rendezvous at {nodes.endpoint} failed: {exc}")
