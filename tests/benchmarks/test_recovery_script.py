@@ -5,14 +5,12 @@ the figures are the script's to print (``python tests/benchmarks/recovery.py``).
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from script_process import run_script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
-from two_hosts_support import REQUIRE_VARIABLE, missing_prerequisite  # noqa: E402
+from tests.support.two_hosts_support import REQUIRE_VARIABLE, missing_prerequisite
 
 pytest.importorskip("torch")
 
