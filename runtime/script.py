@@ -52,11 +52,13 @@ def _exit_code(code: int | None) -> int:
 
 
 def _report(problem: Exception, output: RankOutput | None) -> str:
-    """The failure as printed; with prefixed output, the rank's traceback lines carry its prefix too."""
-    head, *rest = str(problem).splitlines()
-    if output is None or not output.prefix or not isinstance(problem, RankFailedError):
-        return "\n".join([head, *rest])
-    return "\n".join([head, *(f"[rank {problem.traceback_rank}]: {line}" if line else line for line in rest)])
+    """The failure as printed; with prefixed output, the rank's traceback lines carry its prefix too (the
+    error itself, up to its first blank line, does not: its fix stays last, ``  = help: ...``)."""
+    error, blank, rest = str(problem).partition("\n\n")
+    if output is None or not output.prefix or not isinstance(problem, RankFailedError) or not blank:
+        return error + blank + rest
+    prefixed = (f"[rank {problem.traceback_rank}]: {line}" if line else line for line in rest.splitlines())
+    return "\n".join([error, "", *prefixed])
 
 
 def run_script(

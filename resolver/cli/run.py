@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         read_as = apply_torchrun_options(args)
     except TorchrunOptionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(diagnostic(exc), file=sys.stderr)
         return EXIT_USAGE
     problem = _target_problem(args.script, module=args.module, program=args.no_python)
     if problem is not None:

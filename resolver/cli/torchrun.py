@@ -38,7 +38,13 @@ _FLAG_OPTIONS = ("nproc-per-node", "nnodes", "rdzv-endpoint", "rdzv-backend", "r
 
 
 class TorchrunOptionError(ValueError):
-    """A torchrun option that cannot be read as torchrun means it, with the fix."""
+    """A torchrun option that cannot be read as torchrun means it: ``message``, and the fix as ``hint``
+    (the command line renders both with :func:`~resolver._engine.errors.diagnostic`)."""
+
+    def __init__(self, message: str, *, hint: str) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(f"{message}\n  hint: {hint}")
 
 
 def _spellings(name: str) -> tuple[str, str]:
@@ -145,18 +151,16 @@ def _count(option: str, text: str) -> int:
     if value.isascii() and value.isdigit() and int(value) >= 1:
         return int(value)
     extra = ", or gpu, cpu or auto" if option == "--nproc-per-node" else ""
-    raise TorchrunOptionError(
-        f"{option} {text!r}: expected a whole number of at least 1{extra}\n  = help: e.g. {option} 2"
-    )
+    raise TorchrunOptionError(f"{option} {text!r}: expected a whole number of at least 1{extra}",
+                              hint=f"e.g. {option} 2")  # fmt: skip
 
 
 def _nodes(text: str) -> int:
     low, sep, high = text.partition(":")
     if sep and low.strip() != high.strip():
         raise TorchrunOptionError(
-            f"--nnodes {text}: a range of nodes (MIN:MAX) needs elastic membership, which resolver run does not "
-            "have\n  = help: pass the fixed number of nodes the job runs on, e.g. "
-            f"--nnodes {high.strip() or low.strip()}"
+            f"--nnodes {text}: a range of nodes (MIN:MAX) needs elastic membership, which resolver run does not have",
+            hint=f"pass the fixed number of nodes the job runs on, e.g. --nnodes {high.strip() or low.strip()}",
         )
     return _count("--nnodes", low)
 
@@ -181,12 +185,12 @@ def _endpoint(text: str) -> tuple[str, int]:
         return text.strip().strip("[]"), _C10D_DEFAULT_PORT
     if not host:
         raise TorchrunOptionError(
-            f"--rdzv-endpoint {text!r}: expected HOST or HOST:PORT\n  = help: e.g. --rdzv-endpoint node0:29400"
+            f"--rdzv-endpoint {text!r}: expected HOST or HOST:PORT", hint="e.g. --rdzv-endpoint node0:29400"
         )
     if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
         raise TorchrunOptionError(
-            f"--rdzv-endpoint {text!r}: the port must be a number between 1 and 65535\n"
-            "  = help: e.g. --rdzv-endpoint node0:29400"
+            f"--rdzv-endpoint {text!r}: the port must be a number between 1 and 65535",
+            hint="e.g. --rdzv-endpoint node0:29400",
         )
     return host.strip("[]"), int(port)
 
@@ -198,8 +202,7 @@ def _settings(text: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise TorchrunOptionError(
-                f"--rdzv-conf {text!r}: {part!r} is not KEY=VALUE\n"
-                "  = help: e.g. --rdzv-conf join_timeout=120,is_host=1"
+                f"--rdzv-conf {text!r}: {part!r} is not KEY=VALUE", hint="e.g. --rdzv-conf join_timeout=120,is_host=1"
             )
         settings[key.strip()] = value.strip()
     return settings
@@ -211,7 +214,8 @@ def _streams(text: str) -> int:
         return int(value)
     raise TorchrunOptionError(
         f"--redirects {text!r}: expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both); per-rank values "
-        "(0:1,1:2) are not supported\n  = help: redirect the same streams for every rank"
+        "(0:1,1:2) are not supported",
+        hint="redirect the same streams for every rank",
     )
 
 
@@ -221,8 +225,8 @@ def _set(args: argparse.Namespace, flag: str, value: Any, option: str, notes: li
     current = getattr(args, flag)
     if current not in (default, value):
         raise TorchrunOptionError(
-            f"{option} says {flag.replace('_', '-')}={value}, but --{flag.replace('_', '-')} says {current}\n"
-            f"  = help: give one of them"
+            f"{option} says {flag.replace('_', '-')}={value}, but --{flag.replace('_', '-')} says {current}",
+            hint="give one of them",
         )
     setattr(args, flag, value)
     notes.append(f"{option} read as --{flag.replace('_', '-')} {value}")
@@ -237,7 +241,7 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
     for name in _NO_EQUIVALENT:
         if getattr(args, f"torchrun_unsupported_{name.replace('-', '_')}") is not None:
             raise TorchrunOptionError(
-                f"torchrun's --{name} has no equivalent in resolver run\n  = help: {_NO_EQUIVALENT[name]}"
+                f"torchrun's --{name} has no equivalent in resolver run", hint=_NO_EQUIVALENT[name]
             )
     args.role = args.run_id = None
     args.rendezvous_conf = None if args.torchrun_rdzv_conf is None else _settings(args.torchrun_rdzv_conf)
@@ -246,7 +250,7 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
     args.redirects = 0 if args.torchrun_redirects is None else _streams(args.torchrun_redirects)
     if args.no_python and args.module:
         raise TorchrunOptionError(
-            "--no-python and -m cannot go together: -m runs a Python module\n  = help: drop one of them"
+            "--no-python and -m cannot go together: -m runs a Python module", hint="drop one of them"
         )
     if args.torchrun_nproc_per_node is not None:
         accelerator, devices = _processes(args.torchrun_nproc_per_node)
@@ -259,13 +263,14 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
     if args.torchrun_standalone:
         if args.num_nodes not in (None, 1):
             raise TorchrunOptionError(
-                f"--standalone runs one node, but the run asks for {args.num_nodes} nodes\n  = help: drop --standalone "
-                "on a multi-node run and give rank 0's address (--rdzv-endpoint or --master-addr)"
+                f"--standalone runs one node, but the run asks for {args.num_nodes} nodes",
+                hint="drop --standalone on a multi-node run and give rank 0's address "
+                "(--rdzv-endpoint or --master-addr)",
             )
         if args.torchrun_rdzv_endpoint is not None or args.master_addr is not None:
             raise TorchrunOptionError(
-                "--standalone picks the rendezvous itself (this host, a free port), but an endpoint was given too\n"
-                "  = help: give one of them"
+                "--standalone picks the rendezvous itself (this host, a free port), but an endpoint was given too",
+                hint="give one of them",
             )
         notes.append("--standalone: one node, rendezvous on this host at a free port")
         if args.torchrun_rdzv_id is None:
@@ -276,7 +281,8 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
     if backend not in ("static", "c10d"):
         raise TorchrunOptionError(
             f"--rdzv-backend {args.torchrun_rdzv_backend}: resolver run meets at rank 0's address (static or c10d), "
-            f"it has no {backend} rendezvous\n  = help: use --rdzv-backend c10d with --rdzv-endpoint HOST:PORT"
+            f"it has no {backend} rendezvous",
+            hint="use --rdzv-backend c10d with --rdzv-endpoint HOST:PORT",
         )
     if args.torchrun_rdzv_endpoint is not None:
         host, port = _endpoint(args.torchrun_rdzv_endpoint)
@@ -291,14 +297,15 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
         text = args.torchrun_max_restarts.strip()
         if not text.isdigit():
             raise TorchrunOptionError(
-                f"--max-restarts {args.torchrun_max_restarts}: not a number of restarts\n"
-                "  = help: pass a whole number, 0 or more (e.g. --max-restarts 2)"
+                f"--max-restarts {args.torchrun_max_restarts}: not a number of restarts",
+                hint="pass a whole number, 0 or more (e.g. --max-restarts 2)",
             )
         args.max_restarts = int(text)
     if args.torchrun_start_method is not None and args.torchrun_start_method.strip() != "spawn":
         raise TorchrunOptionError(
             f"--start-method {args.torchrun_start_method}: every rank of resolver run is a new interpreter running "
-            "the script (spawn)\n  = help: drop it, or use runtime.launch(..., strategy='ddp_fork') in the script"
+            "the script (spawn)",
+            hint="drop it, or use runtime.launch(..., strategy='ddp_fork') in the script",
         )
     if args.torchrun_role is not None:
         args.role = args.torchrun_role

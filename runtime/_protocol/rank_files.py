@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import attrs
 
+from resolver._runtime_interface import diagnostic
 from runtime._protocol.peers import LostPeer, lost_peer
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
 from runtime.errors import LaunchTimeoutError, RendezvousTimeoutError, RendezvousWaitError, SilentRank, failure_time
@@ -55,7 +56,12 @@ _stack_files: list[IO[str]] = []  # kept open: faulthandler writes to their desc
 
 
 def describe_exception(exc: BaseException) -> tuple[str, str]:
-    """``(one-line summary, full traceback text)`` of ``exc``."""
+    """``(summary, full traceback text)`` of ``exc``. The summary of an error that carries its fix as data
+    (``message`` and ``hint``: a ``HintedError``, a ``resolver.ResolutionError``) is ``diagnostic``'s
+    rendering, as the command line and a rank's exit report print it; of any other, Python's last line."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if isinstance(getattr(exc, "message", None), str) and hasattr(exc, "hint"):
+        return diagnostic(exc), text
     summary = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     try:
         str(exc)
@@ -68,7 +74,7 @@ def describe_exception(exc: BaseException) -> tuple[str, str]:
             summary = f"{name}: {BaseException.__str__(exc)}"
         except Exception:
             summary = name
-    return summary, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return summary, text
 
 
 def _distributed_directory() -> str | None:

@@ -62,6 +62,14 @@ def _report(exc: BaseException) -> None:
         return
     tb = _from_script(exc.__traceback__)
     summary = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    if hasattr(exc, "hint"):  # an error of the runtime's or the resolver's, which are imported: rendered as
+        # the runtime renders a rank's error (its fix as "  = help: ..." when it carries one as data)
+        try:
+            from runtime._protocol.rank_files import describe_exception
+        except ImportError:
+            pass
+        else:
+            summary = describe_exception(exc)[0]
     data = {
         "rank": int(os.environ.get("RANK", "0")),
         "time": float(getattr(exc, "_runtime_failure_time", time.time())),

@@ -12,33 +12,22 @@ means: which device, how a module is wrapped, which shard of the data, who write
 from __future__ import annotations
 
 import functools
-import os
-import warnings
-import weakref
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
-from torch.utils.data import DataLoader
 
 from runtime._protocol.gc_pause import collector_paused
 from runtime._protocol.peers import record_finished
-from runtime._protocol.progress import step as record_step
 from runtime._protocol.rank_environment import rendezvous_timeout
 from runtime._protocol.restarts import restart_count
-from runtime._tensor_tree import map_tensors
-from runtime.checkpoint import CheckpointIO, TorchCheckpointIO, latest_checkpoint
+from runtime.checkpoint import CheckpointIO, TorchCheckpointIO
 from runtime.collectives.rendezvous import Rendezvous
-from runtime.dataloaders import is_shuffled, with_distributed_sampler
-from runtime.errors import (
-    DataLoaderWarning,
-    PeerStoppedAnsweringError,
-    stamp_failure_time,
-    users_frames_only,
-)
+from runtime.errors import PeerStoppedAnsweringError, stamp_failure_time, users_frames_only
 from runtime.launchers._launching import launch_ranks
 from runtime.preemption import PreemptionState, agree, catching, finish, recording_saves
+from runtime.strategies._checkpoints import Checkpoints
+from runtime.strategies._modules_and_data import SETUP_CALL, ModulesAndData
 from runtime.strategies.guard import BUILT, DATALOADER_USES, DataLoaderUse, guard_methods
 from runtime.strategies.options import StrategyOptions, structure_options
 
@@ -50,39 +39,33 @@ if TYPE_CHECKING:
     from runtime.launchers.base import Launcher
     from runtime.precision.base import Precision
 
-__all__ = ["DATALOADER_USES", "DataLoaderUse", "Strategy"]
+__all__ = ["DATALOADER_USES", "SETUP_CALL", "DataLoaderUse", "Strategy"]
 
 R = TypeVar("R")
 #: The keyword names of :meth:`Strategy.assemble`'s component classes, in order.
 _PART_NAMES = ("accelerator", "precision", "collective", "cluster_environment", "launcher")
-#: The call that sets up a module and its optimizer together (what misuse errors show).
-SETUP_CALL = (
-    "model, optimizer = strategy.setup_module_and_optimizer(model, lambda params: torch.optim.SGD(params, lr=0.01))"
-)
 
 
-class Strategy:
+class Strategy(ModulesAndData, Checkpoints):
     """How one process of a run does its part. Register subclasses with :func:`runtime.register_strategy`.
 
     :func:`runtime.build` constructs it from a ``ResolvedConfig``: the components come from the
     registries, and ``config.strategy_options`` are structured into the class's :attr:`Options`
     (an attrs class; a strategy with options of its own subclasses
     :class:`~runtime.strategies.options.StrategyOptions`) and available as :attr:`options`.
+
+    Here: its components, its rank, and running a launch and a rank. What a training step calls (modules,
+    optimizers, data) is :class:`~runtime.strategies._modules_and_data.ModulesAndData`'s; saving and loading
+    checkpoints :class:`~runtime.strategies._checkpoints.Checkpoints`'.
     """
 
     #: The options this strategy takes (declared once; ``runtime.build`` structures them).
     Options: ClassVar[type[StrategyOptions]] = StrategyOptions
-    #: Why ``optimizer_step`` takes only an optimizer from :meth:`setup_module_and_optimizer` (``None``:
-    #: any optimizer over the set-up module's parameters works).
-    optimizer_from_setup: ClassVar[str | None] = None
     #: Whether the config gives this process's ranks before set-up (``False``: the engine assigns them
     #: when the environment is set up, so rank-dependent calls wait for it).
     ranks_from_config: ClassVar[bool] = True
     #: Whether every method works without set-up too (one process, nothing to join: ``single_device``).
     usable_unset: ClassVar[bool] = False
-    #: What :meth:`setup_module` does to the module's parameters that leaves the old ones behind (for
-    #: the error about an optimizer made before it).
-    replaces_parameters: ClassVar[str] = "setting the module up made new parameter tensors"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -114,12 +97,7 @@ class Strategy:
         self.options: Any = options if options is not None else self.structure_options(config)
         collective.check_across_ranks = self.options.check_collectives
         self._lifecycle = BUILT  # built -> set up -> torn down (runtime.strategies.guard)
-        self._set_up_optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
-        # id -> optimizer that passed its first optimizer_step's check (a dict, not a WeakSet: looked up on
-        # every step, where WeakSet's Python-level __contains__ is a call layer of its own)
-        self._checked_optimizers: dict[int, weakref.ref[Any]] = {}
-        # id -> parameter that setup_module replaced (by id: tensors compare elementwise, not by identity)
-        self._replaced_parameters: dict[int, weakref.ref[torch.Tensor]] = {}
+        self._forget_set_up()  # the optimizers and parameters set up (ModulesAndData)
         self._preemption: PreemptionState | None = None  # while the work runs with preemption_signal set
 
     @classmethod
@@ -324,191 +302,8 @@ class Strategy:
             self._accelerator.teardown()
         finally:
             self._precision.teardown()
-            self._set_up_optimizers = weakref.WeakSet()
-            self._checked_optimizers.clear()
-            self._replaced_parameters.clear()
+            self._forget_set_up()
             self._preemption = None
-
-    # -- modules and data ---------------------------------------------------------------------
-
-    def setup_module(self, module: torch.nn.Module) -> torch.nn.Module:
-        """Cast ``module`` for the precision, move it to :attr:`root_device` and wrap it as needed.
-
-        Make the optimizer afterwards, from the returned module's parameters (or use
-        :meth:`setup_module_and_optimizer`): FSDP shards parameters into new tensors, XLA moves them
-        into new ones, and an optimizer made before would update tensors the module no longer uses.
-        """
-        before = list(module.parameters())
-        module = self._precision.convert_module(module)
-        module = module.to(self.root_device)
-        wrapped = self.wrap_module(module)
-        self._remember_replaced(before, wrapped)
-        return wrapped
-
-    def _remember_replaced(self, before: list[torch.nn.Parameter], module: torch.nn.Module) -> None:
-        """Note the parameters set-up replaced, so :meth:`optimizer_step` can refuse an optimizer over them."""
-        kept = {id(p) for p in module.parameters()}
-        self._replaced_parameters.update({id(p): weakref.ref(p) for p in before if id(p) not in kept})
-
-    def _optimizer_problem(self, optimizer: Any) -> tuple[str, str] | None:
-        """Why ``optimizer_step`` cannot step ``optimizer``, or ``None``: asked on its first step only (the
-        guard's optimizer check skips one recorded in ``_checked_optimizers``, which this fills)."""
-        setup_call = SETUP_CALL
-        if self.optimizer_from_setup is not None and optimizer not in self._set_up_optimizers:
-            return (
-                f"this optimizer was not made by strategy.setup_module_and_optimizer: {self.optimizer_from_setup}",
-                f"{setup_call}, then pass that optimizer to optimizer_step",
-            )
-        for group in optimizer.param_groups:
-            for parameter in group["params"]:
-                ref = self._replaced_parameters.get(id(parameter))
-                if ref is not None and ref() is parameter:
-                    return (
-                        "this optimizer holds the module's parameters from before strategy.setup_module "
-                        f"({self.replaces_parameters}); the set-up module no longer uses them, so stepping it would "
-                        "leave the model unchanged",
-                        "make the optimizer after setup_module, from the module it returns: "
-                        "model = strategy.setup_module(model); "
-                        f"optimizer = torch.optim.SGD(model.parameters(), lr=0.01); or in one call: {setup_call}",
-                    )
-        self._checked_optimizers[id(optimizer)] = weakref.ref(optimizer)
-        return None
-
-    def setup_module_and_optimizer(
-        self,
-        module: torch.nn.Module,
-        make_optimizer: Callable[[Iterator[torch.nn.Parameter]], torch.optim.Optimizer],
-    ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
-        """Set up ``module`` and an optimizer over its set-up parameters, the same way for every
-        strategy: ``make_optimizer(parameters)`` builds it (e.g. ``lambda p: torch.optim.SGD(p, lr=0.1)``).
-
-        FSDP needs the optimizer made from the sharded parameters, DeepSpeed wraps both in its
-        engine; use the module and optimizer this returns.
-        """
-        module = self.setup_module(module)
-        return module, make_optimizer(module.parameters())
-
-    def wrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
-        """The strategy's wrapper around a module already on its device (none by default)."""
-        return module
-
-    def full_state_dict(self, module: torch.nn.Module) -> dict[str, Any]:
-        """The module's complete state dict on every rank (sharding strategies gather it)."""
-        return dict(self.unwrap_module(module).state_dict())
-
-    def unwrap_module(self, module: torch.nn.Module) -> torch.nn.Module:
-        """The user's module inside whatever :meth:`wrap_module` put around it."""
-        return module
-
-    def to_device(self, data: Any) -> Any:
-        """Move the tensors in ``data`` to :attr:`root_device`, cast as the precision requires."""
-        device = self.root_device
-        moved = map_tensors(data, lambda tensor: tensor.to(device))
-        return self._precision.convert_input(moved)
-
-    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
-        """Back-propagate ``loss`` (the precision may scale it)."""
-        self._precision.backward(loss, **kwargs)
-
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, **kwargs: Any) -> Any:
-        """Step ``optimizer`` (the precision may unscale gradients or skip the step)."""
-        return self._precision.optimizer_step(optimizer, **kwargs)
-
-    def heartbeat(self) -> None:
-        """Tell the progress watchdog this rank is making progress, in a loop that makes no optimizer step
-        and runs no collective (evaluation, saving, data preparation). Costs a store into shared memory."""
-        record_step()
-
-    def process_dataloader(self, dataloader: DataLoader[Any], use: DataLoaderUse) -> DataLoader[Any]:
-        """The loader this rank should iterate for ``use`` (``train``, ``val``, ``test``, ``predict``).
-
-        With more than one process and ``use_distributed_sampler``, a copy of ``dataloader`` with
-        a ``DistributedSampler`` over ``world_size`` replicas, positioned at this rank; only the
-        training loader is shuffled, and only if the original was. All other loader arguments
-        are kept. Call ``loader.sampler.set_epoch(epoch)`` every epoch to reshuffle.
-        """
-        self._warn_about_loader(dataloader, use)
-        if not self.use_distributed_sampler or self.world_size == 1:
-            return dataloader
-        return with_distributed_sampler(
-            dataloader,
-            num_replicas=self.world_size,
-            rank=self.global_rank,
-            shuffle=use == "train" and is_shuffled(dataloader),
-        )
-
-    def _warn_about_loader(self, dataloader: DataLoader[Any], use: str) -> None:
-        workers = dataloader.num_workers
-        spawned = self._launcher is not None and self._launcher.start_method == "spawn"
-        if spawned and workers > 0 and not dataloader.persistent_workers:
-            warnings.warn(
-                DataLoaderWarning(
-                    f"the {use} DataLoader starts {workers} worker process(es) inside ranks that were "
-                    "themselves spawned: every epoch pays the spawn start-up again",
-                    hint="pass persistent_workers=True to the DataLoader, or use strategy='ddp' (the subprocess "
-                    "launcher)",
-                ),
-                stacklevel=3,
-            )
-        if use != "train" and is_shuffled(dataloader) and self.use_distributed_sampler and self.world_size > 1:
-            warnings.warn(
-                f"the {use} DataLoader shuffles, but {use} data is not shuffled across ranks",
-                DataLoaderWarning,
-                stacklevel=3,
-            )
-
-    # -- checkpoints --------------------------------------------------------------------------
-
-    def save_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any]) -> None:
-        """Global rank 0 writes ``state`` to ``path``; every rank then waits until it is written (and raises
-        rank 0's error alike if the write failed: ``CheckpointNoSpaceError`` for a full disk).
-
-        Modules and optimizers in ``state`` are saved as their ``state_dict()`` (modules
-        unwrapped first, so the file loads into a plain module).
-        """
-        from runtime.strategies.checkpoint_saving import settle_save
-
-        checkpoint = {key: self._saveable(value) for key, value in state.items()}
-        failure: BaseException | None = None
-        if self.is_global_zero:
-            try:
-                self.checkpoint_io.save(checkpoint, path)
-            except Exception as exc:  # noqa: BLE001 (every rank raises it alike, in settle_save)
-                failure = exc
-        settle_save(self, path, failure, None, directory=False)  # the barrier: every rank learns the outcome
-
-    def load_checkpoint(self, path: str | os.PathLike[str], state: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Read the checkpoint on every rank (onto :attr:`root_device`) and return it.
-
-        Modules and optimizers in ``state`` get their saved state loaded in place.
-        """
-        checkpoint = self.checkpoint_io.load(path, map_location=self.root_device)
-        for key, target in (state or {}).items():
-            if key not in checkpoint:
-                raise KeyError(f"the checkpoint at {path} has no entry {key!r} (it has {sorted(checkpoint)})")
-            if isinstance(target, torch.nn.Module):
-                self.unwrap_module(target).load_state_dict(checkpoint[key])
-            elif isinstance(target, torch.optim.Optimizer):
-                target.load_state_dict(checkpoint[key])
-        return checkpoint
-
-    def latest_checkpoint(self, folder: str | os.PathLike[str]) -> Path | None:
-        """The newest complete checkpoint saved into ``folder`` (one :meth:`save_checkpoint` path per
-        entry: ``folder/epoch-3.ckpt``, or a directory for DeepSpeed and sharded FSDP), or ``None``.
-
-        A save cut short (a rank killed while writing) is skipped: its file never got its name, or its
-        directory never got the mark rank 0 adds once every rank has written; so is a damaged one (a file
-        :attr:`checkpoint_io` does not verify, a directory whose files are not as the mark lists), and rank 0
-        says on stderr which and why (:func:`runtime.checkpoint.latest_checkpoint`).
-        """
-        return latest_checkpoint(folder, self.checkpoint_io, report=self.global_rank == 0)
-
-    def _saveable(self, value: Any) -> Any:
-        if isinstance(value, torch.nn.Module):
-            return self.unwrap_module(value).state_dict()
-        if isinstance(value, torch.optim.Optimizer):
-            return value.state_dict()
-        return value
 
     def __repr__(self) -> str:
         return (
@@ -517,5 +312,4 @@ class Strategy:
         )
 
 
-Strategy.save_checkpoint = recording_saves(Strategy.save_checkpoint)  # type: ignore[method-assign]
-guard_methods(Strategy)
+guard_methods(Strategy)  # its parts' methods are guarded where they are defined

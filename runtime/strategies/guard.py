@@ -10,32 +10,45 @@ process, captured by the function a rank runs), or with an argument of the wrong
 any engine sees the call.
 
 Subclasses get the checks without doing anything: ``Strategy.__init_subclass__`` wraps every
-method named in :data:`RULES` that the subclass defines (overrides included).
+method named in :data:`RULES` that the subclass defines (overrides included). What each argument must
+be (the checks the table names) is in :mod:`runtime.strategies._guard_arguments`.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, Protocol
+from collections.abc import Callable
+from typing import Any, Literal
 
 import attrs
-import torch
-from torch.utils.data import DataLoader
 
 from runtime._protocol.progress import long_operation
 from runtime._protocol.progress import step as record_step
 from runtime.errors import PeerStoppedAnsweringError, StrategyArgumentError, StrategyMisuseError
-
-#: What ``process_dataloader``'s ``use`` says a loader is for (checked here, before the call runs).
-DataLoaderUse = Literal["train", "val", "test", "predict"]
-#: The values ``process_dataloader``'s ``use`` accepts.
-DATALOADER_USES: tuple[str, ...] = ("train", "val", "test", "predict")
+from runtime.strategies._guard_arguments import (
+    CONFIG,
+    DATALOADER,
+    DATALOADER_USES,
+    FN,
+    FOLDER,
+    LOSS,
+    MAKE_OPTIMIZER,
+    MODULE,
+    OPTIMIZER,
+    OPTIONAL_STATE,
+    PATH,
+    STATE,
+    STEP,
+    USE,
+    Arg,
+    DataLoaderUse,
+    GuardedStrategy,
+    describe,
+)
 
 __all__ = [
     "DATALOADER_USES",
@@ -56,28 +69,6 @@ BUILT, SET_UP, TORN_DOWN = "built", "set up", "torn down"
 When = Literal["any", "set_up", "idle", "ranked"]
 
 
-class GuardedStrategy(Protocol):
-    """What the checks read and record on a strategy (``runtime.strategies.base.Strategy``, which imports
-    this module: a protocol here rather than an import back)."""
-
-    ranks_from_config: ClassVar[bool]
-    usable_unset: ClassVar[bool]
-    _lifecycle: str
-    _set_up_optimizers: weakref.WeakSet[Any]
-    _checked_optimizers: dict[int, weakref.ref[Any]]
-
-    @property
-    def global_rank(self) -> int: ...
-
-    @property
-    def world_size(self) -> int: ...
-
-    @property
-    def is_global_zero(self) -> bool: ...
-
-    def _optimizer_problem(self, optimizer: Any) -> tuple[str, str] | None: ...
-
-
 _MISSING = object()
 # The strategy set up in this thread, if any. Per thread: torch_xla's launcher runs XLA:CPU replicas
 # as threads of one process, each with its own strategy.
@@ -88,95 +79,6 @@ def running_strategy() -> GuardedStrategy | None:
     """The strategy set up in this thread (between its ``setup_environment`` and ``teardown``)."""
     ref: weakref.ref[GuardedStrategy] | None = getattr(_local, "running", None)
     return ref() if ref is not None else None
-
-
-@attrs.frozen
-class Arg:
-    """One checked argument: ``problem(strategy, value)`` is ``None`` when the value is fine, else
-    ``(what is wrong, the fix)``."""
-
-    name: str
-    problem: Callable[[GuardedStrategy, Any], tuple[str, str] | None]
-
-
-def of_type(name: str, types: type | tuple[type, ...], expected: str, fix: str) -> Arg:
-    """An argument that must be an instance of ``types`` (``expected`` says so in words)."""
-
-    def problem(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
-        return None if isinstance(value, types) else (f"{name} must be {expected}, got {_describe(value)}", fix)
-
-    return Arg(name, problem)
-
-
-def _callable(name: str, expected: str, fix: str) -> Arg:
-    def problem(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
-        return None if callable(value) else (f"{name} must be {expected}, got {_describe(value)}", fix)
-
-    return Arg(name, problem)
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    text = text if len(text) <= 60 else text[:57] + "..."
-    return f"{type(value).__module__}.{type(value).__qualname__} ({text})".removeprefix("builtins.")
-
-
-def _loss(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
-    if not isinstance(value, torch.Tensor):
-        return f"loss must be a torch.Tensor, got {_describe(value)}", "pass the loss tensor itself, not loss.item()"
-    if not value.requires_grad:
-        return (
-            "loss does not require grad (it was computed under torch.no_grad(), detached, or from a module "
-            "whose parameters do not require grad)",
-            "compute the loss from the set-up module's output, outside torch.no_grad()",
-        )
-    return None
-
-
-def _optimizer(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
-    checked = strategy._checked_optimizers.get(id(value))
-    if checked is not None and checked() is value:  # passed on an earlier step: every step after the first
-        return None
-    # DeepSpeed's optimizers are not torch.optim.Optimizer subclasses: accept what steps parameter groups
-    if not isinstance(value, torch.optim.Optimizer) and not (
-        hasattr(value, "param_groups") and callable(getattr(value, "step", None))
-    ):
-        return (
-            f"optimizer must be an optimizer (torch.optim.Optimizer), got {_describe(value)}",
-            "pass the optimizer whose parameters the loss was back-propagated to",
-        )
-    return strategy._optimizer_problem(value)
-
-
-def _use(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
-    if value in DATALOADER_USES:
-        return None
-    return f"use must be one of {', '.join(DATALOADER_USES)}, got {value!r}", 'e.g. process_dataloader(loader, "train")'
-
-
-_MODULE = of_type("module", torch.nn.Module, "a torch.nn.Module", "pass the model (a torch.nn.Module) itself")
-_PATH = of_type("path", (str, os.PathLike), "a str or os.PathLike", 'pass a file or directory path, e.g. "ckpt.pt"')
-_STATE = of_type("state", Mapping, "a mapping of names to modules, optimizers and values",
-                 'e.g. {"model": model, "optimizer": optimizer, "step": step}')  # fmt: skip
-_FN = _callable("fn", "a function", "pass the function itself, e.g. strategy.launch(train, epochs), not train(...)")
-
-
-def _optional_state(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
-    return None if value is None else _STATE.problem(strategy, value)
-
-
-def _step(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return None
-    return f"step must be the step number (an int) or None, got {_describe(value)}", "pass the loop's step, e.g. step"
-
-
-def _config(strategy: GuardedStrategy, value: Any) -> tuple[str, str] | None:
-    from resolver import ResolvedConfig
-
-    if isinstance(value, ResolvedConfig):
-        return None
-    return f"config must be a resolver.ResolvedConfig, got {_describe(value)}", "pass resolver.resolve(...)'s result"
 
 
 @attrs.frozen
@@ -218,29 +120,22 @@ def _adopt_optimizer(strategy: GuardedStrategy, result: Any) -> None:
     if not hasattr(optimizer, "param_groups"):
         raise StrategyArgumentError(
             "setup_module_and_optimizer",
-            f"make_optimizer returned {_describe(optimizer)}, not an optimizer",
+            f"make_optimizer returned {describe(optimizer)}, not an optimizer",
             "make_optimizer(parameters) must return the optimizer, e.g. lambda params: torch.optim.SGD(params, lr=0.1)",
             argument="make_optimizer",
         )
     strategy._set_up_optimizers.add(optimizer)
 
 
-_MAKE_OPTIMIZER = _callable(
-    "make_optimizer",
-    "a function of the parameters that returns the optimizer",
-    "pass e.g. lambda params: torch.optim.SGD(params, lr=0.1), not an optimizer made beforehand (it would hold "
-    "the parameters from before set-up)",
-)
-
 #: Every public method of the built-in strategies, by name. The sweep test
 #: (tests/runtime/strategies/test_strategy_misuse.py) fails for a public method missing here.
 RULES: dict[str, MethodRule] = {
-    "structure_options": MethodRule("any", (Arg("config", _config),), why_any="a classmethod used by runtime.build"),
+    "structure_options": MethodRule("any", (CONFIG,), why_any="a classmethod used by runtime.build"),
     "assemble": MethodRule(
-        "any", (Arg("config", _config),), why_any="a classmethod used by runtime.build and by each rank a launch starts"
+        "any", (CONFIG,), why_any="a classmethod used by runtime.build and by each rank a launch starts"
     ),
-    "launch": MethodRule("idle", (_FN,)),
-    "run": MethodRule("idle", (_FN,)),
+    "launch": MethodRule("idle", (FN,)),
+    "run": MethodRule("idle", (FN,)),
     "setup_environment": MethodRule("idle", after=_entered),
     "teardown": MethodRule(
         "any",
@@ -248,40 +143,25 @@ RULES: dict[str, MethodRule] = {
         after_on_error=True,
         why_any="idempotent: run() calls it after fn even when fn or the set-up failed",
     ),
-    "setup_module": MethodRule("set_up", (_MODULE,), every_rank=True),
+    "setup_module": MethodRule("set_up", (MODULE,), every_rank=True),
     "setup_module_and_optimizer": MethodRule(
-        "set_up", (_MODULE, _MAKE_OPTIMIZER), after=_adopt_optimizer, every_rank=True
+        "set_up", (MODULE, MAKE_OPTIMIZER), after=_adopt_optimizer, every_rank=True
     ),
-    "wrap_module": MethodRule("set_up", (_MODULE,)),
-    "full_state_dict": MethodRule("set_up", (_MODULE,), every_rank=True),
-    "unwrap_module": MethodRule("any", (_MODULE,), why_any="looks inside a wrapper; no device or process group"),
-    "units": MethodRule("any", (_MODULE,), why_any="lists a module's FSDP units; no device or process group"),
+    "wrap_module": MethodRule("set_up", (MODULE,)),
+    "full_state_dict": MethodRule("set_up", (MODULE,), every_rank=True),
+    "unwrap_module": MethodRule("any", (MODULE,), why_any="looks inside a wrapper; no device or process group"),
+    "units": MethodRule("any", (MODULE,), why_any="lists a module's FSDP units; no device or process group"),
     "to_device": MethodRule("set_up"),
-    "backward": MethodRule("set_up", (Arg("loss", _loss),), every_rank=True),
-    "optimizer_step": MethodRule("set_up", (Arg("optimizer", _optimizer),), after=_stepped, every_rank=True),
+    "backward": MethodRule("set_up", (LOSS,), every_rank=True),
+    "optimizer_step": MethodRule("set_up", (OPTIMIZER,), after=_stepped, every_rank=True),
     "heartbeat": MethodRule("set_up"),
-    "process_dataloader": MethodRule(
-        "ranked",
-        (
-            of_type("dataloader", DataLoader, "a torch.utils.data.DataLoader", "pass the DataLoader, not the dataset"),
-            Arg("use", _use),
-        ),
-    ),
-    "save_checkpoint": MethodRule("set_up", (_PATH, _STATE), every_rank=True, long=True),
-    "load_checkpoint": MethodRule("set_up", (_PATH, Arg("state", _optional_state)), every_rank=True, long=True),
+    "process_dataloader": MethodRule("ranked", (DATALOADER, USE)),
+    "save_checkpoint": MethodRule("set_up", (PATH, STATE), every_rank=True, long=True),
+    "load_checkpoint": MethodRule("set_up", (PATH, OPTIONAL_STATE), every_rank=True, long=True),
     "latest_checkpoint": MethodRule(
-        "any",
-        (
-            of_type(
-                "folder",
-                (str, os.PathLike),
-                "a str or os.PathLike",
-                'pass the checkpoints\' folder, e.g. "checkpoints"',
-            ),
-        ),
-        why_any="lists a folder's files, to pick a checkpoint before or after set-up; no collective",
+        "any", (FOLDER,), why_any="lists a folder's files, to pick a checkpoint before or after set-up; no collective"
     ),
-    "preempted": MethodRule("set_up", (Arg("step", _step),), every_rank=True),
+    "preempted": MethodRule("set_up", (STEP,), every_rank=True),
     "sync": MethodRule("set_up"),
 }
 

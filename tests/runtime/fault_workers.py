@@ -70,6 +70,8 @@ def fault(strategy: runtime.Strategy, kind: str, out: str) -> str:
         time.sleep(0.3)  # let rank 0 enter the barrier
         if kind == "raise":
             raise ValueError("rank 1 cannot go on: bad batch 42")
+        if kind == "raise-hinted":  # an error that carries its fix, as the runtime's own errors do
+            raise runtime.RuntimeConfigError("rank 1 cannot go on: bad batch 42", hint="drop batch 42 from the data")
         if kind == "exit3":
             os._exit(3)
         if kind == "sigkill":

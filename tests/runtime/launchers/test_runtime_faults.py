@@ -99,6 +99,19 @@ def test_a_rank_that_raises_is_blamed_with_its_own_exit_code_and_its_traceback_o
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_rank_error_that_carries_its_fix_reads_as_the_command_line_renders_it(launcher: str, tmp_path: Path) -> None:
+    run = Run(launcher, "raise-hinted", tmp_path)
+
+    lines = run.message.splitlines()
+    head = next(index for index, line in enumerate(lines) if "rank 1 failed" in line)
+    # the error, its fix last as "= help:" (not "hint:", not behind a rank's prefix), then the rank's traceback
+    assert lines[head].endswith("rank 1 failed (exit code 1): error: rank 1 cannot go on: bad batch 42"), run.message
+    assert lines[head + 1 : head + 3] == ["  = help: drop batch 42 from the data", ""], run.message
+    assert "--- traceback of rank 1 ---" in lines[head + 3], run.message
+    run.assert_nothing_left()
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 @pytest.mark.parametrize(("kind", "code", "shell_code"), [("exit3", 3, 3), ("sigkill", -9, 137)])
 def test_a_rank_that_dies_without_reporting_is_blamed_not_the_peer_it_left_behind(
     launcher: str, kind: str, code: int, shell_code: int, tmp_path: Path
