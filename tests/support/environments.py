@@ -125,6 +125,17 @@ def in_fresh_process() -> Callable[..., Any]:
     return run
 
 
+@pytest.fixture
+def hosts() -> Iterator[Any]:
+    """Two hosts made of network namespaces (tests.support.two_hosts_support), removed afterwards."""
+    from tests.support.two_hosts_support import TwoHosts
+
+    made = TwoHosts.create()
+    yield made
+    made.remove()
+    assert made.namespaces_left() == []
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if PREEMPTION_FIGURES:
         terminalreporter.section("SLURM: pre-emption and requeue (seconds)")

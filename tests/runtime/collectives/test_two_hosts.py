@@ -45,14 +45,6 @@ runtime.launch(work, accelerator="cpu", devices=1, num_nodes=2, timeout=120)
 
 
 @pytest.fixture
-def hosts() -> Any:
-    made = TwoHosts.create()
-    yield made
-    made.remove()
-    assert made.namespaces_left() == []
-
-
-@pytest.fixture
 def script(tmp_path: Path) -> Path:
     path = tmp_path / "train.py"
     path.write_text(SCRIPT)

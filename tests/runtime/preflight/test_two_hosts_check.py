@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
 
 import pytest
 
@@ -20,14 +19,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 _why_not = missing_prerequisite()
 if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":
     pytest.skip(f"two hosts as network namespaces: {_why_not}", allow_module_level=True)
-
-
-@pytest.fixture
-def hosts() -> Any:
-    made = TwoHosts.create()
-    yield made
-    made.remove()
-    assert made.namespaces_left() == []
 
 
 def _check_on(hosts: TwoHosts, addresses: list[str], port: int, timeout: str) -> list[subprocess.Popen[str]]:

@@ -49,14 +49,6 @@ runtime.launch(work, accelerator="cpu", devices=1, num_nodes=2)  # what torchrun
 """
 
 
-@pytest.fixture
-def hosts() -> Any:
-    made = TwoHosts.create()
-    yield made
-    made.remove()
-    assert made.namespaces_left() == []
-
-
 def _start(hosts: TwoHosts, script: Path, mode: str, extra: list[list[str]], *more: str) -> list[Any]:
     endpoint = f"{hosts.hosts[0].address}:{find_free_port()}"
     env = {**host_environment(), "RUNTIME_RENDEZVOUS_TIMEOUT": "60"}
