@@ -6,7 +6,8 @@ rendezvous. Then, on every node alike:
 
 - a rank's failure (here, or seen here as a peer's) with restarts left: this node joins the next round,
   and the other nodes, seeing it wait, stop their ranks and join too; the round's number is every rank's
-  ``TORCHELASTIC_RESTART_COUNT``;
+  ``TORCHELASTIC_RESTART_COUNT``; a node that joins (``--nnodes MIN:MAX``: started later, or again) makes
+  the running nodes join the next round too, without using a restart;
 - a failure that must not restart (a timeout, a configuration error, the launcher interrupted,
   pre-emption, the last restart used): the reason is written to the rendezvous, which is closed; every
   node stops its ranks and prints that same reason;
@@ -117,8 +118,8 @@ def run_rounds(
                       "stopped", file=sys.stderr, flush=True)  # fmt: skip
                 continue
             restartable = isinstance(problem, RankFailedError) and problem.exit_code != preempted_code
-            if restartable and current.restart_count < max_restarts:
-                report_restart(problem, current.restart_count + 1, max_restarts, f"resolver run: node {number}")
+            if restartable and max_restarts and (failed := nodes.failures(current)) <= max_restarts:
+                report_restart(problem, failed, max_restarts, f"resolver run: node {number}")
                 continue
             if _echo(problem):
                 reason = nodes.wait_for_end(_ECHO_WAIT)

@@ -1,0 +1,125 @@
+"""Elastic membership on two hosts (network namespaces, own addresses and host names, no DNS entries):
+``resolver run --nnodes 1:2 --rdzv-endpoint HOST:PORT --max-restarts 1`` on each. Node 1 trains alone,
+node 2 started later joins at the next round (without using the restart), and once node 2 is gone for
+good (``kill -9`` of every process on its host) node 1 goes on alone: the world size its rank prints
+follows, and each round's config says which round, which nodes and why that world size."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime._protocol.ports import find_free_port
+from tests.support.two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+
+_why_not = missing_prerequisite()
+if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":
+    pytest.skip(f"two hosts as network namespaces: {_why_not}", allow_module_level=True)
+
+#: Steps until a file ``stop`` appears in argv[1]; marks each round's first step there (world size, count).
+SCRIPT = """
+import os, sys, time
+import runtime, torch
+
+def work(strategy):
+    folder = sys.argv[1]
+    count = os.environ["TORCHELASTIC_RESTART_COUNT"]
+    config = runtime.launched_config()
+    world = strategy.world_size
+    print(f"round rank={strategy.global_rank} world={world} count={count} note={config.notes[-1]}", flush=True)
+    print(f"why world_size: {config.provenance['world_size'].describe()}", flush=True)
+    open(os.path.join(folder, f"world{world}-rank{strategy.global_rank}-count{count}"), "w").close()
+    while True:
+        flag = torch.tensor([float(os.path.exists(os.path.join(folder, "stop")))])
+        strategy.collective.all_reduce(flag)
+        if flag.item() > 0:
+            break
+        time.sleep(0.1)
+    print(f"done rank={strategy.global_rank} world={world} count={count}", flush=True)
+
+runtime.launch(work)
+"""
+
+
+@pytest.fixture
+def hosts() -> Any:
+    made = TwoHosts.create()
+    yield made
+    made.remove()
+    assert made.namespaces_left() == []
+
+
+def _wait_for(folder: Path, name: str, processes: list[Any], seconds: float) -> float:
+    deadline = time.monotonic() + seconds
+    while not (folder / name).exists():
+        assert time.monotonic() < deadline, f"no {name} within {seconds} s: {sorted(p.name for p in folder.iterdir())}"
+        assert processes[0].poll() is None, "node 1's launcher ended"
+        time.sleep(0.05)
+    return time.monotonic()
+
+
+def _kill_host(namespace: str) -> None:
+    """``kill -9`` of every process in ``namespace`` (the launcher and its ranks), until none is left."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30)
+        if not listed.stdout.split():
+            return
+        for pid in map(int, listed.stdout.split()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
+def test_a_node_joins_at_the_next_round_and_its_loss_leaves_the_other_to_go_on(hosts, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    endpoint = f"{hosts.hosts[0].address}:{find_free_port()}"
+    env = {**host_environment(), "RUNTIME_RENDEZVOUS_TIMEOUT": "60"}
+    command = [sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--nproc-per-node", "1", "--nnodes",
+               "1:2", "--rdzv-endpoint", endpoint, "--max-restarts", "1", str(script), str(marks)]  # fmt: skip
+    processes = [hosts.hosts[0].start(command, env)]
+    waited: AssertionError | None = None
+    try:
+        _wait_for(marks, "world1-rank0-count0", processes, 90)  # node 1 alone: the least is 1
+        processes.append(hosts.hosts[1].start(command, env))
+        # Node 2 joins: both restart into a round of two (not a restart used: one is left for the loss).
+        _wait_for(marks, "world2-rank1-count1", processes, 90)
+        _wait_for(marks, "world2-rank0-count1", processes, 30)
+        killed = time.monotonic()
+        _kill_host(hosts.hosts[1].namespace)
+        shrunk = _wait_for(marks, "world1-rank0-count2", processes, 60)
+        (marks / "stop").touch()
+    except AssertionError as exc:
+        waited = exc
+    finally:
+        results = finish(processes, timeout=60)
+    assert waited is None, f"{waited}\n" + "\n".join(out + err for _, out, err in results)
+    (code, out, err), (_, out2, _) = results
+    assert code == 0, out + err
+    rounds = re.findall(r"round rank=(\d) world=(\d) count=(\d)", out + out2)
+    assert sorted(rounds) == [("0", "1", "0"), ("0", "1", "2"), ("0", "2", "1"), ("1", "2", "1")], out + out2
+    assert "restart 1 of 1" in err, err  # the node's loss used the restart, node 2's joining did not
+    # Each round's config says which round, which nodes and why that world size.
+    for count, nodes, addresses in (("0", 1, [0]), ("1", 2, [0, 1]), ("2", 1, [0])):
+        came = ", ".join(f"node {rank} {hosts.hosts[rank].address}" for rank in addresses)
+        note = (f"note=round {count} of the c10d rendezvous at {endpoint}: {nodes} node(s) (--nnodes 1:2) came "
+                f"({came}); world size {nodes} = {nodes} node(s) x 1 rank(s) per node")  # fmt: skip
+        assert f"round rank=0 world={nodes} count={count} {note}" in out, out
+    assert f"why world_size: environment the c10d rendezvous at {endpoint}" in out, out
+    print(f"\nfrom kill -9 of host 2 to the shrunk round's first step: {shrunk - killed:.1f} s")
+    assert shrunk - killed < 30, shrunk - killed
