@@ -260,6 +260,7 @@ class NodeRendezvous:
             try:
                 group = self._agent.join_round()
             except RendezvousTimeoutError:
+                self._num_nodes = 1  # no round formed: no other node to wait for when leaving
                 raise RendezvousTimeoutError(self._timed_out()) from None
         store = group.store
         assert store is not None
@@ -297,9 +298,9 @@ class NodeRendezvous:
                                                               *getattr(state, "wait_list", ()))}  # fmt: skip
         came.add(self.local_address)
         least = self._nodes[0]
-        return (f"fewer than {least} node(s) joined within the join timeout ({self._join_timeout:.0f} s): came "
-                f"{', '.join(sorted(came))} ({len(came)}); missing at least {max(1, least - len(came))} more "
-                "(nodes that never reached the endpoint are not known by name)")  # fmt: skip
+        return (f"fewer than {least} node(s) joined within the join timeout ({self._join_timeout:.0f} s): "
+                f"came {len(came)} ({', '.join(sorted(came))}), missing at least {max(1, least - len(came))} (nodes "
+                "that never reached the endpoint are not known by name)")  # fmt: skip
 
     def failures(self, current: NodeRound) -> int:
         """How many rounds failed, this one included (the same number on every node that asks about it): the
