@@ -316,6 +316,15 @@ class NodeRendezvous:
         with _quiet():
             return self._handler.num_nodes_waiting() > 0
 
+    def node_dropped(self) -> bool:
+        """With a range of nodes, whether the rendezvous dropped a node of this round (its keep-alive lapsed:
+        killed, its host down or its link cut), as read by the last :meth:`others_waiting`: the ranks here
+        may be blocked on it until their collective timeout, so a new round is started without it."""
+        if self._nodes[0] == self._nodes[1]:
+            return False
+        participants = getattr(self._state(), "participants", None)
+        return participants is not None and len(participants) < self._num_nodes
+
     def ended(self) -> str | None:
         """The reason a node ended the run, once one did (or torchrun's agent closed the rendezvous)."""
         with _quiet():

@@ -2,7 +2,9 @@
 ``resolver run --nnodes 1:2 --rdzv-endpoint HOST:PORT --max-restarts 1`` on each. Node 1 trains alone,
 node 2 started later joins at the next round (without using the restart), and once node 2 is gone for
 good (``kill -9`` of every process on its host) node 1 goes on alone: the world size its rank prints
-follows, and each round's config says which round, which nodes and why that world size."""
+follows, and each round's config says which round, which nodes and why that world size. A node whose
+link is cut is dropped by the rendezvous (no keep-alive) and the other goes on alone too, without
+waiting for its ranks' collective timeout."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def hosts() -> Any:
 
 def _wait_for(folder: Path, name: str, processes: list[Any], seconds: float) -> float:
     deadline = time.monotonic() + seconds
-    while not (folder / name).exists():
+    while not list(folder.glob(name)):
         assert time.monotonic() < deadline, f"no {name} within {seconds} s: {sorted(p.name for p in folder.iterdir())}"
         assert processes[0].poll() is None, "node 1's launcher ended"
         time.sleep(0.05)
@@ -83,15 +85,20 @@ def _kill_host(namespace: str) -> None:
         time.sleep(0.05)
 
 
+def _command(hosts: TwoHosts, script: Path, marks: Path) -> tuple[str, list[str], dict[str, str]]:
+    endpoint = f"{hosts.hosts[0].address}:{find_free_port()}"
+    env = {**host_environment(), "RUNTIME_RENDEZVOUS_TIMEOUT": "60"}
+    command = [sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--nproc-per-node", "1", "--nnodes",
+               "1:2", "--rdzv-endpoint", endpoint, "--max-restarts", "1", str(script), str(marks)]  # fmt: skip
+    return endpoint, command, env
+
+
 def test_a_node_joins_at_the_next_round_and_its_loss_leaves_the_other_to_go_on(hosts, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     marks = tmp_path / "marks"
     marks.mkdir()
-    endpoint = f"{hosts.hosts[0].address}:{find_free_port()}"
-    env = {**host_environment(), "RUNTIME_RENDEZVOUS_TIMEOUT": "60"}
-    command = [sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--nproc-per-node", "1", "--nnodes",
-               "1:2", "--rdzv-endpoint", endpoint, "--max-restarts", "1", str(script), str(marks)]  # fmt: skip
+    endpoint, command, env = _command(hosts, script, marks)
     processes = [hosts.hosts[0].start(command, env)]
     waited: AssertionError | None = None
     try:
@@ -123,3 +130,43 @@ def test_a_node_joins_at_the_next_round_and_its_loss_leaves_the_other_to_go_on(h
     assert f"why world_size: environment the c10d rendezvous at {endpoint}" in out, out
     print(f"\nfrom kill -9 of host 2 to the shrunk round's first step: {shrunk - killed:.1f} s")
     assert shrunk - killed < 30, shrunk - killed
+
+
+def test_a_node_whose_link_is_cut_is_dropped_and_the_other_goes_on_alone(hosts, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    _, command, env = _command(hosts, script, marks)
+    processes = [host.start(command, env) for host in hosts.hosts]
+    waited: AssertionError | None = None
+    try:
+        _wait_for(marks, "world2-rank1-count*", processes, 90)
+        trained = {mark.name for mark in marks.iterdir()}
+        cut = time.monotonic()
+        second = hosts.hosts[1]
+        subprocess.run(["ip", "-n", second.namespace, "link", "set", second.interface, "down"], check=True, timeout=30)
+        # Node 1's ranks block on node 2 (no socket closes): the rendezvous drops node 2, node 1 goes on alone.
+        shrunk = _wait_for_new(marks, trained, processes, 30)
+        _kill_host(second.namespace)  # lost for good: what it does cut off is not this test's
+        (marks / "stop").touch()
+    except AssertionError as exc:
+        waited = exc
+    finally:
+        results = finish(processes, timeout=60)
+    assert waited is None, f"{waited}\n" + "\n".join(out + err for _, out, err in results)
+    code, out, err = results[0]
+    assert code == 0, out + err
+    assert "the rendezvous dropped a node of this round (no keep-alive): this node's ranks stopped" in err, err
+    assert "restart 1 of 1" not in err, err  # not a failure of a rank here: no restart used
+    print(f"\nfrom the link cut to the shrunk round's first step: {shrunk - cut:.1f} s")
+
+
+def _wait_for_new(folder: Path, seen: set[str], processes: list[Any], seconds: float) -> float:
+    """A world-1 mark of node 1 not among ``seen`` (node 1 may have trained alone before node 2 came)."""
+    deadline = time.monotonic() + seconds
+    while not {m.name for m in folder.glob("world1-rank0-count*")} - seen:
+        assert time.monotonic() < deadline, f"no new round of one node within {seconds} s"
+        assert processes[0].poll() is None, "node 1's launcher ended"
+        time.sleep(0.05)
+    return time.monotonic()
