@@ -93,7 +93,8 @@ def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
         dest="torchrun_rdzv_conf",
         metavar="KEY=VALUE,...",
         help="settings of the c10d rendezvous that nodes restarting together join (--nnodes above 1 with "
-        "--max-restarts), e.g. join_timeout=120,is_host=1",
+        "--max-restarts, or MIN:MAX), e.g. join_timeout=120,is_host=1; with MIN:MAX, unless given here: "
+        "last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=4 (torch's: 30, 5, 3)",
     )
     group.add_argument(
         *_spellings("rdzv-id"),
