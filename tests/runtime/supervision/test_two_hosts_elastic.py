@@ -1,10 +1,10 @@
 """Elastic membership on two hosts (network namespaces, own addresses and host names, no DNS entries):
 ``resolver run --nnodes 1:2 --rdzv-endpoint HOST:PORT --max-restarts 1`` on each. Node 1 trains alone,
-node 2 started later joins at the next round (without using the restart), and once node 2 is gone for
-good (``kill -9`` of every process on its host) node 1 goes on alone: the world size its rank prints
-follows, and each round's config says which round, which nodes and why that world size. A node whose
-link is cut is dropped by the rendezvous (no keep-alive) and the other goes on alone too, without
-waiting for its ranks' collective timeout."""
+node 2 started later joins at the next round (without using the restart), once node 2 is gone
+(``kill -9`` of every process on its host) node 1 goes on alone, and node 2 started again joins again:
+the world size the ranks print follows, and each round's config says which round, which nodes and why
+that world size. A node whose link is cut is dropped by the rendezvous (no keep-alive) and the other
+goes on alone too, without waiting for its ranks' collective timeout."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def _command(hosts: TwoHosts, script: Path, marks: Path) -> tuple[str, list[str]
     return endpoint, command, env
 
 
-def test_a_node_joins_at_the_next_round_and_its_loss_leaves_the_other_to_go_on(hosts, tmp_path):
+def test_a_node_joins_at_the_next_round_its_loss_leaves_the_other_to_go_on_and_it_comes_back(hosts, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     marks = tmp_path / "marks"
@@ -110,19 +110,24 @@ def test_a_node_joins_at_the_next_round_and_its_loss_leaves_the_other_to_go_on(h
         killed = time.monotonic()
         _kill_host(hosts.hosts[1].namespace)
         shrunk = _wait_for(marks, "world1-rank0-count2", processes, 60)
+        # Node 2 started again: it joins at the next round, though the one restart is used.
+        processes.append(hosts.hosts[1].start(command, env))
+        _wait_for(marks, "world2-rank1-count3", processes, 90)
+        _wait_for(marks, "world2-rank0-count3", processes, 30)
         (marks / "stop").touch()
     except AssertionError as exc:
         waited = exc
     finally:
         results = finish(processes, timeout=60)
     assert waited is None, f"{waited}\n" + "\n".join(out + err for _, out, err in results)
-    (code, out, err), (_, out2, _) = results
-    assert code == 0, out + err
-    rounds = re.findall(r"round rank=(\d) world=(\d) count=(\d)", out + out2)
-    assert sorted(rounds) == [("0", "1", "0"), ("0", "1", "2"), ("0", "2", "1"), ("1", "2", "1")], out + out2
-    assert "restart 1 of 1" in err, err  # the node's loss used the restart, node 2's joining did not
+    (code, out, err), (_, out2, _), (again, out3, err3) = results
+    assert code == 0 and again == 0, out + err + out3 + err3
+    rounds = re.findall(r"round rank=(\d) world=(\d) count=(\d)", out + out2 + out3)
+    assert sorted(rounds) == [("0", "1", "0"), ("0", "1", "2"), ("0", "2", "1"), ("0", "2", "3"), ("1", "2", "1"),
+                              ("1", "2", "3")], out + out2 + out3  # fmt: skip
+    assert err.count("restart 1 of 1") == 1, err  # the node's loss used the restart, node 2's joining did not
     # Each round's config says which round, which nodes and why that world size.
-    for count, nodes, addresses in (("0", 1, [0]), ("1", 2, [0, 1]), ("2", 1, [0])):
+    for count, nodes, addresses in (("0", 1, [0]), ("1", 2, [0, 1]), ("2", 1, [0]), ("3", 2, [0, 1])):
         came = ", ".join(f"node {rank} {hosts.hosts[rank].address}" for rank in addresses)
         note = (f"note=round {count} of the c10d rendezvous at {endpoint}: {nodes} node(s) (--nnodes 1:2) came "
                 f"({came}); world size {nodes} = {nodes} node(s) x 1 rank(s) per node")  # fmt: skip
