@@ -74,6 +74,7 @@ def run_script(
     role: str = "default",
     run_id: str | None = None,
     max_restarts: int = 0,
+    min_nodes: int | None = None,
     environment: Environment | None = None,
     rules: Sequence[str] = (),
     rendezvous_backend: str | None = None,
@@ -106,6 +107,11 @@ def run_script(
     is started again (``TORCHELASTIC_RESTART_COUNT`` counts the attempts), at most that many times; a
     timeout or an interrupt ends the run at once (see :mod:`runtime._protocol.restarts`).
 
+    With ``min_nodes`` (torchrun's ``--nnodes MIN:MAX``; ``config.num_nodes`` is the most), the nodes
+    meet in torch's c10d rendezvous whatever ``max_restarts``: each round runs on the nodes there, at least
+    ``min_nodes``; a node lost leaves the others to go on (a restart), one started later joins at the next
+    round (not a restart), and each rank's config says which round, which nodes and why its world size.
+
     With the strategy option ``preemption_signal`` (``--preemption-signal``), this process passes that
     signal on to its ranks (and, as a SLURM task, ``SIGTERM`` too); a run whose ranks stopped on
     pre-emption returns :data:`PREEMPTED_EXIT_CODE` (75) and is never restarted here.
@@ -131,7 +137,8 @@ def run_script(
     if started_by_cluster:
         cluster.check_started_by_cluster()  # e.g. a SLURM batch script is not one of the job's tasks
     # Nodes that restart together meet in torch's elastic rendezvous at the address and port the flags give.
-    across_nodes = not started_by_cluster and config.num_nodes > 1 and max_restarts > 0
+    elastic = _check_elastic(config, min_nodes, started_by_cluster)
+    across_nodes = not started_by_cluster and config.num_nodes > 1 and (max_restarts > 0 or elastic)
     _check_rendezvous(config, max_restarts, across_nodes, rendezvous_backend, rendezvous_conf)
     if not started_by_cluster and not across_nodes:
         check_rendezvous_port(address, port, cluster.main_port_source, config.node_rank)
@@ -168,7 +175,7 @@ def run_script(
             address,
             port,
             run_id,
-            nodes=(config.num_nodes, config.num_nodes),
+            nodes=(min_nodes if elastic and min_nodes else config.num_nodes, config.num_nodes),
             local_world_size=config.num_devices,
             max_restarts=max_restarts,
             role=role,
@@ -197,6 +204,26 @@ def run_script(
     if isinstance(problem, LaunchTimeoutError):
         return TIMEOUT_EXIT_CODE
     return _exit_code(problem.exit_code) if isinstance(problem, RankFailedError) else 1
+
+
+def _check_elastic(config: ResolvedConfig, min_nodes: int | None, started_by_cluster: bool) -> bool:
+    """Whether the run's node count is a range (``min_nodes`` below ``config.num_nodes``); refuse one it cannot have."""
+    if min_nodes is None or min_nodes == config.num_nodes:
+        return False
+    if not 1 <= min_nodes < config.num_nodes:
+        raise RuntimeConfigError(
+            f"min_nodes={min_nodes} with num_nodes={config.num_nodes}: the least number of nodes must be between 1 and "
+            "the most",
+            hint=f"write --nnodes MIN:MAX with 1 <= MIN <= MAX, e.g. --nnodes 1:{config.num_nodes}",
+        )
+    if started_by_cluster:
+        raise RuntimeConfigError(
+            f"--nnodes {min_nodes}:{config.num_nodes}: the cluster ({config.cluster_environment}) started this run's "
+            "processes, so their number is its to keep: resolver run cannot add or drop nodes",
+            hint=f"give the fixed number of nodes (--nnodes {config.num_nodes}), or start resolver run once per node "
+            "with --rdzv-endpoint HOST:PORT",
+        )
+    return True
 
 
 def _check_rendezvous(config: ResolvedConfig, max_restarts: int, across_nodes: bool, backend: str | None,
@@ -299,10 +326,24 @@ class _Attempts:
 
     def node_round(self, current: NodeRound, watching: Callable[[Supervisor], None]) -> tuple[Outcome, bool]:
         """One round of a run whose nodes restart together: this node's ranks as the rendezvous placed them."""
-        placed = attrs.evolve(self.config, node_rank=current.node_rank, num_nodes=current.num_nodes,
-                              world_size=current.world_size)  # fmt: skip
+        why = current.explanation()
+        if current.node_rank == 0:
+            print(f"resolver run: {why}", file=sys.stderr, flush=True)
+        placed = _placed(self.config, current, why)
         ranks = [attrs.evolve(placed, global_rank=rank, local_rank=local) for local, rank in
                  enumerate(current.global_ranks)]  # fmt: skip
         extra = restart_variables(current.restart_count, self.max_restarts)
         extra[AGENT_STORE_VARIABLE] = str(current.agent_store)
         return self._round(ranks, current.master_addr, current.master_port, extra, elastic=True, watching=watching)
+
+
+def _placed(config: ResolvedConfig, current: NodeRound, why: str) -> ResolvedConfig:
+    """``config`` as the round placed this node: its node rank, the round's node count and world size, each
+    with the round as its provenance, and the round's explanation among the notes."""
+    from resolver import Provenance
+
+    source = Provenance(kind="environment", source=f"the c10d rendezvous at {current.endpoint}", why=why)
+    placed = ("node_rank", "num_nodes", "world_size", "global_rank")
+    provenance = {**{name: config.provenance[name] for name in config.provenance}, **dict.fromkeys(placed, source)}
+    return attrs.evolve(config, node_rank=current.node_rank, num_nodes=current.num_nodes,
+                        world_size=current.world_size, provenance=provenance, notes=(*config.notes, why))  # fmt: skip

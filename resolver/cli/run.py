@@ -223,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
             role=args.role or "default",
             run_id=args.run_id,
             max_restarts=args.max_restarts,
+            min_nodes=args.min_nodes,
             rendezvous_backend=args.rendezvous_backend,
             rendezvous_conf=args.rendezvous_conf,
             environment=environment,  # what a rank resolves a script's launch() flags against, with the rules

@@ -65,8 +65,9 @@ def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
         "--nnodes",
         dest="torchrun_nnodes",
         metavar="N",
-        help="number of nodes (--num-nodes N); a fixed count (MIN:MAX needs elastic membership, "
-        "which resolver run does not have); with --max-restarts the nodes restart together",
+        help="number of nodes (--num-nodes N); with --max-restarts the nodes restart together; MIN:MAX: "
+        "elastic membership through torch's c10d rendezvous (--num-nodes MAX; each round runs on the nodes "
+        "there, at least MIN: one lost leaves the others, one started later joins at the next round)",
     )
     group.add_argument(
         "--standalone",
@@ -92,7 +93,8 @@ def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
         dest="torchrun_rdzv_conf",
         metavar="KEY=VALUE,...",
         help="settings of the c10d rendezvous that nodes restarting together join (--nnodes above 1 with "
-        "--max-restarts), e.g. join_timeout=120,is_host=1",
+        "--max-restarts, or MIN:MAX), e.g. join_timeout=120,is_host=1; with MIN:MAX, unless given here: "
+        "last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=4 (torch's: 30, 5, 3)",
     )
     group.add_argument(
         *_spellings("rdzv-id"),
@@ -155,14 +157,17 @@ def _count(option: str, text: str) -> int:
                               hint=f"e.g. {option} 2")  # fmt: skip
 
 
-def _nodes(text: str) -> int:
+def _nodes(text: str) -> tuple[int, int]:
+    """``--nnodes N`` or ``MIN:MAX``: (least, most) nodes."""
     low, sep, high = text.partition(":")
-    if sep and low.strip() != high.strip():
+    least = _count("--nnodes", low)
+    most = _count("--nnodes", high) if sep else least
+    if most < least:
         raise TorchrunOptionError(
-            f"--nnodes {text}: a range of nodes (MIN:MAX) needs elastic membership, which resolver run does not have",
-            hint=f"pass the fixed number of nodes the job runs on, e.g. --nnodes {high.strip() or low.strip()}",
+            f"--nnodes {text}: the least number of nodes ({least}) is above the most ({most})",
+            hint=f"write MIN:MAX with MIN at most MAX, e.g. --nnodes {most}:{least}",
         )
-    return _count("--nnodes", low)
+    return least, most
 
 
 def _processes(text: str) -> tuple[str | None, int]:
@@ -234,7 +239,8 @@ def _set(args: argparse.Namespace, flag: str, value: Any, option: str, notes: li
 
 def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
     """Read the torchrun options in ``args`` into its flags, and into ``args.role``/``args.run_id``
-    (what the ranks see as ROLE_NAME/TORCHELASTIC_RUN_ID; None: the defaults), ``args.no_python`` and
+    (what the ranks see as ROLE_NAME/TORCHELASTIC_RUN_ID; None: the defaults), ``args.min_nodes`` (the least
+    number of nodes of ``--nnodes MIN:MAX``; None: a fixed count), ``args.no_python`` and
     ``args.redirects``; return one line per option saying what it was read as. Raises
     :class:`TorchrunOptionError` for an option with no equivalent or a value that disagrees with a flag."""
     notes: list[str] = []
@@ -243,7 +249,7 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
             raise TorchrunOptionError(
                 f"torchrun's --{name} has no equivalent in resolver run", hint=_NO_EQUIVALENT[name]
             )
-    args.role = args.run_id = None
+    args.role = args.run_id = args.min_nodes = None
     args.rendezvous_conf = None if args.torchrun_rdzv_conf is None else _settings(args.torchrun_rdzv_conf)
     args.rendezvous_backend = None if args.torchrun_rdzv_backend is None else args.torchrun_rdzv_backend.strip().lower()
     args.no_python = bool(args.torchrun_no_python)
@@ -259,7 +265,12 @@ def apply_torchrun_options(args: argparse.Namespace) -> list[str]:
             _set(args, "accelerator", accelerator, option, notes)
         _set(args, "devices", devices, option, notes)
     if args.torchrun_nnodes is not None:
-        _set(args, "num_nodes", _nodes(args.torchrun_nnodes), f"--nnodes {args.torchrun_nnodes}", notes)
+        least, most = _nodes(args.torchrun_nnodes)
+        _set(args, "num_nodes", most, f"--nnodes {args.torchrun_nnodes}", notes)
+        if least < most:
+            args.min_nodes = least
+            notes.append(f"--nnodes {args.torchrun_nnodes}: each round runs on the nodes the c10d rendezvous gathers, "
+                         f"at least {least}; world size and ranks are placed again each round")  # fmt: skip
     if args.torchrun_standalone:
         if args.num_nodes not in (None, 1):
             raise TorchrunOptionError(

@@ -19,7 +19,11 @@ What this module adds to torch's engine:
   grows (and the ranks' store keys, prefixed with the count, then differ). Here the first node of each
   round to ask takes the next number from a counter in the rendezvous store;
 - one end for every node: a failure that must not restart writes its reason to the store and closes
-  the rendezvous; every other node stops its ranks and reports that same reason.
+  the rendezvous; every other node stops its ranks and reports that same reason;
+- with a range of nodes (``--nnodes MIN:MAX``), quick rounds without hand settings
+  (:data:`ELASTIC_DEFAULTS`), each round's nodes by address (:attr:`NodeRound.nodes`), failures counted
+  apart from the rounds a node joining caused (:meth:`NodeRendezvous.failures`), and a join timeout that
+  names the nodes that came.
 """
 
 from __future__ import annotations
@@ -34,18 +38,26 @@ from typing import Any
 
 import attrs
 from torch.distributed.elastic.agent.server.api import RunResult, SimpleElasticAgent, WorkerGroup, WorkerSpec
-from torch.distributed.elastic.rendezvous import RendezvousParameters
+from torch.distributed.elastic.rendezvous import RendezvousParameters, RendezvousTimeoutError
 from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import create_backend
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
 
 from runtime._gloo_interface import host_addresses
+from runtime._supervision.round_store_address import RoundStoreAddress
 from runtime.errors import RuntimeConfigError
 
-__all__ = ["RENDEZVOUS_CONF_KEYS", "NodeRendezvous", "NodeRound", "check_rendezvous_conf"]
+__all__ = ["ELASTIC_DEFAULTS", "RENDEZVOUS_CONF_KEYS", "NodeRendezvous", "NodeRound", "check_rendezvous_conf"]
 
 #: The ``--rdzv-conf`` keys torch's c10d rendezvous reads (seconds, counts, booleans), as torchrun takes them.
 RENDEZVOUS_CONF_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
                         "keep_alive_interval", "keep_alive_max_attempt", "read_timeout", "is_host")  # fmt: skip
+#: torch's c10d rendezvous settings for a range of nodes, unless ``--rdzv-conf`` gives them. torch's own
+#: (30 s last call, a node dead after 3 keep-alives 5 s apart) make a node's loss cost 45 s; these ~6 s:
+#: a node is dead after 4 missed keep-alives 1 s apart (its ranks' peers fail at once on the closed
+#: sockets, the rendezvous needs the keep-alive to drop it), and a round with at least the least number
+#: of nodes waits 2 s more for others. A torchrun node joining such a job needs the same (--rdzv-conf),
+#: else its 5 s keep-alive reads as dead here.
+ELASTIC_DEFAULTS = {"last_call_timeout": "2", "keep_alive_interval": "1", "keep_alive_max_attempt": "4"}
 #: How long the store's host waits for the other nodes to have read the end (or finished) before it leaves.
 _LINGER = 10.0
 _QUIET = ("torch.distributed.elastic.rendezvous.dynamic_rendezvous", "torch.distributed.elastic.agent.server.api")
@@ -87,6 +99,20 @@ class NodeRound:
     world_size: int
     #: Whether the ranks use the store torch's agent hosts (``TORCHELASTIC_USE_AGENT_STORE``).
     agent_store: bool
+    #: Each node's advertised address, by node rank (empty where torch's state could not be read).
+    nodes: tuple[str, ...] = ()
+    #: The least and most nodes of a round (``--nnodes MIN:MAX``), and the rendezvous endpoint.
+    node_range: tuple[int, int] = (1, 1)
+    endpoint: str = ""
+
+    def explanation(self) -> str:
+        """Which round, which nodes, and why this world size: one line for the ranks' config."""
+        least, most = self.node_range
+        where = ", ".join(f"node {rank} {address}" for rank, address in enumerate(self.nodes)) or "not known"
+        counted = f"{self.num_nodes} node(s) (--nnodes {least}:{most})" if least < most else f"{self.num_nodes} node(s)"
+        per_node = len(self.global_ranks)
+        return (f"round {self.restart_count} of the c10d rendezvous at {self.endpoint}: {counted} came ({where}); "
+                f"world size {self.world_size} = {self.num_nodes} node(s) x {per_node} rank(s) per node")  # fmt: skip
 
 
 class _RoundAgent(SimpleElasticAgent):
@@ -185,7 +211,11 @@ class NodeRendezvous:
         self.is_host = target in host_addresses() or ipaddress.ip_address(target).is_loopback
         if given is not None:
             self.is_host = _BOOLEANS[given.strip().lower()]
-        settings: dict[str, Any] = {"join_timeout": str(max(1, round(join_timeout))), **conf, "is_host": self.is_host}
+        quick = ELASTIC_DEFAULTS if nodes[0] < nodes[1] else {}
+        settings: dict[str, Any] = {"join_timeout": str(max(1, round(join_timeout))), **quick, **conf,
+                                    "is_host": self.is_host}  # fmt: skip
+        self._nodes = nodes
+        self._join_timeout = join_timeout
         self.run_id = run_id
         self.endpoint = f"{host}:{port}"
         params = RendezvousParameters("c10d", self.endpoint, run_id, nodes[0], nodes[1], self.local_address,
@@ -214,7 +244,7 @@ class NodeRendezvous:
         spec = WorkerSpec(
             role=role,
             local_world_size=local_world_size,
-            rdzv_handler=self._handler,
+            rdzv_handler=RoundStoreAddress(self._handler),
             entrypoint="resolver run",
             max_restarts=max_restarts,
             local_addr=self.local_address,
@@ -227,7 +257,11 @@ class NodeRendezvous:
         """Join the next round (wait until every node has); raises torch's ``RendezvousClosedError`` once a
         node ended the run, ``RendezvousTimeoutError`` when the nodes did not come within the join timeout."""
         with _quiet():
-            group = self._agent.join_round()
+            try:
+                group = self._agent.join_round()
+            except RendezvousTimeoutError:
+                self._num_nodes = 1  # no round formed: no other node to wait for when leaving
+                raise RendezvousTimeoutError(self._timed_out()) from None
         store = group.store
         assert store is not None
         if store.add(f"{self._keys}counted", 1) == 1:  # the round's first node to ask numbers it
@@ -243,12 +277,53 @@ class NodeRendezvous:
             global_ranks=tuple(worker.global_rank for worker in group.workers),
             world_size=group.workers[0].world_size,
             agent_store=self._handler.use_agent_store,
+            nodes=self._participants(),
+            node_range=self._nodes,
+            endpoint=self.endpoint,
         )
+
+    def _state(self) -> Any:
+        # torch's rendezvous state (participants, wait list) is private: read it, never rely on it.
+        return getattr(getattr(self._handler, "_state_holder", None), "state", None)
+
+    def _participants(self) -> tuple[str, ...]:
+        """The round's nodes' advertised addresses, by node rank."""
+        participants = getattr(self._state(), "participants", None) or {}
+        return tuple(str(getattr(node, "addr", node)) for node, _ in sorted(participants.items(), key=lambda i: i[1]))
+
+    def _timed_out(self) -> str:
+        """Fewer nodes than the least came within the join timeout: which came, how many are missing."""
+        state = self._state()
+        came = {str(getattr(node, "addr", node)) for node in (*getattr(state, "participants", {}),
+                                                              *getattr(state, "wait_list", ()))}  # fmt: skip
+        came.add(self.local_address)
+        least = self._nodes[0]
+        return (f"fewer than {least} node(s) joined within the join timeout ({self._join_timeout:.0f} s): "
+                f"came {len(came)} ({', '.join(sorted(came))}), missing at least {max(1, least - len(came))} (nodes "
+                "that never reached the endpoint are not known by name)")  # fmt: skip
+
+    def failures(self, current: NodeRound) -> int:
+        """How many rounds failed, this one included (the same number on every node that asks about it): the
+        restarts used. Rounds that only took in a node are not counted (as torchrun counts them)."""
+        key = f"{self._keys}failed.{current.restart_count}"
+        with _quiet():
+            if self._store.add(key, 1) == 1:
+                self._store.set(f"{key}.number", str(self._store.add(f"{self._keys}failures", 1)))
+            return int(self._store.get(f"{key}.number"))
 
     def others_waiting(self) -> bool:
         """Whether another node waits for a new round (its ranks failed, or it joined)."""
         with _quiet():
             return self._handler.num_nodes_waiting() > 0
+
+    def node_dropped(self) -> bool:
+        """With a range of nodes, whether the rendezvous dropped a node of this round (its keep-alive lapsed:
+        killed, its host down or its link cut), as read by the last :meth:`others_waiting`: the ranks here
+        may be blocked on it until their collective timeout, so a new round is started without it."""
+        if self._nodes[0] == self._nodes[1]:
+            return False
+        participants = getattr(self._state(), "participants", None)
+        return participants is not None and len(participants) < self._num_nodes
 
     def ended(self) -> str | None:
         """The reason a node ended the run, once one did (or torchrun's agent closed the rendezvous)."""

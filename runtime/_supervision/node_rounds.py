@@ -6,7 +6,9 @@ rendezvous. Then, on every node alike:
 
 - a rank's failure (here, or seen here as a peer's) with restarts left: this node joins the next round,
   and the other nodes, seeing it wait, stop their ranks and join too; the round's number is every rank's
-  ``TORCHELASTIC_RESTART_COUNT``;
+  ``TORCHELASTIC_RESTART_COUNT``; a node that joins (``--nnodes MIN:MAX``: started later, or again) makes
+  the running nodes join the next round too, without using a restart; so does a node the rendezvous
+  dropped (its keep-alive lapsed: its link cut, say), whose peers' ranks may be blocked on it;
 - a failure that must not restart (a timeout, a configuration error, the launcher interrupted,
   pre-emption, the last restart used): the reason is written to the rendezvous, which is closed; every
   node stops its ranks and prints that same reason;
@@ -62,7 +64,9 @@ class _Watch(threading.Thread):
                 if reason is not None:
                     self.seen, self.reason = "ended", reason
                 elif self.nodes.others_waiting():
-                    self.seen = "new round"
+                    self.seen, self.reason = "new round", "another node asks for a new round"
+                elif self.nodes.node_dropped():
+                    self.seen, self.reason = "new round", "the rendezvous dropped a node of this round (no keep-alive)"
             except Exception as exc:  # noqa: BLE001 - torch raises its own errors when the store is gone
                 self.seen = "ended"
                 self.reason = f"the rendezvous store at {self.nodes.endpoint} stopped answering ({exc})"
@@ -113,12 +117,12 @@ def run_rounds(
                 nodes.finish()
                 return None
             if seen == "new round" and (problem is None or _echo(problem)):
-                print(f"resolver run: node {number} ({host}): another node asks for a new round: this node's ranks "
-                      "stopped", file=sys.stderr, flush=True)  # fmt: skip
+                print(f"resolver run: node {number} ({host}): {watches[0].reason}: this node's ranks stopped",
+                      file=sys.stderr, flush=True)  # fmt: skip
                 continue
             restartable = isinstance(problem, RankFailedError) and problem.exit_code != preempted_code
-            if restartable and current.restart_count < max_restarts:
-                report_restart(problem, current.restart_count + 1, max_restarts, f"resolver run: node {number}")
+            if restartable and max_restarts and (failed := nodes.failures(current)) <= max_restarts:
+                report_restart(problem, failed, max_restarts, f"resolver run: node {number}")
                 continue
             if _echo(problem):
                 reason = nodes.wait_for_end(_ECHO_WAIT)
