@@ -116,9 +116,10 @@ class ProgressExchange:
     # -- the watchdog's side ------------------------------------------------------------------
 
     def share(self, progress: Mapping[int, RankProgress], done: Collection[int]) -> None:
-        """This node's ranks as the watchdog just saw them (written at the next exchange)."""
+        """This node's ranks as the watchdog just saw them (about once a second), written at once."""
         with self._lock:
             self._mine = attrs.evolve(self._mine, ranks=dict(progress), done=frozenset(done))
+        self._now.set()  # written now: the other nodes see a look at most one exchange late
 
     def records(self) -> tuple[dict[int, RankProgress], frozenset[int]]:
         """The other nodes' ranks' records, as last read, and those of their ranks whose work returned."""
@@ -159,7 +160,9 @@ class ProgressExchange:
                 self.exchange()
             except Exception:  # noqa: BLE001 - the store gone (its host ended, a cut link): the others go silent
                 pass
-            self._now.wait(self.period)
+            # At most two exchanges a second, at least one: the next when the watchdog looks again.
+            self._stop.wait(self.period / 2)
+            self._now.wait(self.period / 2)
             self._now.clear()
 
     def exchange(self) -> None:
@@ -191,6 +194,8 @@ class NodesView:
     silent: Mapping[int, float]
     #: Where each rank of the other nodes waited, from their stacks (:meth:`stacks_taken`).
     where: dict[int, str] = attrs.field(factory=dict)
+    #: The other nodes that took their ranks' stacks: a rank of theirs not in :attr:`where` is in its own work.
+    stacked: set[int] = attrs.field(factory=set)
 
     def stacks_taken(self, stacks: Mapping[int, str], progress: Mapping[int, RankProgress]) -> None:
         """This node's ranks' stacks were taken, before they are stopped: write where they wait, and wait a
@@ -200,8 +205,10 @@ class NodesView:
         here = {r: _numbered(w, progress.get(r)) for r, s in stacks.items() if (w := where_waiting(s))}
         self.exchange.publish_where(here)
         live = {n for n in self.entries if n not in self.silent}
-        for entry in self.exchange.wait_for_where(live, _WHERE_WAIT if live else 0.0).values():
-            self.where.update({r: w for r, w in (entry.where or {}).items() if r in entry.ranks})
+        for node, entry in self.exchange.wait_for_where(live, _WHERE_WAIT if live else 0.0).items():
+            if entry.where is not None:
+                self.stacked.add(node)
+                self.where.update({r: w for r, w in entry.where.items() if r in entry.ranks})
 
     def error(
         self,
@@ -227,11 +234,11 @@ class NodesView:
             node_of[r] = self.exchange.node
         done = {r for n, e in entries.items() for r in e.done}
         where = dict(here)
-        for entry in entries.values():
+        for node, entry in entries.items():
             for r, record in entry.ranks.items():
                 if r in self.where:
                     where[r] = self.where[r]
-                elif record.current:
+                elif record.current and node not in self.stacked:  # its record, where no stack tells
                     where[r] = f"{record.operation} #{record.current}"
         on_silent = {r for r, n in node_of.items() if n in self.silent}
         outside = sorted(r for r in node_of if r not in where and r not in done and r not in on_silent)
@@ -241,7 +248,7 @@ class NodesView:
         notes += [f"rank {r} on {names[node_of[r]]} is outside any collective (step {progress[r].steps}, after "
                   f"collective #{progress[r].collectives}); its stack is in that node's output"
                   for r in remote]  # fmt: skip
-        notes += mismatches(progress)
+        notes += mismatches({r: p for r, p in progress.items() if r not in on_silent})  # theirs are stale
         waits = {r: f"{w} on {names[node_of[r]]}" for r, w in where.items() if r not in blamed and r in node_of}
         places = {node_of.get(r, -1) for r in blamed}
         place = next((f"on {names[n]}" for n in places if n in names), "") if len(places) == 1 else ""

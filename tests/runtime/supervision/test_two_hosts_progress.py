@@ -70,7 +70,7 @@ def test_a_rank_stuck_on_node_2_is_named_with_its_host_on_both_nodes(hosts: TwoH
         # Every node prints the run's end: the stuck rank with its node and host, where the other rank waits.
         ends = re.findall(r"resolver run: the run ended on every node: node \d \(node-\d\): (.*)", err)
         assert len(ends) == 1, out + err
-        stuck = re.match(rf"rank (\d) on node \d \({second}\) made no progress for 3 s ", ends[0])
+        stuck = re.match(rf"rank (\d) on node \d \({second}\) made no progress for [\d.]+ s ", ends[0])
         assert stuck is not None, ends
         other = 1 - int(stuck.group(1))  # the c10d rendezvous numbers the nodes as they join
         waits = re.search(rf"rank {other} was waiting for it in all_reduce #(\d+) \(called at train.py:(\d+) in "
@@ -102,7 +102,7 @@ def test_a_node_whose_link_is_cut_in_a_collective_is_named_silent_by_the_other(h
         finish(processes, timeout=30)
 
     assert code == 124, out + err
-    assert re.search(rf"rank \d on node \d \({second.hostname}\) made no progress for 6 s ", err), err
+    assert re.search(rf"rank \d on node \d \({second.hostname}\) made no progress for [\d.]+ s ", err), err
     silent = re.search(rf"node \d \({second.hostname}, {second.address}\) is silent: its progress entry stopped "
                        r"changing \d+ s ago \(its link cut, its host down or its launcher stopped\); last seen: "
                        r"rank \d", err)  # fmt: skip
