@@ -7,7 +7,8 @@ no message, so a step pays a few hundred nanoseconds. The launcher maps the same
 them about once a second (:mod:`runtime._supervision.progress_watchdog`).
 
 What a rank records is :class:`RankProgress`: plain numbers and an operation name, so that across
-hosts the same record can later travel through the rendezvous store instead of a file.
+hosts the same record travels through the rendezvous store too
+(:mod:`runtime._supervision.progress_exchange`).
 
 A process that is no launched rank (no report folder: torchrun, SLURM, a single process) records
 nothing: every call here is then one global read.

@@ -34,7 +34,7 @@ import logging
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from torch.distributed.elastic.agent.server.api import RunResult, SimpleElasticAgent, WorkerGroup, WorkerSpec
@@ -45,6 +45,9 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handl
 from runtime._gloo_interface import host_addresses
 from runtime._supervision.round_store_address import RoundStoreAddress
 from runtime.errors import RuntimeConfigError
+
+if TYPE_CHECKING:
+    from torch.distributed import Store
 
 __all__ = ["ELASTIC_DEFAULTS", "RENDEZVOUS_CONF_KEYS", "NodeRendezvous", "NodeRound", "check_rendezvous_conf"]
 
@@ -281,6 +284,15 @@ class NodeRendezvous:
             node_range=self._nodes,
             endpoint=self.endpoint,
         )
+
+    @property
+    def store(self) -> Store:
+        """The rendezvous store (every node reaches it), for keys of this run under :attr:`keys`."""
+        return self._store
+
+    @property
+    def keys(self) -> str:
+        return self._keys
 
     def _state(self) -> Any:
         # torch's rendezvous state (participants, wait list) is private: read it, never rely on it.

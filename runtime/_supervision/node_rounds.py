@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from runtime._protocol.restarts import report_restart
-from runtime.errors import PeerLostError, RankFailedError
+from runtime._supervision.progress_exchange import ProgressExchange
+from runtime.errors import PeerLostError, ProgressTimeoutError, RankFailedError
 
 if TYPE_CHECKING:
     from runtime._supervision.node_rendezvous import NodeRendezvous, NodeRound
@@ -87,6 +88,7 @@ def run_rounds(
     none), or an exit status (130 after Ctrl-C, ``preempted_code``, :data:`ENDED_ELSEWHERE`)."""
     host = socket.gethostname()
     number = -1
+    exchanges: list[ProgressExchange] = []  # this round's: the ranks' progress shared with the other nodes
     try:
         while True:
             try:
@@ -95,10 +97,14 @@ def run_rounds(
                 return _ended_elsewhere(nodes, exc)
             number = current.node_rank
             watches: list[_Watch] = []
+            for exchange in exchanges:
+                exchange.stop()
+            exchanges[:] = [progress_exchange(nodes, current)]
 
             def watching(supervisor: Supervisor, watches: list[_Watch] = watches) -> None:
                 watches.append(_Watch(nodes, supervisor))
                 watches[0].start()
+                supervisor.judge_progress_across(exchanges[0].start())
 
             try:
                 outcome, preempted = start(current, watching)
@@ -128,7 +134,7 @@ def run_rounds(
                 reason = nodes.wait_for_end(_ECHO_WAIT)
                 if reason is not None:
                     return _print_end(reason)
-            first = str(problem).splitlines()[0] if problem is not None else "stopped"
+            first = _reason(problem)
             _print_end(nodes.end(f"node {number} ({host}): {first}"))
             return problem
     except (KeyboardInterrupt, SystemExit) as stop:
@@ -139,7 +145,26 @@ def run_rounds(
             return 130
         raise
     finally:
+        for exchange in exchanges:
+            exchange.stop()
         nodes.leave()
+
+
+def progress_exchange(nodes: NodeRendezvous, current: NodeRound) -> ProgressExchange:
+    """This node's exchange of its ranks' progress with the round's other nodes, through the rendezvous store."""
+    addresses = current.nodes if len(current.nodes) == current.num_nodes else tuple(map(str, range(current.num_nodes)))
+    return ProgressExchange(nodes.store, f"{nodes.keys}progress.{current.restart_count}.", current.node_rank,
+                            socket.gethostname(), addresses)  # fmt: skip
+
+
+def _reason(problem: Exception | None) -> str:
+    """What every node prints as the run's end: the error's first line; across hosts, the progress
+    watchdog's whole diagnosis but the stacks (which rank on which host, where the others wait)."""
+    if problem is None:
+        return "stopped"
+    if isinstance(problem, ProgressTimeoutError) and problem.across_hosts:
+        return problem.summary()
+    return str(problem).splitlines()[0]
 
 
 def _print_end(reason: str) -> int:

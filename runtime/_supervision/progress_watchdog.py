@@ -18,7 +18,7 @@ import functools
 import statistics
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -70,8 +70,10 @@ class Stall:
     deadline: float
     floor: float
     median_step: float | None
-    #: Each rank's record when the launch was stopped.
+    #: Each rank's record when the launch was stopped (every node's, across hosts).
     progress: Mapping[int, RankProgress]
+    #: Across hosts, the other nodes at the stop (runtime._supervision.progress_exchange).
+    nodes: NodesAtStall | None = None
 
     def why(self) -> str:
         step = "" if self.median_step is None else f", median step {self.median_step:.3g} s"
@@ -81,6 +83,22 @@ class Stall:
             else f"progress_timeout={self.floor:g}"
         )
         return f"the progress deadline, {source}{step}"
+
+
+class NodesAtStall(Protocol):
+    """Across hosts, the other nodes as they were at the stop; makes the diagnosis of every node's ranks."""
+
+    def stacks_taken(self, stacks: Mapping[int, str], progress: Mapping[int, RankProgress]) -> None: ...
+    def error(self, stall: Stall, ranks: tuple[int, ...], stacks: Mapping[int, str], *, waiting: Mapping[int, str],
+              silent: Mapping[int, SilentRank]) -> ProgressTimeoutError: ...  # fmt: skip
+
+
+class Peers(Protocol):
+    """Across hosts, the other nodes' ranks (:class:`runtime._supervision.progress_exchange.ProgressExchange`)."""
+
+    def share(self, progress: Mapping[int, RankProgress], done: Collection[int]) -> None: ...
+    def records(self) -> tuple[dict[int, RankProgress], frozenset[int]]: ...
+    def view(self) -> NodesAtStall: ...
 
 
 class ProgressWatch:
@@ -157,6 +175,8 @@ class ProgressWatchdog:
         self.files = ProgressFiles(directory)
         self.ranks = tuple(ranks)
         self.next_check: float | None = now if self.watch.on else None
+        #: Across hosts: the other nodes' ranks are judged too (set by the node's rounds).
+        self.peers: Peers | None = None
 
     def check(self, now: float, done: Callable[[int], bool]) -> Stall | None:
         """Look at the records if a look is due (``done``: whether a rank's work has returned); the stall
@@ -165,10 +185,16 @@ class ProgressWatchdog:
             return None
         progress = {rank: record for rank in self.ranks if (record := self.files.read(rank)) is not None}
         finished = [rank for rank in self.ranks if done(rank)]
-        self.watch.look(now, progress, finished)
+        seen, returned, peers = progress, finished, self.peers
+        if peers is not None:
+            peers.share(progress, finished)
+            others, others_done = peers.records()
+            seen, returned = {**others, **progress}, [*finished, *others_done]
+        self.watch.look(now, seen, returned)
         if len(finished) < len(self.ranks) and self.watch.stalled(now):
             self.next_check = None
-            return self.watch.stall(progress)
+            stall = self.watch.stall(seen)
+            return stall if peers is None else attrs.evolve(stall, nodes=peers.view())
         self.next_check = now + self.watch.next_look()
         return None
 
@@ -192,6 +218,8 @@ def _stall_error(
     waiting: Mapping[int, str],
     silent: Mapping[int, SilentRank],
 ) -> ProgressTimeoutError:
+    if stall.nodes is not None:
+        return stall.nodes.error(stall, ranks, stacks, waiting=waiting, silent=silent)
     progress = stall.progress
     numbered = {rank: _numbered(where, progress.get(rank)) for rank, where in waiting.items()}
     return ProgressTimeoutError(ranks, stall.deadline, stacks, waiting=numbered, silent=silent,

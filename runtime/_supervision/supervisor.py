@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from runtime._protocol.rank_files import RankFiles, abandon_rendezvous, supervising, where_waiting
 from runtime._supervision.in_process_rank import InProcessRank
@@ -38,6 +39,9 @@ from runtime._supervision.rank_processes import (
     stop_processes,
 )
 from runtime._supervision.stack_requests import request_stacks
+
+if TYPE_CHECKING:
+    from runtime._supervision.progress_exchange import ProgressExchange
 
 __all__ = [
     "Failure",
@@ -111,6 +115,10 @@ class Supervisor:
     def add_departure(self, rank: int) -> None:
         """Record that the work of a rank that is not one of the watched processes returned (just now)."""
         self.outcome.departures.append(Failure(rank, time.time(), None, "left the run", ""))
+
+    def judge_progress_across(self, peers: ProgressExchange) -> None:
+        """Make the progress watchdog judge the other nodes' ranks too, as ``peers`` shares them."""
+        self._watchdog.peers = peers
 
     def stop(self) -> None:
         """Ask :meth:`watch` to stop every process still running."""
@@ -227,6 +235,8 @@ class Supervisor:
         self.outcome.timed_out_ranks = tuple(sorted({*ranks, own.rank})) if own is not None and own_stack else ranks
         self._stopped.update(ranks)
         stacks = self._collect_stacks({rank: running[rank] for rank in ranks})
+        if self.outcome.stall is not None and self.outcome.stall.nodes is not None:  # across hosts, before the stop
+            self.outcome.stall.nodes.stacks_taken(stacks, self.outcome.stall.progress)
         if own is not None and own_stack:
             stacks[own.rank] = own_stack
             # A wait in a collective ends when its peers are stopped; plain Python only by an interrupt.

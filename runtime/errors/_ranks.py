@@ -177,15 +177,24 @@ class ProgressTimeoutError(LaunchTimeoutError):
     (``progress_timeout`` or the median step time); the rest is as for :class:`LaunchTimeoutError`.
     """
 
-    def __init__(self, *args: Any, why: str = "", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, why: str = "", place: str = "", across_hosts: bool = False, **kwargs: Any) -> None:
         self.why = why
+        #: Where the ranks named ran (``on node 1 (gpu-17)``), across hosts.
+        self.place = place
+        #: Judged from every node's ranks (their records shared through the rendezvous store).
+        self.across_hosts = across_hosts
         super().__init__(*args, **kwargs)
+
+    def summary(self) -> str:
+        """The diagnosis without the stacks and the hint (what every node prints across hosts)."""
+        return self.message.split("\n\n")[0]
 
     def _what(self, one: bool) -> str:
         because = f" ({self.why})" if self.why else ""
+        place = f"{self.place} " if self.place else ""
         return (
-            f"made no progress for {self.timeout:g} s{because}: no optimizer step, collective or heartbeat on any "
-            f"rank; every rank was stopped"
+            f"{place}made no progress for {self.timeout:g} s{because}: no optimizer step, collective or heartbeat on "
+            f"any rank; every rank was stopped"
         )
 
     def _hint(self) -> str:

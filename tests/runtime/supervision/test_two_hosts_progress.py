@@ -1,0 +1,126 @@
+"""The progress watchdog across two hosts (network namespaces, own addresses and host names): each node's
+launcher shares its ranks' progress through the c10d rendezvous store, so with no ``timeout`` set a rank
+stuck on node 2 is named with its host on both nodes, with where the other waits; and a node whose link is
+cut during a collective is named as silent by the other, instead of both hanging until torch's timeout."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime._protocol.ports import find_free_port
+from tests.support.two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(150)]
+
+_why_not = missing_prerequisite()
+if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":
+    pytest.skip(f"two hosts as network namespaces: {_why_not}", allow_module_level=True)
+
+#: Steps of an all_reduce and a heartbeat; marks step 30 in argv[3]. With argv[2] == "stuck", the rank on the
+#: host named argv[1] loops in plain Python at step 20.
+SCRIPT = """
+import os, socket, sys, time
+import runtime, torch
+
+def work(strategy):
+    for step in range(100000):
+        total = torch.ones(1)
+        strategy.collective.all_reduce(total)
+        strategy.heartbeat()
+        if step == 30:
+            open(os.path.join(sys.argv[3], f"step30-{socket.gethostname()}"), "w").close()
+        if step == 20 and sys.argv[2] == "stuck" and socket.gethostname() == sys.argv[1]:
+            while True:
+                time.sleep(0.05)
+        time.sleep(0.05)
+
+runtime.launch(work, accelerator="cpu", devices=1, num_nodes=2)
+"""
+#: The line of the script's all_reduce, where a waiting rank is shown.
+ALL_REDUCE_LINE = next(n for n, line in enumerate(SCRIPT.splitlines(), 1) if "all_reduce(" in line)
+
+
+def _start(hosts: TwoHosts, tmp: Path, mode: str, progress_timeout: int) -> list[Any]:
+    script, marks = tmp / "train.py", tmp / "marks"
+    script.write_text(SCRIPT)
+    marks.mkdir()
+    endpoint = f"{hosts.hosts[0].address}:{find_free_port()}"
+    env = {**host_environment(), "RUNTIME_RENDEZVOUS_TIMEOUT": "60"}
+    command = [sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--nproc-per-node", "1", "--nnodes",
+               "2", "--rdzv-endpoint", endpoint, "--max-restarts", "1", "--progress-timeout", str(progress_timeout),
+               str(script), hosts.hosts[1].hostname, mode, str(marks)]  # fmt: skip
+    return [host.start(command, env) for host in hosts.hosts]
+
+
+def test_a_rank_stuck_on_node_2_is_named_with_its_host_on_both_nodes(hosts: TwoHosts, tmp_path: Path) -> None:
+    started = time.monotonic()
+    results = finish(_start(hosts, tmp_path, "stuck", 3), timeout=120)
+    took = time.monotonic() - started
+
+    first, second = (host.hostname for host in hosts.hosts)
+    for _, out, err in results:
+        # Every node prints the run's end: the stuck rank with its node and host, where the other rank waits.
+        ends = re.findall(r"resolver run: the run ended on every node: node \d \(node-\d\): (.*)", err)
+        assert len(ends) == 1, out + err
+        stuck = re.match(rf"rank (\d) on node \d \({second}\) made no progress for [\d.]+ s ", ends[0])
+        assert stuck is not None, ends
+        other = 1 - int(stuck.group(1))  # the c10d rendezvous numbers the nodes as they join
+        waits = re.search(rf"rank {other} was waiting for it in all_reduce #(\d+) \(called at train.py:(\d+) in "
+                          rf"work\) on node \d \({first}\)", err)  # fmt: skip
+        assert waits is not None and waits.group(2) == str(ALL_REDUCE_LINE), err
+        assert (
+            f"rank {stuck.group(1)} is at #{int(waits.group(1)) - 1}: it ran 1 collective fewer than rank {other}"
+            in (err)
+        )
+    assert {code for code, _, _ in results} <= {1, 124} and 124 in {code for code, _, _ in results}, results
+    print(f"\nfrom both nodes' start to both ended (a 3 s progress deadline): {took:.1f} s")
+
+
+def test_a_node_whose_link_is_cut_in_a_collective_is_named_silent_by_the_other(hosts: TwoHosts, tmp_path: Path) -> None:
+    processes = _start(hosts, tmp_path, "train", 6)
+    marks = tmp_path / "marks"
+    second = hosts.hosts[1]
+    try:
+        deadline = time.monotonic() + 90
+        while len(list(marks.iterdir())) < 2:
+            assert time.monotonic() < deadline and all(p.poll() is None for p in processes), "no training on both"
+            time.sleep(0.05)
+        cut = time.monotonic()
+        subprocess.run(["ip", "-n", second.namespace, "link", "set", second.interface, "down"], check=True, timeout=30)
+        code, out, err = finish(processes[:1], timeout=60)[0]
+        ended = time.monotonic()
+    finally:
+        _kill_host(second.namespace)  # cut off for good: what it prints is not this test's
+        finish(processes, timeout=30)
+
+    assert code == 124, out + err
+    assert re.search(rf"rank \d on node \d \({second.hostname}\) made no progress for [\d.]+ s ", err), err
+    silent = re.search(rf"node \d \({second.hostname}, {second.address}\) is silent: its progress entry stopped "
+                       r"changing \d+ s ago \(its link cut, its host down or its launcher stopped\); last seen: "
+                       r"rank \d", err)  # fmt: skip
+    assert silent is not None, err
+    assert re.search(r"rank \d was waiting for it in all_reduce #\d+ \(called at train.py:\d+ in work\)", err), err
+    print(f"\nfrom the link cut to node 1's launcher's end (a 6 s progress deadline): {ended - cut:.1f} s")
+
+
+def _kill_host(namespace: str) -> None:
+    """``kill -9`` of every process in ``namespace``, until none is left."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30)
+        if not listed.stdout.split():
+            return
+        for pid in map(int, listed.stdout.split()):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
