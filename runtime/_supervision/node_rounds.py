@@ -8,10 +8,14 @@ rendezvous. Then, on every node alike:
   and the other nodes, seeing it wait, stop their ranks and join too; the round's number is every rank's
   ``TORCHELASTIC_RESTART_COUNT``; a node that joins (``--nnodes MIN:MAX``: started later, or again) makes
   the running nodes join the next round too, without using a restart; so does a node the rendezvous
-  dropped (its keep-alive lapsed: its link cut, say), whose peers' ranks may be blocked on it;
+  dropped (its keep-alive lapsed: its link cut, say), whose peers' ranks may be blocked on it, is named;
+  with a fixed number of nodes its loss is a failure (a restart used: the next round waits for it to come
+  back within the join timeout, then ends naming it);
 - a failure that must not restart (a timeout, a configuration error, the launcher interrupted,
   pre-emption, the last restart used): the reason is written to the rendezvous, which is closed; every
   node stops its ranks and prints that same reason;
+- the rendezvous store's host lost: every other node ends, saying that torch's rendezvous cannot move its
+  store (:class:`~runtime._supervision.node_faults.RendezvousStoreLostError`);
 - success: torch's exit barrier, then every node leaves.
 """
 
@@ -24,7 +28,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from runtime._protocol.restarts import report_restart
-from runtime.errors import PeerLostError, RankFailedError
+from runtime._supervision.node_faults import RendezvousStoreLostError
+from runtime.errors import PeerLostError, ProgressTimeoutError, RankFailedError
 
 if TYPE_CHECKING:
     from runtime._supervision.node_rendezvous import NodeRendezvous, NodeRound
@@ -54,7 +59,7 @@ class _Watch(threading.Thread):
         super().__init__(name="rendezvous-watch", daemon=True)
         self.nodes, self.supervisor = nodes, supervisor
         self.done = threading.Event()
-        self.seen: str | None = None  # "ended" or "new round"
+        self.seen: str | None = None  # "ended", "new round" or "dropped"
         self.reason = ""
 
     def run(self) -> None:
@@ -65,11 +70,13 @@ class _Watch(threading.Thread):
                     self.seen, self.reason = "ended", reason
                 elif self.nodes.others_waiting():
                     self.seen, self.reason = "new round", "another node asks for a new round"
-                elif self.nodes.node_dropped():
-                    self.seen, self.reason = "new round", "the rendezvous dropped a node of this round (no keep-alive)"
+                elif dropped := self.nodes.dropped():
+                    self.seen = "dropped"
+                    self.reason = f"the rendezvous dropped {', '.join(dropped)} of this round (no keep-alive)"
+            except RendezvousStoreLostError as lost:
+                self.seen, self.reason = "lost", str(lost)
             except Exception as exc:  # noqa: BLE001 - torch raises its own errors when the store is gone
-                self.seen = "ended"
-                self.reason = f"the rendezvous store at {self.nodes.endpoint} stopped answering ({exc})"
+                self.seen, self.reason = "lost", self.nodes.store_lost(exc)
             if self.seen is not None:
                 self.supervisor.stop()
                 return
@@ -78,6 +85,13 @@ class _Watch(threading.Thread):
 def _echo(problem: Exception | None) -> bool:
     """Whether ``problem`` is what a peer's failure looks like from here (its node will say why)."""
     return isinstance(problem, PeerLostError)
+
+
+def _maybe_echo(problem: Exception | None) -> bool:
+    """Whether ``problem`` may be another node's fault seen from here: no progress, with no rank here found
+    frozen (a rank frozen on another node leaves the ranks here waiting in a collective, and that node's
+    watchdog, which names the frozen rank, fires at about the same time)."""
+    return isinstance(problem, ProgressTimeoutError) and not problem.silent
 
 
 def run_rounds(
@@ -109,6 +123,8 @@ def run_rounds(
             seen = watches[0].seen if watches else None
             if seen == "ended":
                 return _print_end(watches[0].reason)
+            if seen == "lost":
+                raise RendezvousStoreLostError(watches[0].reason)
             problem = outcome.problem(timeout)
             if problem is None and preempted:
                 _print_end(nodes.end(f"node {number} ({host}): its ranks stopped on pre-emption"))
@@ -116,21 +132,32 @@ def run_rounds(
             if problem is None and seen is None:
                 nodes.finish()
                 return None
-            if seen == "new round" and (problem is None or _echo(problem)):
+            if seen in ("new round", "dropped") and (problem is None or _echo(problem)):
                 print(f"resolver run: node {number} ({host}): {watches[0].reason}: this node's ranks stopped",
                       file=sys.stderr, flush=True)  # fmt: skip
-                continue
+                if seen == "new round" or nodes.elastic:
+                    continue
+            if seen == "dropped" and not nodes.elastic:
+                # A fixed number of nodes cannot go on without it: a failure (a restart, or the end).
+                lost = f"node {number} ({host}): {watches[0].reason}"
+                if max_restarts and (failed := nodes.failures(current)) <= max_restarts:
+                    report_restart(lost, failed, max_restarts, f"resolver run: node {number}")
+                    continue
+                return _print_end(nodes.end(lost))
             restartable = isinstance(problem, RankFailedError) and problem.exit_code != preempted_code
             if restartable and max_restarts and (failed := nodes.failures(current)) <= max_restarts:
                 report_restart(problem, failed, max_restarts, f"resolver run: node {number}")
                 continue
-            if _echo(problem):
+            if _echo(problem) or _maybe_echo(problem):
                 reason = nodes.wait_for_end(_ECHO_WAIT)
                 if reason is not None:
                     return _print_end(reason)
             first = str(problem).splitlines()[0] if problem is not None else "stopped"
             _print_end(nodes.end(f"node {number} ({host}): {first}"))
             return problem
+    except RendezvousStoreLostError as lost:
+        print(f"resolver run: the run ended on this node: {lost}", file=sys.stderr, flush=True)
+        return ENDED_ELSEWHERE
     except (KeyboardInterrupt, SystemExit) as stop:
         signal_name = "SIGINT (Ctrl-C)" if isinstance(stop, KeyboardInterrupt) else "SIGTERM"
         who = f"node {number}" if number >= 0 else "a node joining"
@@ -150,6 +177,7 @@ def _print_end(reason: str) -> int:
 def _ended_elsewhere(nodes: NodeRendezvous, exc: Exception) -> int:
     try:
         closed = nodes.ended()
-    except Exception:  # noqa: BLE001 - the store is gone with its node
-        closed = None
+    except RendezvousStoreLostError:  # the store is gone with its node
+        print(f"resolver run: the run ended on this node: {nodes.store_lost(exc)}", file=sys.stderr, flush=True)
+        return ENDED_ELSEWHERE
     return _print_end(closed if closed is not None else f"the rendezvous at {nodes.endpoint} failed: {exc}")
