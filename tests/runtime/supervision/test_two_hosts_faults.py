@@ -29,12 +29,17 @@ if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":
     pytest.skip(f"two hosts as network namespaces: {_why_not}", allow_module_level=True)
 
 #: All-reduces until stopped; after its third step each rank writes its pid to argv[1]/up-RANK-countCOUNT.
+#: With argv[2] "explain", each rank first writes what `resolver explain` says inside it to argv[1]/explain-RANK.
 SCRIPT = """
-import os, sys, time
+import os, subprocess, sys, time
 import runtime, torch
 
 def work(strategy):
     count, rank = os.environ["TORCHELASTIC_RESTART_COUNT"], strategy.global_rank
+    if sys.argv[2:] == ["explain"]:
+        explained = subprocess.run([sys.executable, "-m", "resolver", "explain"], capture_output=True, text=True)
+        with open(os.path.join(sys.argv[1], f"explain-{rank}"), "w") as out:
+            out.write(explained.stdout + explained.stderr)
     step = 0
     while True:
         strategy.heartbeat()
@@ -60,15 +65,17 @@ def pair() -> Iterator[TwoHosts]:
     assert made.namespaces_left() == []
 
 
-def _start(pair: TwoHosts, tmp_path: Path, *options: str) -> tuple[list[Any], Path, str]:
+def _start(pair: TwoHosts, tmp_path: Path, *options: str, explain: bool = False) -> tuple[list[Any], Path, str]:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     marks = tmp_path / "marks"
     marks.mkdir()
     endpoint = f"{pair.hosts[0].address}:{find_free_port()}"
     env = {**host_environment(), "RUNTIME_RENDEZVOUS_TIMEOUT": str(JOIN)}
+    extra = ["explain"] if explain else []
     command = [sys.executable, "-m", "resolver", "run", "--accelerator", "cpu", "--nproc-per-node", "1", "--nnodes",
-               "2", "--rdzv-endpoint", endpoint, "--max-restarts", "1", *options, str(script), str(marks)]  # fmt: skip
+               "2", "--rdzv-endpoint", endpoint, "--max-restarts", "1", *options, str(script), str(marks),
+               *extra]  # fmt: skip
     processes = [host.start(command, env) for host in pair.hosts]
     deadline = time.monotonic() + 90
     while len(list(marks.glob("up-*"))) < 2:
@@ -103,6 +110,11 @@ def _end(process: Any, seconds: float) -> tuple[tuple[int, str, str], float]:
     return result, time.monotonic() - began
 
 
+def _said(err: str) -> None:
+    """Print what the launcher said (its own lines, not the ranks'), for the docs' fault table (pytest -s)."""
+    print("".join(f"\n    {line}" for line in err.splitlines() if line.startswith("resolver run: ")))
+
+
 def _nothing_left(pair: TwoHosts) -> None:
     for host in pair.hosts:
         _kill_host(host.namespace)  # what a failed assertion left, so the next test starts clean
@@ -133,12 +145,13 @@ def test_a_link_cut_during_a_collective_is_named_and_the_node_waits_for_it_then_
     assert "restart 1 of 1" in err, err  # a fixed number of nodes: the loss is a failure, the restart waits for it
     assert f"missing from the last round: node 1 ({second.hostname} at {second.address}: rank 1)" in err, err
     assert code == 1, out + err
+    _said(err)
     print(f"\nfrom the link cut to node 0's end (join timeout {JOIN} s): {took:.1f} s")
     assert took < 45, took
 
 
 def test_a_rank_frozen_with_sigstop_is_named_on_both_nodes_and_reaped(hosts, tmp_path):
-    processes, marks, _ = _start(hosts, tmp_path, "--progress-timeout", "5")
+    processes, marks, endpoint = _start(hosts, tmp_path, "--progress-timeout", "5", explain=True)
     frozen = int((marks / "up-1-count0").read_text())
     os.kill(frozen, signal.SIGSTOP)
     began = time.monotonic()
@@ -153,7 +166,17 @@ def test_a_rank_frozen_with_sigstop_is_named_on_both_nodes_and_reaped(hosts, tmp
     )
     assert [code for code, _, _ in results] == [1, 124], results
     assert not Path(f"/proc/{frozen}").exists()  # the stopped rank was killed and reaped
+    _said(results[0][2] + results[1][2])
     print(f"\nfrom SIGSTOP to both nodes' end (progress timeout 5 s): {took:.1f} s")
+    # `resolver explain` inside a rank of the round: which round, which nodes, why that world size.
+    came = f"node 0 {hosts.hosts[0].address}, node 1 {hosts.hosts[1].address}"
+    note = (f"round 0 of the c10d rendezvous at {endpoint}: 2 node(s) came ({came}); world size 2 = 2 node(s) x 1 "
+            "rank(s) per node")  # fmt: skip
+    for rank in (0, 1):
+        explained = (marks / f"explain-{rank}").read_text()
+        assert explained.startswith("this rank's config, as its launcher placed it (RESOLVER_CONFIG;"), explained
+        assert f"  - {note}" in explained, explained
+        assert re.search(rf"\nnode_rank +{rank} +environment the c10d rendezvous at {endpoint}", explained), explained
 
 
 def test_every_process_of_a_node_killed_with_fixed_nodes_ends_the_other_naming_it(hosts, tmp_path):
@@ -169,6 +192,7 @@ def test_every_process_of_a_node_killed_with_fixed_nodes_ends_the_other_naming_i
     assert len(ends) == 1 and "fewer than 2 node(s) joined within the join timeout" in ends[0], err
     assert f"missing from the last round: node 1 ({second.hostname} at {second.address}: rank 1)" in ends[0], ends
     assert code == 1, out + err
+    _said(err)
     print(f"\nfrom kill -9 of node 1 to node 0's end (join timeout {JOIN} s): {time.monotonic() - began:.1f} s")
     assert took < 35, took
 
@@ -185,5 +209,6 @@ def test_the_rendezvous_store_host_lost_ends_the_other_node_with_what_to_do(host
                               f"{first.address}: rank 0), stopped answering"), ends  # fmt: skip
     assert "torch's c10d rendezvous cannot move its store to another node" in ends[0], ends
     assert code == 1, out + err
+    _said(err)
     print(f"\nfrom kill -9 of the store's host to the other node's end: {took:.1f} s")
     assert took < 30, took
