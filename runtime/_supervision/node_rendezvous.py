@@ -307,8 +307,9 @@ class NodeRendezvous:
     def _timed_out(self) -> str:
         """Fewer nodes than the least came within the join timeout: which came, how many are missing."""
         state = self._state()
-        came = {str(getattr(node, "addr", node)) for node in (*getattr(state, "participants", {}),
-                                                              *getattr(state, "wait_list", ()))}  # fmt: skip
+        # A complete round's participants are the last round's nodes not yet gone: the wait list asks for the next.
+        joining = () if getattr(state, "complete", False) else getattr(state, "participants", {})
+        came = {str(getattr(node, "addr", node)) for node in (*joining, *getattr(state, "wait_list", ()))}
         came.add(self.local_address)
         least = self._nodes[0]
         last = self._round.nodes if self._round is not None else ()
