@@ -42,7 +42,8 @@ def missing_nodes(nodes: Sequence[str], came: Sequence[str], names: Mapping[str,
 def store_lost(endpoint: str, host: str, problem: object) -> str:
     """Why the run cannot go on once the store's host (``host``: its label) stopped answering, and what to do."""
     return (
-        f"the rendezvous store at {endpoint}, hosted by {host}, stopped answering ({problem}): that node is lost. "
-        "torch's c10d rendezvous cannot move its store to another node, so no node can go on without it; start the "
-        "run again on every node (the checkpoint resumes it), with --rdzv-endpoint on a node that is up"
+        f"the rendezvous store at {endpoint}, hosted by {host}, stopped answering ({problem}): that node, or this "
+        "node's link to it, is lost. torch's c10d rendezvous cannot move its store to another node, so no node can "
+        "go on without it; start the run again on every node (the checkpoint resumes it), with --rdzv-endpoint on a "
+        "node that is up"
     )

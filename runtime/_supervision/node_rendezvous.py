@@ -234,6 +234,8 @@ class NodeRendezvous:
         self._target = target
         self._per_node = local_world_size
         self._round: NodeRound | None = None
+        #: Set once the store stopped answering: leaving then talks to it no more (it would wait for it).
+        self.lost = False
         #: Each node's host name by its advertised address, as the nodes wrote them before joining.
         self.names: dict[str, str] = {self.local_address: socket.gethostname()}
         with self._talking():
@@ -284,7 +286,14 @@ class NodeRendezvous:
             except (RendezvousClosedError, RendezvousTimeoutError, RendezvousStoreLostError):
                 raise
             except Exception as exc:  # noqa: BLE001 - torch's DistStoreError, RendezvousConnectionError, ...
+                self.lost = True
                 raise RendezvousStoreLostError(self.store_lost(exc)) from None
+
+    def silence_limit(self) -> float:
+        """Seconds without an answer from the store after which it counts as lost: as long as the store takes
+        to drop a node that stopped answering it (keep-alive interval x attempts)."""
+        settings = self._handler.settings
+        return settings.keep_alive_interval.total_seconds() * settings.keep_alive_max_attempt
 
     def store_lost(self, problem: object) -> str:
         """The reason to end with once the store stopped answering (see :func:`store_lost`)."""
@@ -386,6 +395,8 @@ class NodeRendezvous:
 
     def leave(self) -> None:
         """Stop taking part; the store's host first waits (a little) until the other nodes have left."""
+        if self.lost:
+            return
         with _quiet():
             try:
                 left = self._store.add(f"{self._keys}left", 1)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,9 @@ __all__ = ["RoundResult", "run_rounds"]
 
 #: Seconds between two looks at the rendezvous while this node's ranks run.
 _LOOK = 0.25
+#: How long a node must stay out of the round, with no node waiting, to count as dropped: a node restarting
+#: leaves the round and joins the wait list in two steps, and torch serves its state from a 1 s cache.
+_DROPPED_FOR = 1.5
 #: How long a node whose ranks saw only a peer's failure waits for that peer's node to give the reason.
 _ECHO_WAIT = 5.0
 #: The exit status of a node whose run another node ended.
@@ -53,17 +57,30 @@ StartRound = Callable[["NodeRound", Callable[["Supervisor"], None]], RoundResult
 
 class _Watch(threading.Thread):
     """Watches the rendezvous while a round's ranks run: another node waiting for a new round, or the
-    run ended, stops them."""
+    run ended, stops them. The looks run in a thread of their own: a store cut off (this node's link
+    down) does not answer, and no answer for :meth:`NodeRendezvous.silence_limit` counts as lost."""
 
     def __init__(self, nodes: NodeRendezvous, supervisor: Supervisor) -> None:
         super().__init__(name="rendezvous-watch", daemon=True)
         self.nodes, self.supervisor = nodes, supervisor
         self.done = threading.Event()
-        self.seen: str | None = None  # "ended", "new round" or "dropped"
+        self.seen: str | None = None  # "ended", "new round", "dropped" or "lost"
         self.reason = ""
+        self._missing_since: float | None = None
+        self.answered = time.monotonic()
 
     def run(self) -> None:
-        while not self.done.wait(_LOOK):
+        threading.Thread(target=self._looks, name="rendezvous-looks", daemon=True).start()
+        limit = self.nodes.silence_limit()
+        while not self.done.wait(_LOOK) and self.seen is None:
+            silent = time.monotonic() - self.answered
+            if silent > limit:
+                self.nodes.lost = True
+                self.seen, self.reason = "lost", self.nodes.store_lost(f"no answer for {silent:.0f} s")
+                self.supervisor.stop()
+
+    def _looks(self) -> None:
+        while not self.done.wait(_LOOK) and self.seen is None:
             try:
                 reason = self.nodes.ended()
                 if reason is not None:
@@ -71,12 +88,17 @@ class _Watch(threading.Thread):
                 elif self.nodes.others_waiting():
                     self.seen, self.reason = "new round", "another node asks for a new round"
                 elif dropped := self.nodes.dropped():
-                    self.seen = "dropped"
-                    self.reason = f"the rendezvous dropped {', '.join(dropped)} of this round (no keep-alive)"
+                    self._missing_since = self._missing_since or time.monotonic()
+                    if time.monotonic() - self._missing_since >= _DROPPED_FOR:
+                        self.seen = "dropped"
+                        self.reason = f"the rendezvous dropped {', '.join(dropped)} of this round (no keep-alive)"
+                else:
+                    self._missing_since = None
             except RendezvousStoreLostError as lost:
                 self.seen, self.reason = "lost", str(lost)
             except Exception as exc:  # noqa: BLE001 - torch raises its own errors when the store is gone
                 self.seen, self.reason = "lost", self.nodes.store_lost(exc)
+            self.answered = time.monotonic()
             if self.seen is not None:
                 self.supervisor.stop()
                 return
@@ -141,7 +163,7 @@ def run_rounds(
                 # A fixed number of nodes cannot go on without it: a failure (a restart, or the end).
                 lost = f"node {number} ({host}): {watches[0].reason}"
                 if max_restarts and (failed := nodes.failures(current)) <= max_restarts:
-                    report_restart(lost, failed, max_restarts, f"resolver run: node {number}")
+                    report_restart(watches[0].reason, failed, max_restarts, f"resolver run: node {number}")
                     continue
                 return _print_end(nodes.end(lost))
             restartable = isinstance(problem, RankFailedError) and problem.exit_code != preempted_code
