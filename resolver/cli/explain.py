@@ -3,6 +3,7 @@ why, for people (text), programs (JSON) or Graphviz (the decision graph: :mod:`r
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -35,9 +36,14 @@ __all__ = [
     "error_data",
     "explain_json",
     "explain_text",
+    "launched_text",
     "rule_files_text",
     "run",
 ]
+
+#: Where a launcher (``resolver run``, ``runtime.launch``) hands a rank its config, as JSON: the runtime's
+#: ``runtime._protocol.rank_environment.CONFIG_VARIABLE``, read here without importing the runtime.
+LAUNCHED_CONFIG_VARIABLE = "RESOLVER_CONFIG"
 
 #: Bumped whenever a key of ``resolver explain --format json`` changes meaning or disappears.
 EXPLAIN_SCHEMA_VERSION = 1
@@ -85,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     from resolver._engine.reporter import RecordingReporter
     from resolver.cli.explain import explain_json, explain_text
 
+    launched = os.environ.get(LAUNCHED_CONFIG_VARIABLE)
+    if launched and args.format == "text" and args.config is None and args.simulate is None and not _any_flag(args):
+        return _explain_launched(launched)
     # every decision is recorded only for what shows it: the plain table needs the fields alone
     trace = RecordingReporter() if args.verbose or args.format == "dot" else None
     environment: Environment | None = None
@@ -112,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join([failure.diagnostic(), *rule_files_text(files)]), file=sys.stderr)
     else:
         assert config is not None
-        print(explain_text(config, trace, verbose=args.verbose, rule_files=files))
+        text = explain_text(config, trace, verbose=args.verbose, rule_files=files)
+        print("\n".join([text, *launched_text(config, os.environ.get(LAUNCHED_CONFIG_VARIABLE))]))
     return EXIT_OK if failure is None else EXIT_ERROR
 
 
@@ -141,6 +151,56 @@ def explain_text(
         lines.append("notes:")
         lines += [f"  - {note}" for note in config.notes]
     return "\n".join(lines + rule_files_text(rule_files))
+
+
+def _any_flag(args: argparse.Namespace) -> bool:
+    """Whether the command line gives a flag a value other than its default."""
+    from resolver._domain.flags import FLAGS
+
+    return any(getattr(args, flag.name) not in (flag.default, None, (), []) for flag in FLAGS)
+
+
+def _explain_launched(launched_json: str) -> int:
+    """Inside a launched rank, with no flags: this rank's own config, as its launcher placed it."""
+    try:
+        launched = ResolvedConfig.from_json(launched_json)
+    except (ValueError, TypeError, KeyError) as exc:
+        print(f"error: this process's launched config ({LAUNCHED_CONFIG_VARIABLE}) could not be read: {exc}\n"
+              f"  = help: unset {LAUNCHED_CONFIG_VARIABLE} to resolve for this machine, or give the flags to "
+              "explain", file=sys.stderr)  # fmt: skip
+        return EXIT_ERROR
+    print(f"this rank's config, as its launcher placed it ({LAUNCHED_CONFIG_VARIABLE}; give flags to resolve afresh):")
+    print(explain_text(launched))
+    return EXIT_OK
+
+
+def launched_text(config: ResolvedConfig, launched_json: str | None) -> list[str]:
+    """Inside a launched rank (``RESOLVER_CONFIG`` set): what its launcher decided that this resolution did
+    not (a multi-node round's node rank, node count and world size, each with why; the round's note), as
+    lines after the table; none elsewhere."""
+    if not launched_json:
+        return []
+    try:
+        launched = ResolvedConfig.from_json(launched_json)
+    except (ValueError, TypeError, KeyError) as exc:
+        return ["", f"this process's launched config ({LAUNCHED_CONFIG_VARIABLE}) could not be read: {exc}"]
+    names = [name for name in _FIELDS if getattr(launched, name) != getattr(config, name)
+             or launched.provenance.get(name) != config.provenance.get(name)]  # fmt: skip
+    rows = [(name, display(getattr(launched, name)), launched.provenance[name].describe()) for name in names
+            if name in launched.provenance]  # fmt: skip
+    notes = [note for note in launched.notes if note not in config.notes]
+    if not rows and not notes:
+        return []
+    lines = [
+        "",
+        f"as launched ({LAUNCHED_CONFIG_VARIABLE}), where this rank's launcher decided otherwise or says why:",
+    ]
+    if rows:
+        width = max(len(r[0]) for r in rows) + 2
+        vwidth = max(len(r[1]) for r in rows) + 2
+        lines += [f"  {n:<{width}}{v:<{vwidth}}{w}".rstrip() for n, v, w in rows]
+    lines += [f"  - {note}" for note in notes]
+    return lines
 
 
 def rule_files_text(rule_files: Sequence[RuleFile]) -> list[str]:

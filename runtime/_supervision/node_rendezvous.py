@@ -23,7 +23,9 @@ What this module adds to torch's engine:
 - with a range of nodes (``--nnodes MIN:MAX``), quick rounds without hand settings
   (:data:`ELASTIC_DEFAULTS`), each round's nodes by address (:attr:`NodeRound.nodes`), failures counted
   apart from the rounds a node joining caused (:meth:`NodeRendezvous.failures`), and a join timeout that
-  names the nodes that came.
+  names the nodes that came and those of the last round that did not;
+- a node of the round dropped by the rendezvous (its keep-alive lapsed), or the store's host lost, named
+  (:mod:`runtime._supervision.node_faults`).
 """
 
 from __future__ import annotations
@@ -38,11 +40,19 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from torch.distributed.elastic.agent.server.api import RunResult, SimpleElasticAgent, WorkerGroup, WorkerSpec
-from torch.distributed.elastic.rendezvous import RendezvousParameters, RendezvousTimeoutError
+from torch.distributed.elastic.rendezvous import RendezvousClosedError, RendezvousParameters, RendezvousTimeoutError
 from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import create_backend
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
 
 from runtime._gloo_interface import host_addresses
+from runtime._supervision.node_address import address_towards, endpoint_address
+from runtime._supervision.node_faults import (
+    RendezvousStoreLostError,
+    dropped_nodes,
+    missing_nodes,
+    node_label,
+    store_lost,
+)
 from runtime._supervision.round_store_address import RoundStoreAddress
 from runtime.errors import RuntimeConfigError
 
@@ -142,37 +152,6 @@ class _RoundAgent(SimpleElasticAgent):
         raise NotImplementedError("resolver run stops the ranks itself")
 
 
-def _endpoint_address(host: str, source: str) -> str:
-    """The endpoint's IPv4 address: ``host`` itself, or what it resolves to (the endpoint's name, never
-    this host's)."""
-    try:
-        return str(ipaddress.ip_address(host.strip("[]")))
-    except ValueError:
-        pass
-    try:
-        return str(socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
-    except socket.gaierror as exc:
-        raise RuntimeConfigError(
-            f"this host ({socket.gethostname()}) cannot resolve the rendezvous endpoint {host!r} ({source}): "
-            f"{exc.strerror}",
-            hint="give the endpoint as an address every node can reach (e.g. --rdzv-endpoint 10.0.0.1:29400)",
-        ) from None
-
-
-def _address_towards(target: str, source: str) -> str:
-    """The address the kernel sends from to reach ``target`` (a UDP connect looks up the route only)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((target, 9))
-            return str(probe.getsockname()[0])
-    except OSError as exc:
-        raise RuntimeConfigError(
-            f"no network interface of this host ({socket.gethostname()}) routes to the rendezvous endpoint "
-            f"{target} ({source}): {exc.strerror or exc}",
-            hint="give an endpoint address this host can reach, the address of the node that hosts the rendezvous",
-        ) from None
-
-
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """torch's agent and rendezvous log each step at INFO and a store gone at exit as WARNING: the
@@ -206,8 +185,8 @@ class NodeRendezvous:
         conf: Mapping[str, str],
         source: str,
     ) -> None:
-        target = _endpoint_address(host, source)
-        self.local_address = _address_towards(target, source)
+        target = endpoint_address(host, source)
+        self.local_address = address_towards(target, source)
         check_rendezvous_conf(conf)
         given = conf.get("is_host")
         # The node whose own address the endpoint is hosts the store (never this host's name resolved).
@@ -255,6 +234,15 @@ class NodeRendezvous:
         self._agent = _RoundAgent(spec, exit_barrier_timeout=join_timeout)
         self._keys = f"resolver.{run_id}."
         self._num_nodes = nodes[1]
+        self._target = target
+        self._per_node = local_world_size
+        self._round: NodeRound | None = None
+        #: Set once the store stopped answering: leaving then talks to it no more (it would wait for it).
+        self.lost = False
+        #: Each node's host name by its advertised address, as the nodes wrote them before joining.
+        self.names: dict[str, str] = {self.local_address: socket.gethostname()}
+        with self._talking():
+            self._store.set(f"{self._keys}host.{self.local_address}", socket.gethostname())
 
     def next_round(self) -> NodeRound:
         """Join the next round (wait until every node has); raises torch's ``RendezvousClosedError`` once a
@@ -271,7 +259,7 @@ class NodeRendezvous:
             store.set(f"{self._keys}restart_count", str(self._store.add(f"{self._keys}rounds", 1) - 1))
         count = int(store.get(f"{self._keys}restart_count"))
         self._num_nodes = group.group_world_size
-        return NodeRound(
+        self._round = NodeRound(
             restart_count=count,
             node_rank=group.group_rank,
             num_nodes=group.group_world_size,
@@ -284,6 +272,40 @@ class NodeRendezvous:
             node_range=self._nodes,
             endpoint=self.endpoint,
         )
+        with self._talking():
+            for address in self._round.nodes:
+                key = f"{self._keys}host.{address}"
+                if address not in self.names and self._store.check([key]):
+                    self.names[address] = self._store.get(key).decode()
+        return self._round
+
+    @contextlib.contextmanager
+    def _talking(self) -> Iterator[None]:
+        """Around a call to the rendezvous store: its failure (the store's host gone) as
+        :class:`RendezvousStoreLostError`, which names that host and says what to do."""
+        with _quiet():
+            try:
+                yield
+            except (RendezvousClosedError, RendezvousTimeoutError, RendezvousStoreLostError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - torch's DistStoreError, RendezvousConnectionError, ...
+                self.lost = True
+                raise RendezvousStoreLostError(self.store_lost(exc)) from None
+
+    def silence_limit(self) -> float:
+        """Seconds without an answer from the store after which it counts as lost: as long as the store takes
+        to drop a node that stopped answering it (keep-alive interval x attempts)."""
+        settings = self._handler.settings
+        return settings.keep_alive_interval.total_seconds() * settings.keep_alive_max_attempt
+
+    def store_lost(self, problem: object) -> str:
+        """The reason to end with once the store stopped answering (see :func:`store_lost`)."""
+        nodes = self._round.nodes if self._round is not None else ()
+        if self._target in nodes:
+            host = node_label(nodes.index(self._target), self._target, self.names, self._per_node)
+        else:
+            host = f"the node at {self._target}"
+        return store_lost(self.endpoint, host, problem)
 
     @property
     def store(self) -> Store:
@@ -306,54 +328,64 @@ class NodeRendezvous:
     def _timed_out(self) -> str:
         """Fewer nodes than the least came within the join timeout: which came, how many are missing."""
         state = self._state()
-        came = {str(getattr(node, "addr", node)) for node in (*getattr(state, "participants", {}),
-                                                              *getattr(state, "wait_list", ()))}  # fmt: skip
+        # A complete round's participants are the last round's nodes not yet gone: the wait list asks for the next.
+        joining = () if getattr(state, "complete", False) else getattr(state, "participants", {})
+        came = {str(getattr(node, "addr", node)) for node in (*joining, *getattr(state, "wait_list", ()))}
         came.add(self.local_address)
         least = self._nodes[0]
+        last = self._round.nodes if self._round is not None else ()
         return (f"fewer than {least} node(s) joined within the join timeout ({self._join_timeout:.0f} s): "
                 f"came {len(came)} ({', '.join(sorted(came))}), missing at least {max(1, least - len(came))} (nodes "
-                "that never reached the endpoint are not known by name)")  # fmt: skip
+                "that never reached the endpoint are not known by name)"
+                f"{missing_nodes(last, sorted(came), self.names, self._per_node)}")  # fmt: skip
 
     def failures(self, current: NodeRound) -> int:
         """How many rounds failed, this one included (the same number on every node that asks about it): the
         restarts used. Rounds that only took in a node are not counted (as torchrun counts them)."""
         key = f"{self._keys}failed.{current.restart_count}"
-        with _quiet():
+        with self._talking():
             if self._store.add(key, 1) == 1:
                 self._store.set(f"{key}.number", str(self._store.add(f"{self._keys}failures", 1)))
             return int(self._store.get(f"{key}.number"))
 
     def others_waiting(self) -> bool:
         """Whether another node waits for a new round (its ranks failed, or it joined)."""
-        with _quiet():
+        with self._talking():
             return self._handler.num_nodes_waiting() > 0
 
-    def node_dropped(self) -> bool:
-        """With a range of nodes, whether the rendezvous dropped a node of this round (its keep-alive lapsed:
-        killed, its host down or its link cut), as read by the last :meth:`others_waiting`: the ranks here
-        may be blocked on it until their collective timeout, so a new round is started without it."""
-        if self._nodes[0] == self._nodes[1]:
-            return False
+    @property
+    def elastic(self) -> bool:
+        """Whether the number of nodes is a range (``--nnodes MIN:MAX``)."""
+        return self._nodes[0] < self._nodes[1]
+
+    def dropped(self) -> list[str]:
+        """The nodes of this round the rendezvous dropped (their keep-alive lapsed: killed, their host down
+        or their link cut), each named, as read by the last :meth:`others_waiting`: the ranks here may be
+        blocked on them until their collective timeout."""
         participants = getattr(self._state(), "participants", None)
-        return participants is not None and len(participants) < self._num_nodes
+        if participants is None or self._round is None or len(participants) >= self._num_nodes:
+            return []
+        present = [str(getattr(node, "addr", node)) for node in participants]
+        return dropped_nodes(self._round.nodes, present, self.names, self._per_node) or ["a node"]
 
     def ended(self) -> str | None:
         """The reason a node ended the run, once one did (or torchrun's agent closed the rendezvous)."""
-        with _quiet():
+        with self._talking():
             if not self._handler.is_closed():
                 return None
         return self.reason()
 
     def reason(self) -> str:
         key = f"{self._keys}end"
-        if self._store.check([key]):
-            return self._store.get(key).decode()
+        with self._talking():
+            if self._store.check([key]):
+                return self._store.get(key).decode()
         return f"a node closed the rendezvous at {self.endpoint} (a torchrun agent that ended, or ran out of restarts)"
 
     def end(self, reason: str) -> str:
         """End the run on every node with ``reason`` (the first reason written wins); return that reason."""
         key = f"{self._keys}end"
-        with _quiet():
+        with self._talking():
             written = self._store.compare_set(key, "", reason).decode()
             self._handler.set_closed()
         return written or reason
@@ -375,6 +407,8 @@ class NodeRendezvous:
 
     def leave(self) -> None:
         """Stop taking part; the store's host first waits (a little) until the other nodes have left."""
+        if self.lost:
+            return
         with _quiet():
             try:
                 left = self._store.add(f"{self._keys}left", 1)
@@ -385,4 +419,5 @@ class NodeRendezvous:
                         left = self._store.add(f"{self._keys}left", 0)
             except Exception:  # noqa: BLE001 - the store's host has gone already: nothing to wait for
                 pass
-            self._handler.shutdown()
+            with contextlib.suppress(Exception):  # the same: nothing to say goodbye to
+                self._handler.shutdown()

@@ -8,10 +8,14 @@ rendezvous. Then, on every node alike:
   and the other nodes, seeing it wait, stop their ranks and join too; the round's number is every rank's
   ``TORCHELASTIC_RESTART_COUNT``; a node that joins (``--nnodes MIN:MAX``: started later, or again) makes
   the running nodes join the next round too, without using a restart; so does a node the rendezvous
-  dropped (its keep-alive lapsed: its link cut, say), whose peers' ranks may be blocked on it;
+  dropped (its keep-alive lapsed: its link cut, say), whose peers' ranks may be blocked on it, is named;
+  with a fixed number of nodes its loss is a failure (a restart used: the next round waits for it to come
+  back within the join timeout, then ends naming it);
 - a failure that must not restart (a timeout, a configuration error, the launcher interrupted,
   pre-emption, the last restart used): the reason is written to the rendezvous, which is closed; every
   node stops its ranks and prints that same reason;
+- the rendezvous store's host lost: every other node ends, saying that torch's rendezvous cannot move its
+  store (:class:`~runtime._supervision.node_faults.RendezvousStoreLostError`);
 - success: torch's exit barrier, then every node leaves.
 """
 
@@ -20,10 +24,12 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from runtime._protocol.restarts import report_restart
+from runtime._supervision.node_faults import RendezvousStoreLostError
 from runtime._supervision.progress_exchange import ProgressExchange
 from runtime.errors import PeerLostError, ProgressTimeoutError, RankFailedError
 
@@ -35,6 +41,9 @@ __all__ = ["RoundResult", "run_rounds"]
 
 #: Seconds between two looks at the rendezvous while this node's ranks run.
 _LOOK = 0.25
+#: How long a node must stay out of the round, with no node waiting, to count as dropped: a node restarting
+#: leaves the round and joins the wait list in two steps, and torch serves its state from a 1 s cache.
+_DROPPED_FOR = 1.5
 #: How long a node whose ranks saw only a peer's failure waits for that peer's node to give the reason.
 _ECHO_WAIT = 5.0
 #: The exit status of a node whose run another node ended.
@@ -49,28 +58,48 @@ StartRound = Callable[["NodeRound", Callable[["Supervisor"], None]], RoundResult
 
 class _Watch(threading.Thread):
     """Watches the rendezvous while a round's ranks run: another node waiting for a new round, or the
-    run ended, stops them."""
+    run ended, stops them. The looks run in a thread of their own: a store cut off (this node's link
+    down) does not answer, and no answer for :meth:`NodeRendezvous.silence_limit` counts as lost."""
 
     def __init__(self, nodes: NodeRendezvous, supervisor: Supervisor) -> None:
         super().__init__(name="rendezvous-watch", daemon=True)
         self.nodes, self.supervisor = nodes, supervisor
         self.done = threading.Event()
-        self.seen: str | None = None  # "ended" or "new round"
+        self.seen: str | None = None  # "ended", "new round", "dropped" or "lost"
         self.reason = ""
+        self._missing_since: float | None = None
+        self.answered = time.monotonic()
 
     def run(self) -> None:
-        while not self.done.wait(_LOOK):
+        threading.Thread(target=self._looks, name="rendezvous-looks", daemon=True).start()
+        limit = self.nodes.silence_limit()
+        while not self.done.wait(_LOOK) and self.seen is None:
+            silent = time.monotonic() - self.answered
+            if silent > limit:
+                self.nodes.lost = True
+                self.seen, self.reason = "lost", self.nodes.store_lost(f"no answer for {silent:.0f} s")
+                self.supervisor.stop()
+
+    def _looks(self) -> None:
+        while not self.done.wait(_LOOK) and self.seen is None:
             try:
                 reason = self.nodes.ended()
                 if reason is not None:
                     self.seen, self.reason = "ended", reason
                 elif self.nodes.others_waiting():
                     self.seen, self.reason = "new round", "another node asks for a new round"
-                elif self.nodes.node_dropped():
-                    self.seen, self.reason = "new round", "the rendezvous dropped a node of this round (no keep-alive)"
+                elif dropped := self.nodes.dropped():
+                    self._missing_since = self._missing_since or time.monotonic()
+                    if time.monotonic() - self._missing_since >= _DROPPED_FOR:
+                        self.seen = "dropped"
+                        self.reason = f"the rendezvous dropped {', '.join(dropped)} of this round (no keep-alive)"
+                else:
+                    self._missing_since = None
+            except RendezvousStoreLostError as lost:
+                self.seen, self.reason = "lost", str(lost)
             except Exception as exc:  # noqa: BLE001 - torch raises its own errors when the store is gone
-                self.seen = "ended"
-                self.reason = f"the rendezvous store at {self.nodes.endpoint} stopped answering ({exc})"
+                self.seen, self.reason = "lost", self.nodes.store_lost(exc)
+            self.answered = time.monotonic()
             if self.seen is not None:
                 self.supervisor.stop()
                 return
@@ -79,6 +108,13 @@ class _Watch(threading.Thread):
 def _echo(problem: Exception | None) -> bool:
     """Whether ``problem`` is what a peer's failure looks like from here (its node will say why)."""
     return isinstance(problem, PeerLostError)
+
+
+def _maybe_echo(problem: Exception | None) -> bool:
+    """Whether ``problem`` may be another node's fault seen from here: no progress, with no rank here found
+    frozen (a rank frozen on another node leaves the ranks here waiting in a collective, and that node's
+    watchdog, which names the frozen rank, fires at about the same time)."""
+    return isinstance(problem, ProgressTimeoutError) and not problem.silent
 
 
 def run_rounds(
@@ -115,6 +151,8 @@ def run_rounds(
             seen = watches[0].seen if watches else None
             if seen == "ended":
                 return _print_end(watches[0].reason)
+            if seen == "lost":
+                raise RendezvousStoreLostError(watches[0].reason)
             problem = outcome.problem(timeout)
             if problem is None and preempted:
                 _print_end(nodes.end(f"node {number} ({host}): its ranks stopped on pre-emption"))
@@ -122,21 +160,32 @@ def run_rounds(
             if problem is None and seen is None:
                 nodes.finish()
                 return None
-            if seen == "new round" and (problem is None or _echo(problem)):
+            if seen in ("new round", "dropped") and (problem is None or _echo(problem)):
                 print(f"resolver run: node {number} ({host}): {watches[0].reason}: this node's ranks stopped",
                       file=sys.stderr, flush=True)  # fmt: skip
-                continue
+                if seen == "new round" or nodes.elastic:
+                    continue
+            if seen == "dropped" and not nodes.elastic:
+                # A fixed number of nodes cannot go on without it: a failure (a restart, or the end).
+                lost = f"node {number} ({host}): {watches[0].reason}"
+                if max_restarts and (failed := nodes.failures(current)) <= max_restarts:
+                    report_restart(watches[0].reason, failed, max_restarts, f"resolver run: node {number}")
+                    continue
+                return _print_end(nodes.end(lost))
             restartable = isinstance(problem, RankFailedError) and problem.exit_code != preempted_code
             if restartable and max_restarts and (failed := nodes.failures(current)) <= max_restarts:
                 report_restart(problem, failed, max_restarts, f"resolver run: node {number}")
                 continue
-            if _echo(problem):
+            if _echo(problem) or _maybe_echo(problem):
                 reason = nodes.wait_for_end(_ECHO_WAIT)
                 if reason is not None:
                     return _print_end(reason)
             first = _reason(problem)
             _print_end(nodes.end(f"node {number} ({host}): {first}"))
             return problem
+    except RendezvousStoreLostError as lost:
+        print(f"resolver run: the run ended on this node: {lost}", file=sys.stderr, flush=True)
+        return ENDED_ELSEWHERE
     except (KeyboardInterrupt, SystemExit) as stop:
         signal_name = "SIGINT (Ctrl-C)" if isinstance(stop, KeyboardInterrupt) else "SIGTERM"
         who = f"node {number}" if number >= 0 else "a node joining"
@@ -175,6 +224,7 @@ def _print_end(reason: str) -> int:
 def _ended_elsewhere(nodes: NodeRendezvous, exc: Exception) -> int:
     try:
         closed = nodes.ended()
-    except Exception:  # noqa: BLE001 - the store is gone with its node
-        closed = None
+    except RendezvousStoreLostError:  # the store is gone with its node
+        print(f"resolver run: the run ended on this node: {nodes.store_lost(exc)}", file=sys.stderr, flush=True)
+        return ENDED_ELSEWHERE
     return _print_end(closed if closed is not None else f"the rendezvous at {nodes.endpoint} failed: {exc}")

@@ -162,7 +162,10 @@ def test_a_node_whose_link_is_cut_is_dropped_and_the_other_goes_on_alone(hosts, 
     assert waited is None, f"{waited}\n" + "\n".join(out + err for _, out, err in results)
     code, out, err = results[0]
     assert code == 0, out + err
-    assert "the rendezvous dropped a node of this round (no keep-alive): this node's ranks stopped" in err, err
+    named = (
+        f"the rendezvous dropped node 1 ({second.hostname} at {second.address}: rank 1) of this round (no keep-alive)"
+    )
+    assert f"{named}: this node's ranks stopped" in err, err
     assert "restart 1 of 1" not in err, err  # not a failure of a rank here: no restart used
     print(f"\nfrom the link cut to the shrunk round's first step: {shrunk - cut:.1f} s")
 
