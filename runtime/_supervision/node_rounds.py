@@ -46,6 +46,9 @@ _LOOK = 0.25
 _DROPPED_FOR = 1.5
 #: How long a node whose ranks saw only a peer's failure waits for that peer's node to give the reason.
 _ECHO_WAIT = 5.0
+#: How long a node waits for the word of the node that holds the rank a stall is blamed on: that node's stack
+#: requests (SLOW_STACK_WAIT), the exchange of where ranks wait (3 s) and a margin.
+_REMOTE_STALL_WAIT = 12.0
 #: The exit status of a node whose run another node ended.
 ENDED_ELSEWHERE = 1
 
@@ -110,11 +113,19 @@ def _echo(problem: Exception | None) -> bool:
     return isinstance(problem, PeerLostError)
 
 
-def _maybe_echo(problem: Exception | None) -> bool:
-    """Whether ``problem`` may be another node's fault seen from here: no progress, with no rank here found
-    frozen (a rank frozen on another node leaves the ranks here waiting in a collective, and that node's
-    watchdog, which names the frozen rank, fires at about the same time)."""
-    return isinstance(problem, ProgressTimeoutError) and not problem.silent
+def _echo_wait(problem: Exception | None, number: int) -> float:
+    """How long to wait for another node's word on ``problem`` before this node's own ends the run: a peer's
+    loss (that node says why); no progress with no rank here found frozen, since a rank frozen or stuck on
+    another node leaves the ranks here waiting in a collective, and that node, which can tell frozen from
+    stuck, fires at about the same time (longer when the diagnosis across hosts places the blamed rank
+    there: its stack requests and the exchange of where ranks wait come first); none when it places it here."""
+    if isinstance(problem, PeerLostError):
+        return _ECHO_WAIT
+    if not isinstance(problem, ProgressTimeoutError) or problem.silent:
+        return 0.0
+    if problem.across_hosts and problem.place:
+        return 0.0 if problem.place.startswith(f"on node {number} ") else _REMOTE_STALL_WAIT
+    return _ECHO_WAIT
 
 
 def run_rounds(
@@ -176,8 +187,8 @@ def run_rounds(
             if restartable and max_restarts and (failed := nodes.failures(current)) <= max_restarts:
                 report_restart(problem, failed, max_restarts, f"resolver run: node {number}")
                 continue
-            if _echo(problem) or _maybe_echo(problem):
-                reason = nodes.wait_for_end(_ECHO_WAIT)
+            if (wait := _echo_wait(problem, number)) > 0:
+                reason = nodes.wait_for_end(wait)
                 if reason is not None:
                     return _print_end(reason)
             first = _reason(problem)

@@ -163,12 +163,17 @@ def test_a_rank_frozen_with_sigstop_is_named_on_both_nodes_and_reaped(hosts, tmp
     took = time.monotonic() - began
     ends = [re.findall(r"resolver run: the run ended on every node: (.*)", err) for _, _, err in results]
     assert ends[0] == ends[1] and len(ends[0]) == 1, results
-    assert ends[0][0].startswith("node 1 (node-1): rank 1 made no progress for 5 s"), ends
-    assert (
-        f"rank 1 (pid {frozen}) did not answer the request for its Python stack: a signal had frozen it"
-        in results[1][2]
-    )
-    assert [code for code, _, _ in results] == [1, 124], results
+    # Either node may end the run: each learns its own deadline (5 s, or 10x its median step where the
+    # machine is slow enough to make that longer), and each knows, through the progress exchange, that
+    # rank 1 on node 1 is the one outside any collective. Node 1 can also tell that rank 1 is frozen.
+    ender = re.match(r"node (\d) \(node-\d\): rank 1 on node 1 \(node-1\) made no progress for [\d.]+ s", ends[0][0])
+    assert ender is not None, ends
+    if ender.group(1) == "1":
+        assert (
+            f"rank 1 (pid {frozen}) did not answer the request for its Python stack: a signal had frozen it"
+            in results[1][2]
+        )
+    assert sorted(code for code, _, _ in results) == [1, 124], results
     assert not Path(f"/proc/{frozen}").exists()  # the stopped rank was killed and reaped
     _said(results[0][2] + results[1][2])
     print(f"\nfrom SIGSTOP to both nodes' end (progress timeout 5 s): {took:.1f} s")
