@@ -10,12 +10,20 @@ import os
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from runtime._protocol.ports import find_free_port
-from tests.support.two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
+from tests.support.two_hosts_support import (
+    REQUIRE_VARIABLE,
+    TwoHosts,
+    finish,
+    host_environment,
+    kill_host,
+    missing_prerequisite,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -98,6 +106,58 @@ def test_a_rank_failing_on_node_2_restarts_both_nodes_and_launch_returns_the_res
     # launch() returned the node's first rank's result in the launching process, once per node.
     results_by_host = [re.findall(r"^RESULT (.*) pid=\d+$", out, re.M) for _, out, _ in results]
     assert sorted(results_by_host) == [["rank=0 count=1 sum=4.0"], ["rank=1 count=1 sum=4.0"]], both
+
+
+#: Steps until a file ``stop`` appears in argv[1], marking each round's first step there; num_nodes=(1, 2).
+ELASTIC_SCRIPT = """
+import os, sys, time
+import runtime, torch
+
+def work(strategy, folder):
+    world, count = strategy.world_size, strategy.restart_count
+    open(os.path.join(folder, f"world{world}-rank{strategy.global_rank}-count{count}"), "w").close()
+    while True:
+        flag = strategy.collective.all_reduce(torch.tensor([float(os.path.exists(os.path.join(folder, "stop")))]))
+        if flag.item() > 0:
+            return f"world={world} count={count}"
+        time.sleep(0.1)
+
+if __name__ == "__main__":
+    result = runtime.launch(work, sys.argv[1], accelerator="cpu", devices=1, num_nodes=(1, 2), max_restarts=1,
+                            master_addr=sys.argv[2], master_port=int(sys.argv[3]))
+    print(f"RESULT {result}", flush=True)
+"""
+
+
+def _wait_for(folder: Path, name: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not (folder / name).exists():
+        assert time.monotonic() < deadline, f"no {name} within {seconds} s: {sorted(p.name for p in folder.iterdir())}"
+        time.sleep(0.05)
+
+
+@on_two_hosts
+def test_with_a_range_of_nodes_node_1_goes_on_alone_once_node_2_is_killed(hosts: TwoHosts, tmp_path: Path) -> None:
+    script = tmp_path / "elastic.py"
+    script.write_text(ELASTIC_SCRIPT)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    command = [sys.executable, str(script), str(marks), hosts.hosts[0].address, str(find_free_port())]
+    processes = [host.start(command, _environment()) for host in hosts.hosts]
+    waited: AssertionError | None = None
+    try:
+        _wait_for(marks, "world2-rank0-count0", 120)
+        _wait_for(marks, "world2-rank1-count0", 30)
+        kill_host(hosts.hosts[1].namespace)  # every process of node 2: its launcher and its rank
+        _wait_for(marks, "world1-rank0-count1", 60)  # node 1 alone, its one restart used
+        (marks / "stop").touch()
+    except AssertionError as exc:
+        waited = exc
+    finally:
+        results = finish(processes, timeout=60)
+    (code, out, err), _ = results
+    assert waited is None and code == 0, f"{waited}\n{out}{err}"
+    assert re.findall(r"^RESULT (.*)$", out, re.M) == ["world=1 count=1"], out + err
 
 
 @on_two_hosts
