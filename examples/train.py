@@ -5,6 +5,7 @@
     python examples/train.py --devices 2 --strategy fsdp
     python examples/train.py --devices 2 --strategy deepspeed      # with the deepspeed extra
     NODE_RANK=0 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 python examples/train.py --devices 2 --num-nodes 2
+    python examples/train.py --num-nodes 1:2 --max-restarts 3 --master-addr 10.0.0.1 --master-port 29400  # each node
 
 Rank 0 prints the loss of every epoch, then one JSON line (prefixed ``RESULT``) with the
 initial and final loss and a checksum of every rank's full parameters (gathered from the shards
@@ -105,13 +106,21 @@ def train(strategy: Strategy, epochs: int, lr: float, batch_size: int) -> dict[s
     return summary
 
 
+def _nodes(text: str) -> int | tuple[int, int]:
+    least, _, most = text.partition(":")
+    return (int(least), int(most)) if most else int(least)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--accelerator", default="auto")
     parser.add_argument("--devices", default="auto")
     parser.add_argument("--strategy", default="auto")
     parser.add_argument("--precision", default=None)
-    parser.add_argument("--num-nodes", type=int, default=1)
+    parser.add_argument("--num-nodes", type=_nodes, default=1, help="N, or MIN:MAX (nodes that come and go)")
+    parser.add_argument("--max-restarts", type=int, default=0, help="restarts of every node's ranks after a failure")
+    parser.add_argument("--master-addr", default=None, help="the address of the node that hosts the rendezvous")
+    parser.add_argument("--master-port", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -128,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         precision=args.precision,
         num_nodes=args.num_nodes,
         timeout=args.timeout,
+        max_restarts=args.max_restarts,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
     )
     return 0
 

@@ -32,7 +32,7 @@ from runtime.registry import ACCELERATORS, CLUSTER_ENVIRONMENTS
 
 if TYPE_CHECKING:
     from resolver import Environment
-    from runtime._supervision.node_rendezvous import NodeRound
+    from runtime._supervision.node_rendezvous import NodeRendezvous, NodeRound
     from runtime._supervision.supervisor import Outcome, Supervisor
     from runtime.cluster.base import ClusterEnvironment
 
@@ -124,6 +124,61 @@ def run_script(
     :class:`~runtime.errors.PortInUseError` or :class:`~runtime.errors.RuntimeConfigError`
     before starting anything when the rendezvous cannot work.
     """
+    command = rank_command(script, args, module=module, python=python)
+    problem = run_ranks(config, command, timeout=timeout, progress_timeout=progress_timeout, output=output,
+                        role=role, run_id=run_id, max_restarts=max_restarts, min_nodes=min_nodes,
+                        environment=environment, rules=rules, rendezvous_backend=rendezvous_backend,
+                        rendezvous_conf=rendezvous_conf)  # fmt: skip
+    if isinstance(problem, RankFailedError) and problem.exit_code == PREEMPTED_EXIT_CODE:
+        problem = PREEMPTED_EXIT_CODE  # a rank exited so before its work was seen to return
+    if problem == PREEMPTED_EXIT_CODE:
+        # Every rank stopped at the agreed step; rank 0 printed the step and the checkpoint.
+        print(f"resolver run: pre-empted: every rank stopped (exit status {PREEMPTED_EXIT_CODE})", file=sys.stderr)
+        return PREEMPTED_EXIT_CODE
+    if isinstance(problem, int):
+        return problem
+    if problem is None:
+        return 0
+    print(f"resolver run: {_report(problem, output)}", file=sys.stderr, flush=True)  # with the traceback or stacks
+    if isinstance(problem, LaunchTimeoutError):
+        return TIMEOUT_EXIT_CODE
+    return _exit_code(problem.exit_code) if isinstance(problem, RankFailedError) else 1
+
+
+def rank_command(script: str, args: Sequence[str], *, module: bool = False, python: bool = True) -> list[str]:
+    """The command each rank runs: ``script`` (a module with ``module=True``, a program with ``python=False``)
+    with ``args``, through the rank entry that reports an exception the script raises."""
+    if not python:
+        if module:
+            raise RuntimeConfigError("python=False runs a program, module=True a Python module: choose one")
+        return [script, *args]
+    return [sys.executable, _RANK_MAIN, *(["-m", script] if module else [script]), *args]
+
+
+def run_ranks(
+    config: ResolvedConfig,
+    command: list[str],
+    *,
+    timeout: float | None = None,
+    progress_timeout: float | None = None,
+    output: RankOutput | None = None,
+    role: str = "default",
+    run_id: str | None = None,
+    max_restarts: int = 0,
+    min_nodes: int | None = None,
+    environment: Environment | None = None,
+    rules: Sequence[str] = (),
+    rendezvous_backend: str | None = None,
+    rendezvous_conf: Mapping[str, str] | None = None,
+    variables: Mapping[str, str] | None = None,
+    endpoint_source: str = "--rdzv-endpoint, or --master-addr/--master-port",
+    rendezvous: type[NodeRendezvous] | None = None,
+) -> Exception | int | None:
+    """:func:`run_script`'s run of ``command`` once per local rank (its parameters alike; ``variables``: more
+    for every rank, ``endpoint_source``: where the nodes' endpoint came from, for errors, ``rendezvous``: the
+    node membership class, :class:`~runtime._supervision.node_rendezvous.NodeRendezvous` or a subclass);
+    ``runtime.launch`` runs its nodes that restart together through it too. Returns the problem that ended
+    the run (``None``: none), or an exit status (130 after Ctrl-C, 75 pre-empted, 1 ended by another node)."""
     if timeout is None and config.strategy_options.get("timeout") is not None:
         option = config.strategy_options["timeout"]
         timeout = check_timeout(option, f"the strategy option timeout={option!r}", TIMEOUT_HINTS["timeout"])
@@ -147,31 +202,29 @@ def run_script(
     # rendezvous); torchrun draws a random one, which its nodes agree on through their rendezvous.
     if run_id is None:
         run_id = os.urandom(16).hex() if config.num_nodes == 1 else f"resolver-{address}-{port}"
-    if not python:
-        if module:
-            raise RuntimeConfigError("python=False runs a program, module=True a Python module: choose one")
-        command = [script, *args]
-    else:
-        command = [sys.executable, _RANK_MAIN, *(["-m", script] if module else [script]), *args]
     # One process on this machine (config.launcher is None there too) is this run's to restart.
     started_by = config.cluster_environment if started_by_cluster and cluster.starts_processes else None
     check_max_restarts(max_restarts, num_nodes=config.num_nodes, started_by=started_by,
                        restart_hint=cluster.restart_hint, rendezvous=across_nodes)  # fmt: skip
     context = _run_context(environment, rules, max_restarts)
     signals = launching_signals(config.strategy_options, cluster.stop_signals if started_by_cluster else ())
+    more = dict(variables or {})
     attempts = _Attempts(
-        config, ranks, command, cluster, run_id, role, output, timeout, context, watchdog, max_restarts
+        config, ranks, command, cluster, run_id, role, output, timeout, context, watchdog, max_restarts, more
     )
     nodes = None
     if across_nodes:
-        from runtime._supervision.node_rendezvous import NodeRendezvous
+        if rendezvous is None:
+            from runtime._supervision import node_rendezvous
+
+            rendezvous = node_rendezvous.NodeRendezvous
 
         if config.node_rank != 0:  # nothing a torchrun command line gives is silently dropped
             print(f"resolver run: node rank {config.node_rank} (--node-rank or NODE_RANK) is not kept: the c10d "
                   "rendezvous numbers the nodes as they join, as torchrun's does", file=sys.stderr)  # fmt: skip
 
-        source = "--rdzv-endpoint, or --master-addr/--master-port"
-        nodes = NodeRendezvous(
+        source = endpoint_source
+        nodes = rendezvous(
             address,
             port,
             run_id,
@@ -190,20 +243,7 @@ def run_script(
             problem = run_rounds(nodes, attempts.node_round, max_restarts, timeout, PREEMPTED_EXIT_CODE)
         else:
             problem = attempts.run(max_restarts, restarts_ours=started_by is None)
-    if isinstance(problem, RankFailedError) and problem.exit_code == PREEMPTED_EXIT_CODE:
-        problem = PREEMPTED_EXIT_CODE  # a rank exited so before its work was seen to return
-    if problem == PREEMPTED_EXIT_CODE:
-        # Every rank stopped at the agreed step; rank 0 printed the step and the checkpoint.
-        print(f"resolver run: pre-empted: every rank stopped (exit status {PREEMPTED_EXIT_CODE})", file=sys.stderr)
-        return PREEMPTED_EXIT_CODE
-    if isinstance(problem, int):
-        return problem
-    if problem is None:
-        return 0
-    print(f"resolver run: {_report(problem, output)}", file=sys.stderr, flush=True)  # with the traceback or stacks
-    if isinstance(problem, LaunchTimeoutError):
-        return TIMEOUT_EXIT_CODE
-    return _exit_code(problem.exit_code) if isinstance(problem, RankFailedError) else 1
+    return problem
 
 
 def _check_elastic(config: ResolvedConfig, min_nodes: int | None, started_by_cluster: bool) -> bool:
@@ -274,6 +314,8 @@ class _Attempts:
     #: The progress watchdog's least deadline (0: off).
     progress_timeout: float
     max_restarts: int
+    #: More variables for every rank.
+    variables: dict[str, str]
 
     def run(self, max_restarts: int, *, restarts_ours: bool) -> Exception | int | None:
         """The problem that ended the run (``None``: none), or 130 after Ctrl-C."""
@@ -313,6 +355,7 @@ class _Attempts:
                 if elastic:  # ranks it starts itself, one alone too: as torchrun's (a cluster's keep its own)
                     variables.update(elastic_variables(rank, self.run_id, self.role))
                 variables.update(extra)
+                variables.update(self.variables)
                 variables[RUN_CONTEXT_VARIABLE] = self.context.to_json()
                 environment = {**os.environ, **variables}
                 group.popen(rank.global_rank, self.command, environment, output=pump, local_rank=rank.local_rank)

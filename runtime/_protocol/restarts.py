@@ -74,10 +74,12 @@ def check_max_restarts(
         )
     if num_nodes > 1 and not rendezvous:
         raise RuntimeConfigError(
-            f"max_restarts={max_restarts} with {num_nodes} nodes: runtime.launch restarts one node's ranks, "
+            f"max_restarts={max_restarts} with {num_nodes} nodes: a strategy's launch restarts one node's ranks, "
             "with no rendezvous to bring the nodes' attempts together",
             hint="start each node with `resolver run --nnodes N --rdzv-endpoint HOST:PORT --max-restarts K "
-            "script.py` (torch's elastic rendezvous restarts every node together), or drop max_restarts",
+            "script.py`, or with a script calling runtime.launch(fn, num_nodes=N, max_restarts=K, "
+            "master_addr=HOST, master_port=PORT) (torch's elastic rendezvous restarts every node together), or drop "
+            "max_restarts",
         )
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -81,6 +83,21 @@ class TwoHosts:
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
         names = {line.split()[0] for line in listed.splitlines() if line.strip()}
         return [host.namespace for host in self.hosts if host.namespace in names]
+
+
+def kill_host(namespace: str) -> None:
+    """``kill -9`` of every process in ``namespace`` (a node's launcher and its ranks), until none is left."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30)
+        if not listed.stdout.split():
+            return
+        for pid in map(int, listed.stdout.split()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
 
 
 def finish(processes: Sequence[subprocess.Popen[str]], timeout: float = 180) -> list[tuple[int, str, str]]:

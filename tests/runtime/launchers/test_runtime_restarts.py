@@ -21,6 +21,7 @@ import torch
 from runtime_configs import ddp_config
 from runtime_workers import process_is_gone, recorded_pids
 
+import resolver
 import runtime
 from runtime.checkpoint import COMPLETE_MARKER, TorchCheckpointIO, latest_checkpoint
 from runtime.cluster.base import ClusterEnvironment
@@ -319,12 +320,32 @@ def test_under_a_clusters_own_scheduler_max_restarts_is_refused_with_the_fix_tha
 
 
 def test_restarts_on_several_nodes_and_on_one_process_are_refused_with_the_fix() -> None:
-    with pytest.raises(runtime.RuntimeConfigError, match="2 nodes: runtime.launch restarts one node") as caught:
-        runtime.launch(lambda strategy: None, accelerator="cpu", devices=2, num_nodes=2, node_rank=1,
-                       master_addr="127.0.0.1", master_port=29500, strategy="ddp_spawn", max_restarts=1)  # fmt: skip
+    # runtime.launch runs several nodes through torch's rendezvous (tests/runtime/supervision/
+    # test_two_hosts_launch.py); a strategy's own launch has none.
+    config = resolver.resolve(accelerator="cpu", devices=2, num_nodes=2, node_rank=1, master_addr="127.0.0.1",
+                              master_port=29500, strategy="ddp_spawn")  # fmt: skip
+    with pytest.raises(runtime.RuntimeConfigError, match="2 nodes: a strategy's launch restarts one node") as caught:
+        runtime.build(config, max_restarts=1).launch(lambda strategy: None)
     assert "resolver run --nnodes N --rdzv-endpoint HOST:PORT --max-restarts K" in str(caught.value.hint)
+    assert "runtime.launch(fn, num_nodes=N, max_restarts=K, master_addr=HOST, master_port=PORT)" in str(
+        caught.value.hint
+    )
     with pytest.raises(runtime.RuntimeConfigError, match="a run of one process .* has no launcher to restart it"):
         runtime.launch(lambda strategy: None, accelerator="cpu", devices=1, max_restarts=1)
+
+
+@pytest.mark.parametrize("nodes", [(2, 1), (0, 2), (1, 2, 3), (1.5, 2), ("1", "2")])
+def test_a_range_of_nodes_that_is_not_min_max_is_refused_before_anything_starts(nodes: object) -> None:
+    with pytest.raises(runtime.RuntimeConfigError, match=r"a range of nodes is \(MIN, MAX\)") as caught:
+        runtime.launch(lambda strategy: None, accelerator="cpu", devices=1, num_nodes=nodes, max_restarts=1)
+    assert str(caught.value).startswith(f"num_nodes={nodes!r}: ")
+    assert caught.value.hint == "e.g. num_nodes=(1, 2), or a fixed number of nodes, num_nodes=2"
+
+
+def test_several_nodes_with_restarts_and_no_address_do_not_resolve_and_say_what_to_pass() -> None:
+    with pytest.raises(resolver.ConflictError, match="nothing says which machine runs rank 0") as caught:
+        runtime.launch(lambda strategy: None, accelerator="cpu", devices=1, num_nodes=(1, 2), max_restarts=1)
+    assert "pass master_addr" in str(caught.value.hint)
 
 
 def test_latest_checkpoint_takes_the_newest_complete_one_and_skips_half_written_ones(tmp_path: Path) -> None:
