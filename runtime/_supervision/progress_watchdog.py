@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from runtime._protocol.progress import ProgressFiles, RankProgress
+from runtime._protocol.rank_files import where_waiting
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.errors import LaunchTimeoutError, ProgressTimeoutError, SilentRank
 
@@ -194,8 +195,11 @@ def _stall_error(
 ) -> ProgressTimeoutError:
     progress = stall.progress
     numbered = {rank: _numbered(where, progress.get(rank)) for rank, where in waiting.items()}
+    # Where every rank waits, none is set apart as waiting: the lines come from each one's stack.
+    located = {rank: where for rank, text in stacks.items() if (where := where_waiting(text))} | dict(waiting)
+    called = {rank: _numbered(where, progress.get(rank)) for rank, where in located.items()}
     return ProgressTimeoutError(ranks, stall.deadline, stacks, waiting=numbered, silent=silent,
-                                why=stall.why(), notes=mismatches(progress))  # fmt: skip
+                                why=stall.why(), notes=mismatches(progress, called))  # fmt: skip
 
 
 def _numbered(where: str, record: RankProgress | None) -> str:
@@ -205,8 +209,9 @@ def _numbered(where: str, record: RankProgress | None) -> str:
     return f"{record.operation} #{record.current}{where[len(record.operation) + 2 :]}"
 
 
-def mismatches(progress: Mapping[int, RankProgress]) -> list[str]:
-    """What tells the ranks' collectives apart: different operations or numbers, or a rank behind."""
+def mismatches(progress: Mapping[int, RankProgress], called: Mapping[int, str] | None = None) -> list[str]:
+    """What tells the ranks' collectives apart: different operations or numbers, or a rank behind; ``called``:
+    where a rank waits, as :func:`_numbered` writes it (``all_reduce #41 (called at train.py:40 in step)``)."""
     inside = {rank: record for rank, record in progress.items() if record.current}
     if not inside:
         return []
@@ -216,7 +221,8 @@ def mismatches(progress: Mapping[int, RankProgress]) -> list[str]:
         lines.append(
             "the ranks wait in different collectives: "
             + ", ".join(
-                f"rank {rank} in {record.operation} #{record.current}" for rank, record in sorted(inside.items())
+                f"rank {rank} in {_located(record, (called or {}).get(rank))}"
+                for rank, record in sorted(inside.items())
             )
         )
     furthest = max(record.current for record in inside.values())
@@ -227,6 +233,12 @@ def mismatches(progress: Mapping[int, RankProgress]) -> list[str]:
         if not record.current and record.collectives < furthest
     ]
     return lines
+
+
+def _located(record: RankProgress, line: str | None) -> str:
+    """``all_reduce #41``, with the line that called it where ``line`` (numbered) names that collective."""
+    numbered = f"{record.operation} #{record.current}"
+    return line if line is not None and line.startswith(f"{numbered} (") else numbered
 
 
 def _collectives(count: int) -> str:
