@@ -10,12 +10,17 @@ the others wait, each collective with its number (:func:`stall_error`).
 The watchdog is armed by the first step any rank makes: before it (loading, compiling, the first
 step itself) nothing tells how long a step takes, and a script that makes no step through the
 strategy is never judged. ``progress_timeout=0`` turns it off.
+
+The same looks feed the straggler watch (:mod:`runtime._supervision.stragglers`), which names on stderr
+a rank whose own work per step stays above the others'.
 """
 
 from __future__ import annotations
 
 import functools
+import socket
 import statistics
+import sys
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -25,6 +30,7 @@ import attrs
 from runtime._protocol.progress import ProgressFiles, RankProgress
 from runtime._protocol.rank_files import where_waiting
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
+from runtime._supervision.stragglers import StragglerWatch
 from runtime.errors import LaunchTimeoutError, ProgressTimeoutError, SilentRank
 
 __all__ = [
@@ -158,6 +164,8 @@ class ProgressWatchdog:
         self.files = ProgressFiles(directory)
         self.ranks = tuple(ranks)
         self.next_check: float | None = now if self.watch.on else None
+        #: The stragglers, named on stderr from the same looks (runtime._supervision.stragglers).
+        self.stragglers = StragglerWatch(dict.fromkeys(self.ranks, socket.gethostname()))
 
     def check(self, now: float, done: Callable[[int], bool]) -> Stall | None:
         """Look at the records if a look is due (``done``: whether a rank's work has returned); the stall
@@ -167,6 +175,8 @@ class ProgressWatchdog:
         progress = {rank: record for rank in self.ranks if (record := self.files.read(rank)) is not None}
         finished = [rank for rank in self.ranks if done(rank)]
         self.watch.look(now, progress, finished)
+        for report in self.stragglers.look(now, progress):
+            print(report, file=sys.stderr, flush=True)
         if len(finished) < len(self.ranks) and self.watch.stalled(now):
             self.next_check = None
             return self.watch.stall(progress)
