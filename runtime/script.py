@@ -25,6 +25,7 @@ from runtime._protocol.run_context import RUN_CONTEXT_VARIABLE, RunContext
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime._supervision.progress_watchdog import progress_timeout as watchdog_floor
 from runtime._supervision.rank_group import rank_group
+from runtime._supervision.stragglers import StragglerWatch, report_stragglers
 from runtime.errors import LaunchTimeoutError, RankFailedError, RuntimeConfigError
 from runtime.launchers.rank_output import RankOutput, RankOutputPump
 from runtime.preemption import PREEMPTED_EXIT_CODE, forwarding, launching_signals
@@ -243,6 +244,7 @@ def run_ranks(
             problem = run_rounds(nodes, attempts.node_round, max_restarts, timeout, PREEMPTED_EXIT_CODE)
         else:
             problem = attempts.run(max_restarts, restarts_ours=started_by is None)
+    report_stragglers(attempts.stragglers, output.log_folder if output is not None else None, "resolver run")
     return problem
 
 
@@ -316,6 +318,8 @@ class _Attempts:
     max_restarts: int
     #: More variables for every rank.
     variables: dict[str, str]
+    #: The latest attempt's stragglers, as the progress watchdog saw them.
+    stragglers: StragglerWatch | None = None
 
     def run(self, max_restarts: int, *, restarts_ours: bool) -> Exception | int | None:
         """The problem that ended the run (``None``: none), or 130 after Ctrl-C."""
@@ -363,6 +367,7 @@ class _Attempts:
             if watching is not None:
                 watching(supervisor)
             outcome = supervisor.watch()
+            self.stragglers = outcome.stragglers
             # A rank whose work returned is not watched any more: its status says it was pre-empted.
             preempted = any(process.poll() == PREEMPTED_EXIT_CODE for process in group.processes.values())
         return outcome, preempted

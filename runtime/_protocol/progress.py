@@ -3,7 +3,9 @@
 A launched rank counts its steps (``Strategy.optimizer_step``, ``Strategy.heartbeat``) and numbers
 the collectives it runs (each public operation of a ``Collective``) into ``rank-N.progress`` in its
 launch's report folder, mapped into memory: a count is a store into the mapping, no system call and
-no message, so a step pays a few hundred nanoseconds. The launcher maps the same files and looks at
+no message, so a step pays a few hundred nanoseconds. A step also stores the time the rank has spent
+outside collectives (a clock read at each step and at each collective's start and end), from which
+the launcher tells a straggler (:mod:`runtime._supervision.stragglers`). The launcher maps the same files and looks at
 them about once a second (:mod:`runtime._supervision.progress_watchdog`).
 
 What a rank records is :class:`RankProgress`: plain numbers and an operation name, so that across
@@ -21,6 +23,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
+from time import perf_counter_ns
 
 import attrs
 
@@ -35,10 +38,10 @@ __all__ = [
 ]
 
 #: steps, collectives begun, the number of the collective the rank is in now (0: none), how many long
-#: operations it is inside (0: none), the collective's operation.
-_LAYOUT = struct.Struct("=qqqq24s")
+#: operations it is inside (0: none), its own work at its latest step (ns), the collective's operation.
+_LAYOUT = struct.Struct("=qqqqq24s")
 #: The words and bytes of the record, as the rank stores into them (native order: the reader is on this host).
-_STEPS, _COLLECTIVES, _CURRENT, _LONG, _OPERATION = 0, 1, 2, 3, slice(32, 56)
+_STEPS, _COLLECTIVES, _CURRENT, _LONG, _WORK, _OPERATION = 0, 1, 2, 3, 4, slice(40, 64)
 _SUFFIX = "progress"
 
 
@@ -57,6 +60,10 @@ class RankProgress:
     #: How many long operations it is inside (a checkpoint being saved or loaded), which take as long
     #: as the disk and the checkpoint's size make them: the watchdog does not judge a rank inside one.
     long: int = 0
+    #: Nanoseconds this rank spent outside collectives (its own work), on a clock of its own, as at its
+    #: latest step: between two steps, the difference over the steps is its own work per step, which in a
+    #: synchronous job tells a straggler apart (every rank's step lasts as long as the slowest one's).
+    work: int = 0
 
     def moved_since(self, other: RankProgress | None) -> bool:
         """Whether it did anything since ``other`` (a step, a collective begun or ended, a long operation
@@ -72,7 +79,7 @@ class RankProgress:
 class _Record:
     """This process's record, written in place (one per launched rank process)."""
 
-    __slots__ = ("map", "bytes", "words", "operation", "steps", "collectives", "depth", "long")
+    __slots__ = ("map", "bytes", "words", "operation", "steps", "collectives", "depth", "long", "entered", "waited")
 
     def __init__(self, path: str) -> None:
         partial = f"{path}.partial"
@@ -83,12 +90,14 @@ class _Record:
         os.replace(partial, path)  # the launcher maps only a file of the full size
         # Stores through views of the mapping: an index store each, cheaper than struct's pack_into.
         self.bytes = memoryview(self.map)
-        self.words = self.bytes[:32].cast("q")
+        self.words = self.bytes[:40].cast("q")
         self.operation = ""
         self.steps = 0
         self.collectives = 0
         self.depth = 0  # a collective that calls another counts once
         self.long = 0
+        self.entered = 0  # when the collective it is in began (perf_counter_ns)
+        self.waited = 0  # nanoseconds spent inside collectives so far
 
     def close(self) -> None:
         self.words.release()
@@ -117,7 +126,9 @@ def step() -> None:
     record = _record
     if record is not None:
         record.steps += 1
-        record.words[_STEPS] = record.steps
+        words = record.words
+        words[_WORK] = perf_counter_ns() - record.waited  # first: a reader that sees the step sees its work
+        words[_STEPS] = record.steps
 
 
 def collective_entered(operation: str) -> None:
@@ -127,6 +138,7 @@ def collective_entered(operation: str) -> None:
         return
     record.depth += 1
     if record.depth == 1:
+        record.entered = perf_counter_ns()
         record.collectives += 1
         if operation != record.operation:  # the name first: a reader that sees the number sees its operation
             record.bytes[_OPERATION] = operation.encode()[:24].ljust(24, b"\0")
@@ -143,6 +155,7 @@ def collective_left() -> None:
     record.depth -= 1
     if record.depth == 0:
         record.words[_CURRENT] = 0
+        record.waited += perf_counter_ns() - record.entered
 
 
 @contextlib.contextmanager
@@ -179,8 +192,8 @@ class ProgressFiles:
             except (OSError, ValueError):
                 return None
             self._maps[rank] = mapped
-        steps, collectives, current, long, operation = _LAYOUT.unpack_from(mapped, 0)
-        return RankProgress(steps, collectives, current, operation.rstrip(b"\0").decode(errors="replace"), long)
+        steps, collectives, current, long, work, operation = _LAYOUT.unpack_from(mapped, 0)
+        return RankProgress(steps, collectives, current, operation.rstrip(b"\0").decode(errors="replace"), long, work)
 
     def close(self) -> None:
         for mapped in self._maps.values():

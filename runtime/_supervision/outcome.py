@@ -28,6 +28,7 @@ from runtime._protocol.rank_files import (
     timeout_error,
 )
 from runtime._supervision.progress_watchdog import Stall, stall_error
+from runtime._supervision.stragglers import StragglerWatch
 from runtime.errors import LaunchTimeoutError, PeerLostError, RankFailedError, SilentRank, failure_time
 
 __all__ = ["Failure", "Outcome"]
@@ -84,6 +85,8 @@ class Outcome:
     local_ranks: frozenset[int] = frozenset()
     #: Set when the progress watchdog stopped the launch (no rank made progress for its deadline).
     stall: Stall | None = None
+    #: The stragglers the progress watchdog watched for (each rank's own work per step, who was named).
+    stragglers: StragglerWatch | None = None
 
     def problem(self, timeout: float | None) -> RankFailedError | LaunchTimeoutError | None:
         """The exception for the cause of the failure (see the module docstring), or ``None``."""

@@ -10,12 +10,17 @@ the others wait, each collective with its number (:func:`stall_error`).
 The watchdog is armed by the first step any rank makes: before it (loading, compiling, the first
 step itself) nothing tells how long a step takes, and a script that makes no step through the
 strategy is never judged. ``progress_timeout=0`` turns it off.
+
+The same looks feed the straggler watch (:mod:`runtime._supervision.stragglers`), which names on stderr
+a rank whose own work per step stays above the others'.
 """
 
 from __future__ import annotations
 
 import functools
+import socket
 import statistics
+import sys
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
@@ -23,7 +28,9 @@ from typing import Any, Protocol
 import attrs
 
 from runtime._protocol.progress import ProgressFiles, RankProgress
+from runtime._protocol.rank_files import where_waiting
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
+from runtime._supervision.stragglers import StragglerWatch
 from runtime.errors import LaunchTimeoutError, ProgressTimeoutError, SilentRank
 
 __all__ = [
@@ -177,6 +184,8 @@ class ProgressWatchdog:
         self.next_check: float | None = now if self.watch.on else None
         #: Across hosts: the other nodes' ranks are judged too (set by the node's rounds).
         self.peers: Peers | None = None
+        #: The stragglers, named on stderr from the same looks (runtime._supervision.stragglers).
+        self.stragglers = StragglerWatch(dict.fromkeys(self.ranks, socket.gethostname()))
 
     def check(self, now: float, done: Callable[[int], bool]) -> Stall | None:
         """Look at the records if a look is due (``done``: whether a rank's work has returned); the stall
@@ -191,6 +200,8 @@ class ProgressWatchdog:
             others, others_done = peers.records()
             seen, returned = {**others, **progress}, [*finished, *others_done]
         self.watch.look(now, seen, returned)
+        for report in self.stragglers.look(now, progress):  # this node's ranks
+            print(report, file=sys.stderr, flush=True)
         if len(finished) < len(self.ranks) and self.watch.stalled(now):
             self.next_check = None
             stall = self.watch.stall(seen)
@@ -222,8 +233,11 @@ def _stall_error(
         return stall.nodes.error(stall, ranks, stacks, waiting=waiting, silent=silent)
     progress = stall.progress
     numbered = {rank: _numbered(where, progress.get(rank)) for rank, where in waiting.items()}
+    # Where every rank waits, none is set apart as waiting: the lines come from each one's stack.
+    located = {rank: where for rank, text in stacks.items() if (where := where_waiting(text))} | dict(waiting)
+    called = {rank: _numbered(where, progress.get(rank)) for rank, where in located.items()}
     return ProgressTimeoutError(ranks, stall.deadline, stacks, waiting=numbered, silent=silent,
-                                why=stall.why(), notes=mismatches(progress))  # fmt: skip
+                                why=stall.why(), notes=mismatches(progress, called))  # fmt: skip
 
 
 def _numbered(where: str, record: RankProgress | None) -> str:
@@ -233,8 +247,9 @@ def _numbered(where: str, record: RankProgress | None) -> str:
     return f"{record.operation} #{record.current}{where[len(record.operation) + 2 :]}"
 
 
-def mismatches(progress: Mapping[int, RankProgress]) -> list[str]:
-    """What tells the ranks' collectives apart: different operations or numbers, or a rank behind."""
+def mismatches(progress: Mapping[int, RankProgress], called: Mapping[int, str] | None = None) -> list[str]:
+    """What tells the ranks' collectives apart: different operations or numbers, or a rank behind; ``called``:
+    where a rank waits, as :func:`_numbered` writes it (``all_reduce #41 (called at train.py:40 in step)``)."""
     inside = {rank: record for rank, record in progress.items() if record.current}
     if not inside:
         return []
@@ -244,7 +259,8 @@ def mismatches(progress: Mapping[int, RankProgress]) -> list[str]:
         lines.append(
             "the ranks wait in different collectives: "
             + ", ".join(
-                f"rank {rank} in {record.operation} #{record.current}" for rank, record in sorted(inside.items())
+                f"rank {rank} in {_located(record, (called or {}).get(rank))}"
+                for rank, record in sorted(inside.items())
             )
         )
     furthest = max(record.current for record in inside.values())
@@ -255,6 +271,12 @@ def mismatches(progress: Mapping[int, RankProgress]) -> list[str]:
         if not record.current and record.collectives < furthest
     ]
     return lines
+
+
+def _located(record: RankProgress, line: str | None) -> str:
+    """``all_reduce #41``, with the line that called it where ``line`` (numbered) names that collective."""
+    numbered = f"{record.operation} #{record.current}"
+    return line if line is not None and line.startswith(f"{numbered} (") else numbered
 
 
 def _collectives(count: int) -> str:

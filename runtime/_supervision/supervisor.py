@@ -158,6 +158,7 @@ class Supervisor:
                 self._watching = False
                 self._changed.notify_all()
             supervising(False)
+            self.outcome.stragglers = self._watchdog.stragglers
             self._watchdog.close()
             os.close(self._bell_read)
             os.close(self._bell_write)

@@ -22,8 +22,9 @@ from tests.support.cli_support import resolver_command
 pytestmark = pytest.mark.timeout(150)
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "stall_script.py"
-#: The line of the script's all_reduce, where rank 0 waits.
-ALL_REDUCE_LINE = next(n for n, line in enumerate(SCRIPT.read_text().splitlines(), 1) if "all_reduce(" in line)
+#: The line of the script's all_reduce, where rank 0 waits, and of the broadcast rank 1 makes instead.
+ALL_REDUCE_LINE = next(n for n, line in enumerate(SCRIPT.read_text().splitlines(), 1) if ".all_reduce(" in line)
+BROADCAST_LINE = next(n for n, line in enumerate(SCRIPT.read_text().splitlines(), 1) if ".broadcast(" in line)
 
 
 def _environment(tmp: Path) -> dict[str, str]:
@@ -66,6 +67,19 @@ def test_a_rank_stuck_in_plain_python_is_named_and_where_its_peer_waits_without_
     )
     assert "rank 1 is at #24: it ran 1 collective fewer than rank 0, and is outside any collective" in message
     assert "in train" in message.split("--- where rank 1 was ---")[1]  # its stack: the loop in train()
+
+
+def test_ranks_waiting_in_different_collectives_are_named_each_with_its_line(tmp_path: Path) -> None:
+    # At step 12 rank 1 broadcasts where rank 0 all-reduces: both wait, in collective #25, for good.
+    outcome, _ = _launch("ddp_spawn", "mismatch", tmp_path, progress_timeout=1)
+
+    assert (outcome["error"], outcome["ranks"]) == ("ProgressTimeoutError", [0, 1]), outcome
+    message = str(outcome["message"])
+    assert message.startswith("ranks 0, 1 made no progress for "), message
+    assert (
+        f"the ranks wait in different collectives: rank 0 in all_reduce #25 (called at stall_script.py:"
+        f"{ALL_REDUCE_LINE} in train), rank 1 in broadcast #25 (called at stall_script.py:{BROADCAST_LINE} in train)"
+    ) in message
 
 
 def test_resolver_run_stops_a_stuck_rank_at_its_progress_timeout_with_status_124(tmp_path: Path) -> None:

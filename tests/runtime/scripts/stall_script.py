@@ -6,7 +6,8 @@ flags). KIND is ``stuck`` (rank 1 loops forever at step 40), ``healthy`` (every 
 ``slow-stuck`` (steps of 0.3 s, then rank 1 stuck at step 12: the deadline comes from the step time),
 ``heartbeat`` (at step 10 every rank spends 4 s in a loop of ``strategy.heartbeat()`` only) or
 ``pause`` (at step 10 every rank sleeps 4 s, with no step, collective or heartbeat) or ``slow-save`` (at
-step 10 a checkpoint is saved whose writing takes 4 s).
+step 10 a checkpoint is saved whose writing takes 4 s) or ``mismatch`` (steps of 0.3 s; at step 12 rank 1
+broadcasts its first gradient where rank 0 all-reduces it: the ranks wait in different collectives).
 OPTIONS_JSON are strategy options (e.g. ``{"progress_timeout": 2}``). The launching process prints one
 ``OUTCOME {json}`` line: the error type, its ranks and message, and the seconds it took.
 """
@@ -40,7 +41,7 @@ def train(strategy: runtime.Strategy, kind: str, out: str) -> str:
     wait_for_pids(Path(out), strategy.world_size)
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    stuck_at, pause = {"stuck": (40, 0.0), "slow-stuck": (12, 0.3)}.get(kind, (None, 0.0))
+    stuck_at, pause = {"stuck": (40, 0.0), "slow-stuck": (12, 0.3), "mismatch": (None, 0.3)}.get(kind, (None, 0.0))
     for step in range(60):
         if step == stuck_at and strategy.global_rank == 1:
             while True:  # stuck in plain Python: no collective, no step, no exception
@@ -58,6 +59,8 @@ def train(strategy: runtime.Strategy, kind: str, out: str) -> str:
         loss.backward()
         for parameter in model.parameters():
             assert parameter.grad is not None
+            if kind == "mismatch" and step == 12 and strategy.global_rank == 1:
+                strategy.collective.broadcast(parameter.grad, src=1)  # where rank 0 runs its all_reduce
             strategy.collective.all_reduce(parameter.grad, op="mean")
         strategy.optimizer_step(optimizer)
         optimizer.zero_grad()

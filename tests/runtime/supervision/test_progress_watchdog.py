@@ -95,3 +95,13 @@ def test_ranks_in_different_collectives_or_one_behind_are_told_apart() -> None:
     assert mismatches({0: RankProgress(40, 812, 812, "all_reduce"), 1: RankProgress(40, 811, 0, "barrier")}) == [
         "rank 1 is at #811: it ran 1 collective fewer than rank 0, and is outside any collective"
     ]
+
+
+def test_ranks_in_different_collectives_are_named_with_the_lines_that_called_them() -> None:
+    records = {0: RankProgress(40, 812, 812, "all_reduce"), 1: RankProgress(40, 812, 812, "broadcast")}
+    called = {0: "all_reduce #812 (called at train.py:40 in step)", 1: "broadcast #812 (called at train.py:55 in step)"}
+
+    assert mismatches(records, called) == [
+        "the ranks wait in different collectives: rank 0 in all_reduce #812 (called at train.py:40 in step), "
+        "rank 1 in broadcast #812 (called at train.py:55 in step)"
+    ]
