@@ -10,7 +10,8 @@ same ``launch()`` call with its round's ``RESOLVER_CONFIG`` and runs ``fn`` ther
 leaves its result for the launching process (:mod:`runtime._protocol.node_result`), which returns it.
 A failure that ends the run is raised on every node: the node where it happened raises it as it is (a
 :class:`~runtime.errors.RankFailedError`, a :class:`~runtime.errors.LaunchTimeoutError`), the others a
-:class:`~runtime.errors.LaunchError` with the same reason.
+:class:`~runtime.errors.LaunchError` with the same reason; a pre-emption raises
+:class:`~runtime.errors.PreemptedError` (the step and checkpoint every rank agreed on) on every node.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def launch_on_nodes(
 ) -> Any:
     """Run this node's ranks round by round (the module docstring); return the node's first rank's result."""
     from runtime.errors import RankFailedError
-    from runtime.preemption import PREEMPTED_EXIT_CODE
+    from runtime.preemption import PREEMPTED_EXIT_CODE, Preempted
     from runtime.script import run_ranks
 
     command = _rank_command()
@@ -127,12 +128,16 @@ def launch_on_nodes(
             endpoint_source=_SOURCE,
             rendezvous=_recording(reasons),
         )
-        if problem is None:
-            return node_result(folder)
+        left = node_result(folder)
+    if problem is None:
+        return left
     if isinstance(problem, RankFailedError) and problem.exit_code == PREEMPTED_EXIT_CODE:
         problem = PREEMPTED_EXIT_CODE
     if problem == PREEMPTED_EXIT_CODE:
-        raise SystemExit(PREEMPTED_EXIT_CODE)  # every rank stopped at the agreed step; rank 0 printed it
+        # Every rank stopped at the agreed step: the node's first rank left what it agreed and saved.
+        if isinstance(left, Preempted):
+            raise left.error()
+        raise SystemExit(PREEMPTED_EXIT_CODE)  # a rank exited so before its work returned; rank 0 printed why
     if problem == 130:
         raise KeyboardInterrupt
     reason = reasons[-1] if reasons else "another node ended it (its reason is printed above)"

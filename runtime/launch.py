@@ -20,7 +20,7 @@ from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime._rank.worker import check_worker
 from runtime.build import build
 from runtime.errors import MissingDependencyError, RuntimeConfigError
-from runtime.preemption import exit_if_preempted
+from runtime.preemption import Preempted, exit_if_preempted
 
 if TYPE_CHECKING:
     from resolver import Environment, Reporter
@@ -101,7 +101,10 @@ def launch(
         if timeout is not None:
             options["timeout"] = check_timeout(timeout, f"timeout={timeout!r}", TIMEOUT_HINTS["timeout"])
         check = functools.partial(check_worker, launched, flags, max_restarts, options)
-        result = exit_if_preempted(enter_rank(fn, args, kwargs, build=build, check=check), launched.global_rank)
+        result = enter_rank(fn, args, kwargs, build=build, check=check)
+        if isinstance(result, Preempted):  # nodes that restart together: their launch() raises PreemptedError
+            keep_node_result(result, launched.local_rank)
+        result = exit_if_preempted(result, launched.global_rank)
         if keep_node_result(result, launched.local_rank):
             # Nodes that restart together: the launching process goes on past launch() as this node's first
             # rank, with this result (the other ranks go on here, as the subprocess launcher's re-run scripts).

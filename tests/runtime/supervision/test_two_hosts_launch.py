@@ -6,9 +6,12 @@ whose skip note names this file: the docs tests cannot make hosts)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -176,3 +179,56 @@ def test_each_multi_node_command_of_the_docs_runs_as_written_on_two_hosts(
     assert [code for code, _, _ in results] == [0, 0], both
     summaries = [line for _, out, _ in results for line in out.splitlines() if "RESULT " in line]
     assert len(summaries) == 1 and '"world_size": 2' in summaries[0], both  # rank 0's, on both nodes together
+
+
+#: Steps until pre-empted (SIGUSR1 to a launching process), saving a checkpoint at the agreed step; the
+#: launching process prints the PreemptedError launch() raises.
+PREEMPT_SCRIPT = """
+import os, sys, time
+import runtime, torch
+
+def work(strategy, folder):
+    for step in range(100000):
+        if strategy.preempted(step):
+            strategy.save_checkpoint(os.path.join(folder, f"step-{step}"), {"step": step})
+            return step
+        strategy.collective.all_reduce(torch.ones(1))
+        if step == 3:
+            open(os.path.join(folder, f"stepping-{strategy.global_rank}"), "w").close()
+        time.sleep(0.05)
+
+if __name__ == "__main__":
+    try:
+        runtime.launch(work, sys.argv[1], accelerator="cpu", devices=1, num_nodes=2, max_restarts=1,
+                       master_addr=sys.argv[2], master_port=int(sys.argv[3]),
+                       strategy_options={"preemption_signal": "SIGUSR1"})
+    except runtime.PreemptedError as exc:
+        print(f"PREEMPTED step={exc.step} checkpoint={exc.checkpoint}", flush=True)
+        sys.exit(exc.exit_code)
+"""
+
+
+@on_two_hosts
+def test_a_pre_emption_signal_to_one_node_raises_preempted_error_on_both_at_the_same_step(
+    hosts: TwoHosts, tmp_path: Path
+) -> None:
+    script = tmp_path / "preempt.py"
+    script.write_text(PREEMPT_SCRIPT)
+    address, port = hosts.hosts[0].address, str(find_free_port())
+    command = [sys.executable, str(script), str(tmp_path), address, port]
+    processes = [host.start(command, _environment()) for host in hosts.hosts]
+    try:
+        _wait_for(tmp_path, "stepping-0", 120)
+        _wait_for(tmp_path, "stepping-1", 30)
+    except AssertionError:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            finish(processes, timeout=1)  # kills them
+        raise
+    processes[1].send_signal(signal.SIGUSR1)  # the second host's launching process (exec'd by ip netns, unshare, sh)
+    results = finish(processes, timeout=90)
+    both = "\n".join(out + err for _, out, err in results)
+    assert [code for code, _, _ in results] == [75, 75], both
+    said = [re.findall(r"^PREEMPTED step=(\d+) checkpoint=(.*)$", out, re.M) for _, out, _ in results]
+    assert len(said[0]) == 1 and said[0] == said[1], both  # the same step and checkpoint on both nodes
+    step, checkpoint = said[0][0]
+    assert checkpoint == str(tmp_path / f"step-{step}") and Path(checkpoint).exists(), both
