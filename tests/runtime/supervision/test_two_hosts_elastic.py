@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +19,14 @@ from typing import Any
 import pytest
 
 from runtime._protocol.ports import find_free_port
-from tests.support.two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
+from tests.support.two_hosts_support import (
+    REQUIRE_VARIABLE,
+    TwoHosts,
+    finish,
+    host_environment,
+    kill_host,
+    missing_prerequisite,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -70,21 +76,6 @@ def _wait_for(folder: Path, name: str, processes: list[Any], seconds: float) -> 
     return time.monotonic()
 
 
-def _kill_host(namespace: str) -> None:
-    """``kill -9`` of every process in ``namespace`` (the launcher and its ranks), until none is left."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30)
-        if not listed.stdout.split():
-            return
-        for pid in map(int, listed.stdout.split()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
-
-
 def _command(hosts: TwoHosts, script: Path, marks: Path) -> tuple[str, list[str], dict[str, str]]:
     endpoint = f"{hosts.hosts[0].address}:{find_free_port()}"
     env = {**host_environment(), "RUNTIME_RENDEZVOUS_TIMEOUT": "60"}
@@ -108,7 +99,7 @@ def test_a_node_joins_at_the_next_round_its_loss_leaves_the_other_to_go_on_and_i
         _wait_for(marks, "world2-rank1-count1", processes, 90)
         _wait_for(marks, "world2-rank0-count1", processes, 30)
         killed = time.monotonic()
-        _kill_host(hosts.hosts[1].namespace)
+        kill_host(hosts.hosts[1].namespace)
         shrunk = _wait_for(marks, "world1-rank0-count2", processes, 60)
         # Node 2 started again: it joins at the next round, though the one restart is used.
         processes.append(hosts.hosts[1].start(command, env))
@@ -153,7 +144,7 @@ def test_a_node_whose_link_is_cut_is_dropped_and_the_other_goes_on_alone(hosts, 
         subprocess.run(["ip", "-n", second.namespace, "link", "set", second.interface, "down"], check=True, timeout=30)
         # Node 1's ranks block on node 2 (no socket closes): the rendezvous drops node 2, node 1 goes on alone.
         shrunk = _wait_for_new(marks, trained, processes, 30)
-        _kill_host(second.namespace)  # lost for good: what it does cut off is not this test's
+        kill_host(second.namespace)  # lost for good: what it does cut off is not this test's
         (marks / "stop").touch()
     except AssertionError as exc:
         waited = exc

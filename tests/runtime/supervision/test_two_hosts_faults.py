@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 
 from runtime._protocol.ports import find_free_port
-from tests.support.two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
+from tests.support.two_hosts_support import (
+    REQUIRE_VARIABLE,
+    TwoHosts,
+    finish,
+    host_environment,
+    kill_host,
+    missing_prerequisite,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(150)]
 
@@ -86,18 +93,6 @@ def _start(pair: TwoHosts, tmp_path: Path, *options: str, explain: bool = False)
     return processes, marks, endpoint
 
 
-def _kill_host(namespace: str) -> None:
-    """``kill -9`` of every process in ``namespace``, until none is left."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (pids := _pids(namespace)):
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
-
-
 def _pids(namespace: str) -> list[int]:
     listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30)
     return [int(pid) for pid in listed.stdout.split()]
@@ -117,7 +112,7 @@ def _said(err: str) -> None:
 
 def _nothing_left(pair: TwoHosts) -> None:
     for host in pair.hosts:
-        _kill_host(host.namespace)  # what a failed assertion left, so the next test starts clean
+        kill_host(host.namespace)  # what a failed assertion left, so the next test starts clean
     for host in pair.hosts:
         subprocess.run(["ip", "-n", host.namespace, "link", "set", host.interface, "up"], check=True, timeout=30)
 
@@ -192,7 +187,7 @@ def test_every_process_of_a_node_killed_with_fixed_nodes_ends_the_other_naming_i
     processes, _, _ = _start(hosts, tmp_path)
     second = hosts.hosts[1]
     began = time.monotonic()
-    _kill_host(second.namespace)
+    kill_host(second.namespace)
     (code, out, err), took = _end(processes[0], 45)
     finish(processes[1:], timeout=10)
     assert f"rank 1 (node 1, host {second.hostname} at {second.address}) went away" in err, err  # the ranks' view
@@ -209,7 +204,7 @@ def test_every_process_of_a_node_killed_with_fixed_nodes_ends_the_other_naming_i
 def test_the_rendezvous_store_host_lost_ends_the_other_node_with_what_to_do(hosts, tmp_path):
     processes, _, endpoint = _start(hosts, tmp_path)
     first = hosts.hosts[0]
-    _kill_host(first.namespace)
+    kill_host(first.namespace)
     (code, out, err), took = _end(processes[1], 40)
     finish(processes[:1], timeout=10)
     ends = re.findall(r"resolver run: the run ended on this node: (.*)", err)

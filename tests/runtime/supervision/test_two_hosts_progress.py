@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from runtime._protocol.ports import find_free_port
-from tests.support.two_hosts_support import REQUIRE_VARIABLE, TwoHosts, finish, host_environment, missing_prerequisite
+from tests.support.two_hosts_support import (
+    REQUIRE_VARIABLE,
+    TwoHosts,
+    finish,
+    host_environment,
+    kill_host,
+    missing_prerequisite,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(150)]
 
@@ -98,7 +105,7 @@ def test_a_node_whose_link_is_cut_in_a_collective_is_named_silent_by_the_other(h
         code, out, err = finish(processes[:1], timeout=60)[0]
         ended = time.monotonic()
     finally:
-        _kill_host(second.namespace)  # cut off for good: what it prints is not this test's
+        kill_host(second.namespace)  # cut off for good: what it prints is not this test's
         finish(processes, timeout=30)
 
     assert code == 124, out + err
@@ -109,18 +116,3 @@ def test_a_node_whose_link_is_cut_in_a_collective_is_named_silent_by_the_other(h
     assert silent is not None, err
     assert re.search(r"rank \d was waiting for it in all_reduce #\d+ \(called at train.py:\d+ in work\)", err), err
     print(f"\nfrom the link cut to node 1's launcher's end (a 6 s progress deadline): {ended - cut:.1f} s")
-
-
-def _kill_host(namespace: str) -> None:
-    """``kill -9`` of every process in ``namespace``, until none is left."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30)
-        if not listed.stdout.split():
-            return
-        for pid in map(int, listed.stdout.split()):
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
