@@ -68,7 +68,8 @@ class NodeEntry:
         return f"node {self.node} ({self.host})"
 
     def to_json(self) -> str:
-        ranks = {str(r): [p.steps, p.collectives, p.current, p.operation, p.long] for r, p in self.ranks.items()}
+        ranks = {str(r): [p.steps, p.collectives, p.current, p.operation, p.long, p.work]
+                 for r, p in self.ranks.items()}  # fmt: skip
         where = None if self.where is None else {str(r): w for r, w in self.where.items()}
         return json.dumps({"node": self.node, "host": self.host, "address": self.address, "count": self.count,
                            "ranks": ranks, "done": sorted(self.done), "where": where})  # fmt: skip
@@ -76,7 +77,7 @@ class NodeEntry:
     @classmethod
     def from_json(cls, text: str) -> NodeEntry:
         data = json.loads(text)
-        ranks = {int(r): RankProgress(s, c, cur, op, long) for r, (s, c, cur, op, long) in data["ranks"].items()}
+        ranks = {int(r): RankProgress(*fields) for r, fields in data["ranks"].items()}
         where = None if data["where"] is None else {int(r): str(w) for r, w in data["where"].items()}
         return cls(int(data["node"]), str(data["host"]), str(data["address"]), int(data["count"]), ranks,
                    frozenset(data["done"]), where)  # fmt: skip
@@ -126,6 +127,11 @@ class ProgressExchange:
         with self._lock:
             entries = list(self._entries.values())
         return ({r: p for e in entries for r, p in e.ranks.items()}, frozenset(r for e in entries for r in e.done))
+
+    def hosts(self) -> dict[int, str]:
+        """The host each of the other nodes' ranks runs on, as last read."""
+        with self._lock:
+            return {r: e.host for e in self._entries.values() for r in e.ranks}
 
     def view(self) -> NodesView:
         """The other nodes as they are now: their entries, and those silent for :data:`SILENT_AFTER` seconds."""

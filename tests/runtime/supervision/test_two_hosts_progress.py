@@ -25,13 +25,16 @@ if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":
     pytest.skip(f"two hosts as network namespaces: {_why_not}", allow_module_level=True)
 
 #: Steps of an all_reduce and a heartbeat; marks step 30 in argv[3]. With argv[2] == "stuck", the rank on the
-#: host named argv[1] loops in plain Python at step 20.
+#: host named argv[1] loops in plain Python at step 20; with "slow", it takes 4x the other's own work per
+#: step (120 ms against 30) and the run ends after 150 steps.
 SCRIPT = """
 import os, socket, sys, time
 import runtime, torch
 
 def work(strategy):
-    for step in range(100000):
+    slow = sys.argv[2] == "slow"
+    pause = (0.12 if socket.gethostname() == sys.argv[1] else 0.03) if slow else 0.05
+    for step in range(150 if slow else 100000):
         total = torch.ones(1)
         strategy.collective.all_reduce(total)
         strategy.heartbeat()
@@ -40,7 +43,7 @@ def work(strategy):
         if step == 20 and sys.argv[2] == "stuck" and socket.gethostname() == sys.argv[1]:
             while True:
                 time.sleep(0.05)
-        time.sleep(0.05)
+        time.sleep(pause)
 
 runtime.launch(work, accelerator="cpu", devices=1, num_nodes=2)
 """
@@ -124,3 +127,19 @@ def _kill_host(namespace: str) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.05)
+
+
+def test_a_straggler_on_node_2_is_named_with_its_host_on_both_nodes(hosts: TwoHosts, tmp_path: Path) -> None:
+    results = finish(_start(hosts, tmp_path, "slow", 60), timeout=120)
+    second = hosts.hosts[1].hostname
+    for code, out, err in results:
+        assert code == 0, out + err
+        # Each node compares every rank of the round (its own and the other node's, through the exchange).
+        report = (rf"^straggler: rank (\d) \(host {second}\) spends ([\d.]+) ms per step in its own work "
+                  r"\(outside collectives\), ([\d.]+)x the other ranks' median of ([\d.]+) ms")  # fmt: skip
+        named = re.findall(report, err, re.M)
+        assert len(named) == 1, err
+        rank, own, ratio, median = named[0]
+        assert float(ratio) >= 1.3 and float(own) > float(median), named
+        assert re.search(rf"^resolver run: straggler\(s\) rank {rank}; own work per step", err, re.M), err
+        assert not re.search(r"^straggler: rank \d \(host node-0\)", err, re.M), err  # the fast one: never named
