@@ -248,13 +248,14 @@ class NodesView:
                     where[r] = f"{record.operation} #{record.current}"
         on_silent = {r for r, n in node_of.items() if n in self.silent}
         outside = sorted(r for r in node_of if r not in where and r not in done and r not in on_silent)
-        blamed = tuple(outside) or tuple(sorted(on_silent)) or ranks
+        # no rank outside a collective, none silent: every rank of the round waits in one (different ones, a deadlock)
+        blamed = tuple(outside) or tuple(sorted(on_silent)) or tuple(sorted(node_of)) or ranks
         notes = [self._silent_line(n, names, progress) for n in sorted(self.silent)]
-        remote = [r for r in blamed if node_of.get(r) != self.exchange.node and r in progress and r not in on_silent]
+        remote = [r for r in outside if node_of.get(r) != self.exchange.node and r in progress]
         notes += [f"rank {r} on {names[node_of[r]]} is outside any collective (step {progress[r].steps}, after "
                   f"collective #{progress[r].collectives}); its stack is in that node's output"
                   for r in remote]  # fmt: skip
-        notes += mismatches({r: p for r, p in progress.items() if r not in on_silent})  # theirs are stale
+        notes += mismatches({r: p for r, p in progress.items() if r not in on_silent}, where)  # theirs are stale
         waits = {r: f"{w} on {names[node_of[r]]}" for r, w in where.items() if r not in blamed and r in node_of}
         places = {node_of.get(r, -1) for r in blamed}
         place = next((f"on {names[n]}" for n in places if n in names), "") if len(places) == 1 else ""

@@ -25,8 +25,9 @@ if _why_not is not None and os.environ.get(REQUIRE_VARIABLE) != "1":
     pytest.skip(f"two hosts as network namespaces: {_why_not}", allow_module_level=True)
 
 #: Steps of an all_reduce and a heartbeat; marks step 30 in argv[3]. With argv[2] == "stuck", the rank on the
-#: host named argv[1] loops in plain Python at step 20; with "slow", it takes 4x the other's own work per
-#: step (120 ms against 30) and the run ends after 150 steps.
+#: host named argv[1] loops in plain Python at step 20; with "mismatch", it calls a broadcast there where the
+#: other rank runs its all_reduce; with "slow", it takes 4x the other's own work per step (120 ms against 30)
+#: and the run ends after 150 steps.
 SCRIPT = """
 import os, socket, sys, time
 import runtime, torch
@@ -43,12 +44,15 @@ def work(strategy):
         if step == 20 and sys.argv[2] == "stuck" and socket.gethostname() == sys.argv[1]:
             while True:
                 time.sleep(0.05)
+        if step == 20 and sys.argv[2] == "mismatch" and socket.gethostname() == sys.argv[1]:
+            strategy.collective.broadcast(torch.ones(1), src=0)  # where the other rank runs its all_reduce
         time.sleep(pause)
 
 runtime.launch(work, accelerator="cpu", devices=1, num_nodes=2)
 """
 #: The line of the script's all_reduce, where a waiting rank is shown.
 ALL_REDUCE_LINE = next(n for n, line in enumerate(SCRIPT.splitlines(), 1) if "all_reduce(" in line)
+BROADCAST_LINE = next(n for n, line in enumerate(SCRIPT.splitlines(), 1) if "broadcast(" in line)
 
 
 def _start(hosts: TwoHosts, tmp: Path, mode: str, progress_timeout: int) -> list[Any]:
@@ -143,3 +147,23 @@ def test_a_straggler_on_node_2_is_named_with_its_host_on_both_nodes(hosts: TwoHo
         assert float(ratio) >= 1.3 and float(own) > float(median), named
         assert re.search(rf"^resolver run: straggler\(s\) rank {rank}; own work per step", err, re.M), err
         assert not re.search(r"^straggler: rank \d \(host node-0\)", err, re.M), err  # the fast one: never named
+
+
+def test_ranks_in_different_collectives_on_two_hosts_are_named_each_with_its_line_on_both_nodes(
+    hosts: TwoHosts, tmp_path: Path
+) -> None:
+    results = finish(_start(hosts, tmp_path, "mismatch", 3), timeout=120)
+    first, second = (host.hostname for host in hosts.hosts)
+    for _, out, err in results:
+        ends = re.findall(r"resolver run: the run ended on every node: node \d \(node-\d\): (.*)", err)
+        assert len(ends) == 1, out + err
+        pattern = (r"the ranks wait in different collectives: rank 0 in (\w+) #(\d+) \(called at train.py:(\d+) in "
+                   r"work\), rank 1 in (\w+) #(\d+) \(called at train.py:(\d+) in work\)")  # fmt: skip
+        named = re.search(pattern, err)
+        assert named is not None, err
+        operations = {named.group(1): int(named.group(3)), named.group(4): int(named.group(6))}
+        assert operations == {"all_reduce": ALL_REDUCE_LINE, "broadcast": BROADCAST_LINE}, err
+        assert named.group(2) == named.group(5), err  # the same number: the collectives told apart
+    # 124 where the node ended the run; both may (each diagnosed the stall and waited for the other's word)
+    codes = [code for code, _, _ in results]
+    assert 124 in codes and set(codes) <= {1, 124}, results
