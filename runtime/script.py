@@ -286,7 +286,7 @@ def _check_rendezvous(config: ResolvedConfig, max_restarts: int, across_nodes: b
             f"and --max-restarts {max_restarts}",
             hint="drop --rdzv-conf, or run several nodes (--nnodes N) with --max-restarts K",
         )
-    from runtime._supervision.node_rendezvous import check_rendezvous_conf
+    from runtime._supervision.node_conf import check_rendezvous_conf
 
     check_rendezvous_conf(conf)
 

@@ -46,6 +46,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handl
 
 from runtime._gloo_interface import host_addresses
 from runtime._supervision.node_address import address_towards, endpoint_address
+from runtime._supervision.node_conf import check_rendezvous_conf, is_host_setting
 from runtime._supervision.node_faults import (
     RendezvousStoreLostError,
     dropped_nodes,
@@ -59,11 +60,8 @@ from runtime.errors import RuntimeConfigError
 if TYPE_CHECKING:
     from torch.distributed import Store
 
-__all__ = ["ELASTIC_DEFAULTS", "RENDEZVOUS_CONF_KEYS", "NodeRendezvous", "NodeRound", "check_rendezvous_conf"]
+__all__ = ["ELASTIC_DEFAULTS", "NodeRendezvous", "NodeRound"]
 
-#: The ``--rdzv-conf`` keys torch's c10d rendezvous reads (seconds, counts, booleans), as torchrun takes them.
-RENDEZVOUS_CONF_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
-                        "keep_alive_interval", "keep_alive_max_attempt", "read_timeout", "is_host")  # fmt: skip
 #: torch's c10d rendezvous settings for a range of nodes, unless ``--rdzv-conf`` gives them. torch's own
 #: (30 s last call, a node dead after 3 keep-alives 5 s apart) make a node's loss cost 45 s; these ~6 s:
 #: a node is dead after 4 missed keep-alives 1 s apart (its ranks' peers fail at once on the closed
@@ -74,26 +72,6 @@ ELASTIC_DEFAULTS = {"last_call_timeout": "2", "keep_alive_interval": "1", "keep_
 #: How long the store's host waits for the other nodes to have read the end (or finished) before it leaves.
 _LINGER = 10.0
 _QUIET = ("torch.distributed.elastic.rendezvous.dynamic_rendezvous", "torch.distributed.elastic.agent.server.api")
-
-
-_BOOLEANS = {"1": True, "true": True, "yes": True, "y": True, "on": True,
-             "0": False, "false": False, "no": False, "n": False, "off": False}  # fmt: skip
-
-
-def check_rendezvous_conf(conf: Mapping[str, str]) -> None:
-    """Refuse a ``--rdzv-conf`` key torch's c10d rendezvous does not read, or a value it cannot take."""
-    for key, value in conf.items():
-        where = f"--rdzv-conf {key}={value}"
-        if key not in RENDEZVOUS_CONF_KEYS:
-            raise RuntimeConfigError(
-                f"{where}: torch's c10d rendezvous has no setting {key!r}",
-                hint=f"use one of {', '.join(RENDEZVOUS_CONF_KEYS)}",
-            )
-        if key == "is_host":
-            if value.strip().lower() not in _BOOLEANS:
-                raise RuntimeConfigError(f"{where}: not a yes or no", hint="write is_host=1 or is_host=0")
-        elif not (value.strip().isascii() and value.strip().isdigit() and int(value) > 0):
-            raise RuntimeConfigError(f"{where}: not a whole number above 0", hint=f"e.g. {key}=30")
 
 
 @attrs.frozen
@@ -192,7 +170,7 @@ class NodeRendezvous:
         # The node whose own address the endpoint is hosts the store (never this host's name resolved).
         self.is_host = target in host_addresses() or ipaddress.ip_address(target).is_loopback
         if given is not None:
-            self.is_host = _BOOLEANS[given.strip().lower()]
+            self.is_host = is_host_setting(given)
         quick = ELASTIC_DEFAULTS if nodes[0] < nodes[1] else {}
         settings: dict[str, Any] = {"join_timeout": str(max(1, round(join_timeout))), **quick, **conf,
                                     "is_host": self.is_host}  # fmt: skip

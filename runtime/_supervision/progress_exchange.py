@@ -68,7 +68,8 @@ class NodeEntry:
         return f"node {self.node} ({self.host})"
 
     def to_json(self) -> str:
-        ranks = {str(r): [p.steps, p.collectives, p.current, p.operation, p.long] for r, p in self.ranks.items()}
+        ranks = {str(r): [p.steps, p.collectives, p.current, p.operation, p.long, p.work]
+                 for r, p in self.ranks.items()}  # fmt: skip
         where = None if self.where is None else {str(r): w for r, w in self.where.items()}
         return json.dumps({"node": self.node, "host": self.host, "address": self.address, "count": self.count,
                            "ranks": ranks, "done": sorted(self.done), "where": where})  # fmt: skip
@@ -76,7 +77,7 @@ class NodeEntry:
     @classmethod
     def from_json(cls, text: str) -> NodeEntry:
         data = json.loads(text)
-        ranks = {int(r): RankProgress(s, c, cur, op, long) for r, (s, c, cur, op, long) in data["ranks"].items()}
+        ranks = {int(r): RankProgress(*fields) for r, fields in data["ranks"].items()}
         where = None if data["where"] is None else {int(r): str(w) for r, w in data["where"].items()}
         return cls(int(data["node"]), str(data["host"]), str(data["address"]), int(data["count"]), ranks,
                    frozenset(data["done"]), where)  # fmt: skip
@@ -126,6 +127,11 @@ class ProgressExchange:
         with self._lock:
             entries = list(self._entries.values())
         return ({r: p for e in entries for r, p in e.ranks.items()}, frozenset(r for e in entries for r in e.done))
+
+    def hosts(self) -> dict[int, str]:
+        """The host each of the other nodes' ranks runs on, as last read."""
+        with self._lock:
+            return {r: e.host for e in self._entries.values() for r in e.ranks}
 
     def view(self) -> NodesView:
         """The other nodes as they are now: their entries, and those silent for :data:`SILENT_AFTER` seconds."""
@@ -242,13 +248,14 @@ class NodesView:
                     where[r] = f"{record.operation} #{record.current}"
         on_silent = {r for r, n in node_of.items() if n in self.silent}
         outside = sorted(r for r in node_of if r not in where and r not in done and r not in on_silent)
-        blamed = tuple(outside) or tuple(sorted(on_silent)) or ranks
+        # no rank outside a collective, none silent: every rank of the round waits in one (different ones, a deadlock)
+        blamed = tuple(outside) or tuple(sorted(on_silent)) or tuple(sorted(node_of)) or ranks
         notes = [self._silent_line(n, names, progress) for n in sorted(self.silent)]
-        remote = [r for r in blamed if node_of.get(r) != self.exchange.node and r in progress and r not in on_silent]
+        remote = [r for r in outside if node_of.get(r) != self.exchange.node and r in progress]
         notes += [f"rank {r} on {names[node_of[r]]} is outside any collective (step {progress[r].steps}, after "
                   f"collective #{progress[r].collectives}); its stack is in that node's output"
                   for r in remote]  # fmt: skip
-        notes += mismatches({r: p for r, p in progress.items() if r not in on_silent})  # theirs are stale
+        notes += mismatches({r: p for r, p in progress.items() if r not in on_silent}, where)  # theirs are stale
         waits = {r: f"{w} on {names[node_of[r]]}" for r, w in where.items() if r not in blamed and r in node_of}
         places = {node_of.get(r, -1) for r in blamed}
         place = next((f"on {names[n]}" for n in places if n in names), "") if len(places) == 1 else ""

@@ -105,6 +105,7 @@ class Peers(Protocol):
 
     def share(self, progress: Mapping[int, RankProgress], done: Collection[int]) -> None: ...
     def records(self) -> tuple[dict[int, RankProgress], frozenset[int]]: ...
+    def hosts(self) -> dict[int, str]: ...
     def view(self) -> NodesAtStall: ...
 
 
@@ -200,7 +201,9 @@ class ProgressWatchdog:
             others, others_done = peers.records()
             seen, returned = {**others, **progress}, [*finished, *others_done]
         self.watch.look(now, seen, returned)
-        for report in self.stragglers.look(now, progress):  # this node's ranks
+        if peers is not None:  # across hosts: every rank of the round is compared, each named with its host
+            self.stragglers.hosts.update(peers.hosts())
+        for report in self.stragglers.look(now, seen):
             print(report, file=sys.stderr, flush=True)
         if len(finished) < len(self.ranks) and self.watch.stalled(now):
             self.next_check = None
