@@ -18,6 +18,7 @@ import attrs
 
 from resolver import ResolvedConfig
 from resolver._runtime_interface import local_rank_in_world, parse_timeout
+from runtime._protocol import flight_recorder
 from runtime._protocol.timeouts import TIMEOUT_HINTS, check_timeout
 from runtime.errors import RuntimeConfigError
 
@@ -107,6 +108,9 @@ def rank_variables(
     if report_dir is not None:
         variables[REPORT_DIR_VARIABLE] = report_dir
         variables[PARENT_PID_VARIABLE] = str(os.getpid())
+        # torch's flight recorder, bounded, read by the launcher when it diagnoses a hang (the user's size wins)
+        if not any(name in os.environ for name in flight_recorder.BUFFER_VARIABLES):
+            variables[flight_recorder.BUFFER_VARIABLES[0]] = str(flight_recorder.BUFFER_SIZE)
     return variables
 
 

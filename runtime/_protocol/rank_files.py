@@ -25,6 +25,7 @@ from typing import IO, Any
 import attrs
 
 from resolver._runtime_interface import diagnostic
+from runtime._protocol import flight_recorder
 from runtime._protocol.peers import LostPeer, lost_peer
 from runtime._protocol.rank_environment import DOORBELL_VARIABLE, REPORT_DIR_VARIABLE
 from runtime.errors import LaunchTimeoutError, RendezvousTimeoutError, RendezvousWaitError, SilentRank, failure_time
@@ -297,7 +298,9 @@ class RankFiles:
             raise
 
     def answer_stack_requests(self, rank: int) -> None:
-        """Dump this process's Python stack to the rank's stack file on ``STACK_SIGNAL`` (once per process)."""
+        """Dump this process's Python stack to the rank's stack file on ``STACK_SIGNAL`` (once per process),
+        and torch's flight record when asked (:mod:`runtime._protocol.flight_recorder`)."""
+        flight_recorder.answer_requests(self.directory, rank)
         if STACK_SIGNAL is None or _stack_files:
             return
         stack_file = open(self._path(rank, "stack.txt"), "w")  # noqa: SIM115 (must stay open)

@@ -17,8 +17,11 @@ An :class:`Outcome` blames the cause, not its echoes:
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
+from runtime._protocol import flight_recorder
 from runtime._protocol.peers import LostPeer
 from runtime._protocol.rank_files import (
     describe_exception,
@@ -77,6 +80,8 @@ class Outcome:
     #: The timeout was the rendezvous timeout (the ranks never reached the rendezvous).
     rendezvous_timeout: float | None = None
     stacks: dict[int, str] = attrs.field(factory=dict)
+    #: torch's flight record of each rank that answered (:mod:`runtime._protocol.flight_recorder`).
+    flight_recorder: dict[int, dict[str, Any]] = attrs.field(factory=dict)
     #: Ranks asked for their stack that did not answer (a stopped or otherwise frozen process).
     silent: dict[int, SilentRank] = attrs.field(factory=dict)
     #: Ranks still running when every failure so far was a communication failure.
@@ -109,17 +114,23 @@ class Outcome:
             elif self.stuck_ranks and self.timed_out_at is None:
                 waited = next((f.rendezvous_timeout for f in self.failures if f.rendezvous_timeout is not None), None)
                 limit = (timeout or 0.0) if waited is None else waited
-                return timeout_error(self.stuck_ranks, limit, self.stacks, echoes, rendezvous=waited is not None,
-                                     silent=self.silent)  # fmt: skip
+                return self._recorded(timeout_error(self.stuck_ranks, limit, self.stacks, echoes,
+                                                    rendezvous=waited is not None, silent=self.silent))  # fmt: skip
             else:
                 blamed = echo
         timed_out_first = blamed is None or blamed.communication or (self.timed_out_at or 0.0) <= blamed.time
         if self.timed_out_at is not None and timed_out_first:
             limit = (timeout or 0.0) if self.rendezvous_timeout is None else self.rendezvous_timeout
-            return timeout_error(self.timed_out_ranks, limit, self.stacks, echoes,
-                                 rendezvous=self.rendezvous_timeout is not None, silent=self.silent,
-                                 error=None if self.stall is None else stall_error(self.stall))  # fmt: skip
+            error = None if self.stall is None else stall_error(self.stall)
+            return self._recorded(timeout_error(self.timed_out_ranks, limit, self.stacks, echoes,
+                                                rendezvous=self.rendezvous_timeout is not None, silent=self.silent,
+                                                error=error))  # fmt: skip
         return blamed.error() if blamed is not None else None
+
+    def _recorded(self, error: LaunchTimeoutError) -> LaunchTimeoutError:
+        if self.flight_recorder:
+            error.add_flight_record(self.flight_recorder, flight_recorder.summary(self.flight_recorder))
+        return error
 
     def _lost_elsewhere(self) -> PeerLostError | None:
         """The earliest echo naming a peer on another node: that node vanished (killed, host down)."""

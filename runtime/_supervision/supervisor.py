@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from runtime._protocol import flight_recorder
 from runtime._protocol.rank_files import RankFiles, abandon_rendezvous, supervising, where_waiting
 from runtime._supervision.in_process_rank import InProcessRank
 from runtime._supervision.outcome import Failure, Outcome
@@ -315,4 +316,6 @@ class Supervisor:
 
     def _collect_stacks(self, running: Mapping[int, RankProcess]) -> dict[int, str]:
         stacks, self.outcome.silent = request_stacks(self.reports, running)
+        # torch's record of their last collectives, from the ranks that answered (running, not frozen)
+        self.outcome.flight_recorder = flight_recorder.request_dumps(self.reports.directory, sorted(stacks))
         return stacks

@@ -141,6 +141,8 @@ class LaunchTimeoutError(HintedError, TimeoutError):
         #: The other ranks that were waiting for these, and where (e.g. ``{0: "barrier()"}``), where known.
         self.waiting = dict(waiting or {})
         self.silent = dict(silent or {})
+        #: torch's flight record of each rank that answered, as torch dumps it (``add_flight_record``).
+        self.flight_recorder: dict[int, dict[str, Any]] = {}
         names = ", ".join(str(r) for r in self.ranks)
         noun = "rank" if len(self.ranks) == 1 else "ranks"
         lines = [f"{noun} {names} {self._what(len(self.ranks) == 1)}"]
@@ -156,6 +158,14 @@ class LaunchTimeoutError(HintedError, TimeoutError):
         for rank, stack in sorted(self.stacks.items()):
             lines.append(f"\n--- where rank {rank} was ---\n{stack.rstrip()}")
         super().__init__("\n".join(lines), hint=self._hint())
+
+    def add_flight_record(self, dumps: Mapping[int, Mapping[str, Any]], lines: Sequence[str]) -> None:
+        """Keep torch's flight record of the ranks (``dumps``) and show its summary ``lines`` in the message."""
+        self.flight_recorder = {rank: dict(dump) for rank, dump in dumps.items()}
+        if lines:
+            self.message += "\n\n--- torch's flight recorder: each rank's last collective per process group ---\n"
+            self.message += "\n".join(lines)
+            self.args = (with_hint(self.message, self.hint),)
 
     def _what(self, one: bool) -> str:
         return f"did not finish within the {self.timeout:g} s launch timeout and {'was' if one else 'were'} stopped"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,13 @@ def test_a_rank_stuck_in_plain_python_is_named_and_where_its_peer_waits_without_
     )
     assert "rank 1 is at #24: it ran 1 collective fewer than rank 0, and is outside any collective" in message
     assert "in train" in message.split("--- where rank 1 was ---")[1]  # its stack: the loop in train()
+    # torch's own record, read from both ranks while they hung: rank 0 in its 25th all_reduce (torch numbers
+    # every collective of the group: the launch's own come first), rank 1 past its last one.
+    record = message.split("--- torch's flight recorder: each rank's last collective per process group ---\n")[1]
+    assert re.search(r"^rank 0: all_reduce #\d+ of default_pg \(Float \[\d+(, \d+)*\]\), scheduled$", record, re.M), (
+        record
+    )
+    assert re.search(r"^rank 1: all_reduce #\d+ of default_pg ", record, re.M), record
 
 
 def test_ranks_waiting_in_different_collectives_are_named_each_with_its_line(tmp_path: Path) -> None:
@@ -80,6 +88,12 @@ def test_ranks_waiting_in_different_collectives_are_named_each_with_its_line(tmp
         f"the ranks wait in different collectives: rank 0 in all_reduce #25 (called at stall_script.py:"
         f"{ALL_REDUCE_LINE} in train), rank 1 in broadcast #25 (called at stall_script.py:{BROADCAST_LINE} in train)"
     ) in message
+    # torch's flight recorder says the same in its own terms: the same number, two operations
+    record = message.split("--- torch's flight recorder: each rank's last collective per process group ---\n")[1]
+    first = re.search(r"^rank 0: all_reduce #(\d+) of default_pg", record, re.M)
+    second = re.search(r"^rank 1: (\w+) #(\d+) of default_pg", record, re.M)
+    assert first is not None and second is not None, record
+    assert second.group(1) != "all_reduce" and second.group(2) == first.group(1), record
 
 
 def test_resolver_run_stops_a_stuck_rank_at_its_progress_timeout_with_status_124(tmp_path: Path) -> None:
