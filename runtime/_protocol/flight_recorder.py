@@ -5,8 +5,9 @@ launcher sets a bounded size unless the user set one, :data:`BUFFER_VARIABLES`).
 Python code in the rank, which its main thread cannot run while it is blocked in a collective, so each
 rank keeps a thread blocked on a named pipe in the launch's report folder (``rank-N.fr-request``): it
 costs nothing until the launcher, diagnosing a stall or a timeout, opens the pipe. The thread then writes
-torch's dump as JSON (``rank-N.flight-recorder.json``), which the launcher reads, summarises in the
-error (:func:`summary`) and hands over whole (``LaunchTimeoutError.flight_recorder``).
+torch's dumps as JSON (``rank-N.flight-recorder.json``: ``{"NCCL": ..., "CPU": ...}``, each recorder
+this torch has), which the launcher reads, summarises in the error (:func:`summary`) and hands over whole
+(``LaunchTimeoutError.flight_recorder``).
 """
 
 from __future__ import annotations
@@ -39,14 +40,30 @@ def _dump_path(directory: str, rank: int) -> str:
     return os.path.join(directory, f"rank-{rank}.flight-recorder.json")
 
 
+#: torch's recorders, each with its own dump (torch's debug server lists the same two): NCCL's is
+#: compiled into CUDA builds only; the other records gloo and every other CPU backend.
+RECORDERS = (("NCCL", "_dump_nccl_trace_json"), ("CPU", "_dump_fr_trace_json"))
+
+
 def _dump() -> dict[str, Any]:
-    """This process's flight record, as torch dumps it, or why there is none."""
+    """This process's flight records as torch dumps them, by recorder, or why there is none."""
     try:
         from torch._C import _distributed_c10d as c10d
-
-        return json.loads(c10d._dump_fr_trace_json(True, False))  # type: ignore[attr-defined]
-    except Exception as exc:  # an older torch, a build without distributed, no process group
+    except Exception as exc:  # a build without distributed
         return {"unavailable": f"{type(exc).__name__}: {exc}"}
+    records: dict[str, Any] = {}
+    failures = []
+    for recorder, name in RECORDERS:
+        dump = getattr(c10d, name, None)
+        if dump is None:
+            continue
+        try:
+            records[recorder] = json.loads(dump())
+        except Exception as exc:  # torch's own failure: said, and the other recorder still read
+            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+    if not records:
+        return {"unavailable": "; ".join(failures) or "this torch has no flight recorder dump"}
+    return records
 
 
 def _answer(directory: str, rank: int) -> None:
@@ -129,14 +146,16 @@ def summary(dumps: Mapping[int, Mapping[str, Any]]) -> list[str]:
         if "unavailable" in dump:
             lines.append(f"rank {rank}: no record ({dump['unavailable']})")
             continue
-        entries = _last_collectives(dump)
+        entries = [(recorder, entry) for recorder, record in dump.items() if isinstance(record, dict)
+                   for entry in _last_collectives(record)]  # fmt: skip
         if not entries:
             lines.append(f"rank {rank}: no collective recorded")
-        for entry in entries:
+        for recorder, entry in entries:
             operation = str(entry.get("profiling_name", "?")).rpartition(":")[2]
             sizes = entry.get("input_sizes") or []
             dtypes = entry.get("input_dtypes") or []
             shown = ", ".join(f"{dtype} {size}" for dtype, size in zip(dtypes, sizes, strict=False))
-            lines.append(f"rank {rank}: {operation} #{entry.get('collective_seq_id', '?')} of {entry['group']} "
+            where = f"{entry['group']}, {recorder}" if recorder != "CPU" else entry["group"]
+            lines.append(f"rank {rank}: {operation} #{entry.get('collective_seq_id', '?')} of {where} "
                          f"({shown or 'no input'}), {entry.get('state', '?')}")  # fmt: skip
     return lines
