@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["BUFFER_SIZE", "BUFFER_VARIABLES", "answer_requests", "request_dumps", "summary"]
+__all__ = ["BUFFER_SIZE", "BUFFER_VARIABLES", "answer_requests", "dump", "request_dumps", "summary"]
 
 #: The entries each rank keeps (torch's own default, written out so that a run says what it records).
 BUFFER_SIZE = 2000
@@ -45,8 +45,9 @@ def _dump_path(directory: str, rank: int) -> str:
 RECORDERS = (("NCCL", "_dump_nccl_trace_json"), ("CPU", "_dump_fr_trace_json"))
 
 
-def _dump() -> dict[str, Any]:
-    """This process's flight records as torch dumps them, by recorder, or why there is none."""
+def dump() -> dict[str, Any]:
+    """This process's flight records as torch dumps them, by recorder, or why there is none (read from any
+    thread: a launching process that is itself a rank is read by its supervising thread)."""
     try:
         from torch._C import _distributed_c10d as c10d
     except Exception as exc:  # a build without distributed
@@ -54,11 +55,11 @@ def _dump() -> dict[str, Any]:
     records: dict[str, Any] = {}
     failures = []
     for recorder, name in RECORDERS:
-        dump = getattr(c10d, name, None)
-        if dump is None:
+        read = getattr(c10d, name, None)
+        if read is None:
             continue
         try:
-            records[recorder] = json.loads(dump())
+            records[recorder] = json.loads(read())
         except Exception as exc:  # torch's own failure: said, and the other recorder still read
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
     if not records:
@@ -77,7 +78,7 @@ def _answer(directory: str, rank: int) -> None:
         target = _dump_path(directory, rank)
         with contextlib.suppress(OSError):
             with open(target + ".tmp", "w") as handle:
-                json.dump(_dump(), handle)
+                json.dump(dump(), handle)
             os.replace(target + ".tmp", target)
 
 

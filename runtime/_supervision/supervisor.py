@@ -241,6 +241,7 @@ class Supervisor:
             self.outcome.stall.nodes.stacks_taken(stacks, self.outcome.stall.progress)
         if own is not None and own_stack:
             stacks[own.rank] = own_stack
+            self.outcome.flight_recorder[own.rank] = flight_recorder.dump()  # this process: read here
             # A wait in a collective ends when its peers are stopped; plain Python only by an interrupt.
             if where_waiting(own_stack) is None:
                 own.interrupt()
