@@ -16,12 +16,21 @@ import contextlib
 import errno
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["BUFFER_SIZE", "BUFFER_VARIABLES", "answer_requests", "dump", "request_dumps", "summary"]
+__all__ = [
+    "BUFFER_SIZE",
+    "BUFFER_VARIABLES",
+    "answer_requests",
+    "dump",
+    "request_dumps",
+    "summary",
+    "without_own_thread",
+]
 
 #: The entries each rank keeps (torch's own default, written out so that a run says what it records).
 BUFFER_SIZE = 2000
@@ -29,6 +38,7 @@ BUFFER_SIZE = 2000
 BUFFER_VARIABLES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 #: Seconds the launcher waits for the dumps (each is written by a thread of a running rank).
 DUMP_WAIT = 3.0
+_HERE = os.path.basename(__file__)
 _answering: list[int] = []  # the processes that answer (once per process; a forked child starts its own)
 
 
@@ -125,6 +135,14 @@ def request_dumps(directory: str, ranks: Iterable[int]) -> dict[int, dict[str, A
                         dumps[rank] = json.load(handle)
         time.sleep(0.05)
     return dumps
+
+
+def without_own_thread(stack: str) -> str:
+    """A rank's stack dump (faulthandler's, every thread) less the thread that answers for the record:
+    it waits on its pipe, which is nothing the user's code did."""
+    threads = re.split(r"\n\n(?=(?:Current thread|Thread) 0x)", stack)
+    kept = [thread for thread in threads if f'{_HERE}", line' not in thread or " in _answer" not in thread]
+    return "\n\n".join(kept)
 
 
 def _last_collectives(dump: Mapping[str, Any]) -> list[dict[str, Any]]:

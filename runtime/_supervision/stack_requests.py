@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from runtime._protocol import flight_recorder
 from runtime._protocol.rank_files import STACK_SIGNAL, RankFiles
 from runtime._supervision.rank_processes import RankProcess, process_state
 from runtime.errors import SilentRank
@@ -50,6 +51,6 @@ def request_stacks(
             silent = {rank: SilentRank(asked[rank].pid, state) for rank, state in states.items()
                       if state in _CANNOT_ANSWER or waited >= SLOW_STACK_WAIT}  # fmt: skip
     time.sleep(_POLL_INTERVAL)  # let a dump that is still being written finish
-    stacks = {rank: reports.read_stack(rank) for rank in answered}
+    stacks = {rank: flight_recorder.without_own_thread(reports.read_stack(rank)) for rank in answered}
     # One that exited meanwhile was not frozen.
     return stacks, {rank: process for rank, process in silent.items() if asked[rank].poll() is None}
