@@ -38,6 +38,8 @@ BUFFER_SIZE = 2000
 BUFFER_VARIABLES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 #: Seconds the launcher waits for the dumps (each is written by a thread of a running rank).
 DUMP_WAIT = 3.0
+#: Seconds a rank's pipe may have no reader before the rank is left out (its thread not yet waiting).
+PIPE_WAIT = 1.0
 _HERE = os.path.basename(__file__)
 _answering: list[int] = []  # the processes that answer (once per process; a forked child starts its own)
 
@@ -107,6 +109,21 @@ def answer_requests(directory: str, rank: int) -> None:
     threading.Thread(target=_answer, args=(directory, rank), name="runtime-flight-recorder", daemon=True).start()
 
 
+def _open_pipe(path: str) -> int | None:
+    """The rank's pipe, open for writing; None where the rank made none (not started by this runtime). A
+    pipe with no reader yet (its thread just starting, or writing the last dump) is tried again, briefly."""
+    deadline = time.monotonic() + PIPE_WAIT
+    while True:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.ENXIO or time.monotonic() >= deadline:  # ENXIO: nobody reads the pipe
+                return None
+        time.sleep(0.02)
+
+
 def request_dumps(directory: str, ranks: Iterable[int]) -> dict[int, dict[str, Any]]:
     """Ask ``ranks`` (running processes) for their flight records; the ones that answered within
     :data:`DUMP_WAIT` seconds. A rank without the thread (not started by this runtime) is not waited for."""
@@ -114,11 +131,8 @@ def request_dumps(directory: str, ranks: Iterable[int]) -> dict[int, dict[str, A
     for rank in ranks:
         with contextlib.suppress(FileNotFoundError):
             os.remove(_dump_path(directory, rank))
-        try:
-            fd = os.open(_request_path(directory, rank), os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            if exc.errno not in (errno.ENXIO, errno.ENOENT):  # ENXIO: nobody reads (no thread)
-                raise
+        fd = _open_pipe(_request_path(directory, rank))
+        if fd is None:
             continue
         try:
             os.write(fd, b"!")

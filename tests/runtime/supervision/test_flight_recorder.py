@@ -22,6 +22,7 @@ from runtime._protocol import flight_recorder
 dist.init_process_group("gloo", rank=0, world_size=1, init_method="tcp://127.0.0.1:0")
 dist.all_reduce(__import__("torch").ones(3))
 flight_recorder.answer_requests(sys.argv[1], 5)
+time.sleep(0.5)  # its thread reaches its pipe (a launcher asking sooner tries for PIPE_WAIT)
 print("ready", flush=True)
 while True:  # the main thread never returns to Python's idle: only the thread can answer
     sum(range(1000))
